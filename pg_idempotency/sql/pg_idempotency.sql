@@ -1,0 +1,154 @@
+-- pg_idempotency: storage and SQL API.
+--
+-- Hygiene: nothing below depends on the installer's search_path; the storage schema is
+-- created plainly, so a schema of that name made by someone else makes the install fail
+-- instead of being adopted.
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+CREATE SCHEMA idempotency;
+REVOKE ALL ON SCHEMA idempotency FROM PUBLIC;
+COMMENT ON SCHEMA idempotency IS
+    'pg_idempotency storage: reached only through the idem_* functions';
+
+-- Fences for every claim of every key. Never cycles, so a fence is never handed out twice.
+CREATE SEQUENCE idempotency.fence_seq AS bigint NO CYCLE;
+COMMENT ON SEQUENCE idempotency.fence_seq IS 'pg_idempotency fencing tokens';
+
+CREATE TABLE idempotency.records (
+    scope        text        NOT NULL,
+    key          text        NOT NULL,
+    state        text        NOT NULL
+                 CHECK (state IN ('in_progress', 'succeeded', 'failed')),
+    fence        bigint      NOT NULL,
+    attempt      integer     NOT NULL CHECK (attempt > 0),
+    fingerprint  bytea,
+    upstream_key uuid        NOT NULL,
+    response     jsonb,
+    created_at   timestamptz NOT NULL,
+    completed_at timestamptz,
+    lease_until  timestamptz,
+    expires_at   timestamptz NOT NULL,
+    ttl          interval    NOT NULL,
+    owner        regrole     NOT NULL,
+    PRIMARY KEY (scope, key)
+);
+COMMENT ON TABLE idempotency.records IS
+    'pg_idempotency: one row per (scope, key); expired rows are absent whether purged or not';
+
+-- Records and fences come back with pg_dump / pg_restore.
+SELECT pg_catalog.pg_extension_config_dump('idempotency.records', '');
+SELECT pg_catalog.pg_extension_config_dump('idempotency.fence_seq', '');
+
+-- Roles that the docs name: members of idempotency_user may call the API.
+DO $roles$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idempotency_user') THEN
+        CREATE ROLE idempotency_user NOLOGIN;
+    END IF;
+END
+$roles$;
+
+CREATE FUNCTION @extschema@.idem_begin(
+    scope        text,
+    key          text,
+    request      jsonb    DEFAULT NULL,
+    ttl          interval DEFAULT NULL,
+    lease        interval DEFAULT NULL,
+    on_cache_hit text     DEFAULT NULL,
+    on_mismatch  text     DEFAULT NULL,
+    wait         interval DEFAULT '0',
+    OUT outcome      text,
+    OUT fence        bigint,
+    OUT attempt      integer,
+    OUT recovered    boolean,
+    OUT upstream_key uuid,
+    OUT succeeded    boolean,
+    OUT response     jsonb,
+    OUT lease_until  timestamptz,
+    OUT expires_at   timestamptz,
+    OUT retry_after  interval)
+RETURNS record
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_begin';
+COMMENT ON FUNCTION @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval) IS
+    'Claim a call (outcome claimed, with a fence), or learn it is running (in_progress), or get its remembered result (replay)';
+
+CREATE FUNCTION @extschema@.idem_complete(
+    scope         text,
+    key           text,
+    fence         bigint,
+    response      jsonb,
+    succeeded     boolean DEFAULT true,
+    cache_failure boolean DEFAULT NULL,
+    OUT state      text,
+    OUT expires_at timestamptz)
+RETURNS record
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_complete';
+COMMENT ON FUNCTION @extschema@.idem_complete(text, text, bigint, jsonb, boolean, boolean) IS
+    'Record the result of a claimed call; the fence must still hold the record';
+
+CREATE FUNCTION @extschema@.idem_release(scope text, key text, fence bigint)
+RETURNS void
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_release';
+COMMENT ON FUNCTION @extschema@.idem_release(text, text, bigint) IS
+    'Give up a claim without a result, so that the next idem_begin claims the call';
+
+CREATE FUNCTION @extschema@.idem_extend(
+    scope text,
+    key   text,
+    fence bigint,
+    lease interval DEFAULT NULL,
+    OUT lease_until timestamptz,
+    OUT expires_at  timestamptz)
+RETURNS record
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_extend';
+COMMENT ON FUNCTION @extschema@.idem_extend(text, text, bigint, interval) IS
+    'Extend the lease of a claim that is still running (a heartbeat)';
+
+CREATE FUNCTION @extschema@.idem_lookup(scope text, key text)
+RETURNS TABLE (
+    scope        text,
+    key          text,
+    state        text,
+    fence        bigint,
+    attempt      integer,
+    fingerprint  bytea,
+    upstream_key uuid,
+    response     jsonb,
+    created_at   timestamptz,
+    completed_at timestamptz,
+    lease_until  timestamptz,
+    expires_at   timestamptz,
+    ttl          interval,
+    owner        regrole)
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER ROWS 1
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_lookup';
+COMMENT ON FUNCTION @extschema@.idem_lookup(text, text) IS
+    'The record of a call until it expires; no row when it is absent or expired';
+
+CREATE FUNCTION @extschema@.idem_forget(scope text, key text)
+RETURNS boolean
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_forget';
+COMMENT ON FUNCTION @extschema@.idem_forget(text, text) IS
+    'Remove a record (an operator dropping a bad cached result); true when a live one was removed';
+
+-- Execute is granted deliberately, never to PUBLIC.
+REVOKE EXECUTE ON FUNCTION
+    @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval),
+    @extschema@.idem_complete(text, text, bigint, jsonb, boolean, boolean),
+    @extschema@.idem_release(text, text, bigint),
+    @extschema@.idem_extend(text, text, bigint, interval),
+    @extschema@.idem_lookup(text, text),
+    @extschema@.idem_forget(text, text)
+FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval),
+    @extschema@.idem_complete(text, text, bigint, jsonb, boolean, boolean),
+    @extschema@.idem_release(text, text, bigint),
+    @extschema@.idem_extend(text, text, bigint, interval),
+    @extschema@.idem_lookup(text, text)
+TO idempotency_user;

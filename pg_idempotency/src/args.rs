@@ -1,0 +1,177 @@
+//! Validation of arguments, before anything is read or written.
+//! Durations are normalised as PostgreSQL compares intervals: a month is 30 days and a day
+//! 24 hours, so `'1 month'` and `'30 days'` are the same ttl.
+
+use pgrx::datum::Interval;
+
+use crate::error::{IdemError, IdemResult};
+use crate::gucs;
+
+pub const MICROS_PER_DAY: i128 = 86_400_000_000;
+
+/// Microseconds of an interval, or None when it is infinite.
+pub fn interval_micros(iv: &Interval) -> Option<i128> {
+    let raw = iv.into_inner();
+    let infinite = (raw.month == i32::MAX && raw.day == i32::MAX && raw.time == i64::MAX)
+        || (raw.month == i32::MIN && raw.day == i32::MIN && raw.time == i64::MIN);
+    if infinite {
+        return None;
+    }
+    Some(raw.month as i128 * 30 * MICROS_PER_DAY + raw.day as i128 * MICROS_PER_DAY + raw.time as i128)
+}
+
+pub fn micros_interval(micros: i64) -> Interval {
+    // A pure time interval never has mixed signs, so this cannot fail.
+    Interval::new(0, 0, micros).unwrap_or_else(|_| unreachable!())
+}
+
+fn blank(s: &str) -> bool {
+    s.chars().all(char::is_whitespace)
+}
+
+fn text_arg(name: &str, value: Option<String>, max: usize, setting: &str) -> IdemResult<String> {
+    let value = value.ok_or_else(|| {
+        IdemError::invalid(
+            format!("{name} must not be null"),
+            format!("idem_* functions need a {name} to find the record."),
+            format!("Pass a non-blank {name}."),
+        )
+    })?;
+    if blank(&value) {
+        return Err(IdemError::invalid(
+            format!("{name} must not be blank"),
+            format!("The {name} is empty or only whitespace."),
+            format!("Pass a non-blank {name}."),
+        ));
+    }
+    if value.len() > max {
+        return Err(IdemError::invalid(
+            format!("{name} is too long"),
+            format!("The {name} has {} bytes; the limit is {max}.", value.len()),
+            format!("Use a shorter {name}, or raise {setting}."),
+        ));
+    }
+    Ok(value)
+}
+
+pub fn scope(value: Option<String>) -> IdemResult<String> {
+    text_arg("scope", value, gucs::max_scope_bytes(), "pg_idempotency.max_scope_bytes")
+}
+
+pub fn key(value: Option<String>) -> IdemResult<String> {
+    text_arg("key", value, gucs::max_key_bytes(), "pg_idempotency.max_key_bytes")
+}
+
+/// A positive, finite duration no longer than `pg_idempotency.max_ttl`.
+fn duration(name: &str, iv: &Interval, allow_zero: bool) -> IdemResult<i64> {
+    let max = gucs::max_ttl_micros();
+    let Some(us) = interval_micros(iv) else {
+        return Err(IdemError::invalid(
+            format!("{name} must be finite"),
+            format!("The {name} is infinite."),
+            format!("Pass a {name} of at most pg_idempotency.max_ttl ({} s).", max / 1_000_000),
+        ));
+    };
+    if us < 0 || (us == 0 && !allow_zero) {
+        return Err(IdemError::invalid(
+            format!("{name} must be {}", if allow_zero { "zero or positive" } else { "positive" }),
+            format!("The {name} normalises to {us} microseconds."),
+            format!("Pass a {name} such as '30 seconds'."),
+        ));
+    }
+    if us > max as i128 {
+        return Err(IdemError::invalid(
+            format!("{name} is too long"),
+            format!("The {name} normalises to {us} microseconds; the limit is {max}."),
+            format!("Pass a shorter {name}, or raise pg_idempotency.max_ttl."),
+        ));
+    }
+    Ok(us as i64)
+}
+
+pub fn ttl(value: Option<Interval>) -> IdemResult<i64> {
+    match value {
+        None => duration("ttl", &micros_interval(gucs::default_ttl_micros()), false),
+        Some(iv) => duration("ttl", &iv, false),
+    }
+}
+
+/// A lease defaults to `min(default_lease, ttl)` and may not exceed the ttl.
+pub fn lease(value: Option<Interval>, ttl: i64) -> IdemResult<i64> {
+    match value {
+        None => Ok(gucs::default_lease_micros().min(ttl)),
+        Some(iv) => {
+            let lease = duration("lease", &iv, false)?;
+            if lease > ttl {
+                return Err(IdemError::invalid(
+                    "lease must not exceed ttl",
+                    format!("The lease is {lease} microseconds and the ttl {ttl}."),
+                    "Pass a shorter lease or a longer ttl; extend a long call with idem_extend.",
+                ));
+            }
+            Ok(lease)
+        }
+    }
+}
+
+pub fn wait(value: Option<Interval>) -> IdemResult<i64> {
+    match value {
+        None => Ok(0),
+        Some(iv) => duration("wait", &iv, true),
+    }
+}
+
+pub fn fence(value: Option<i64>) -> IdemResult<i64> {
+    value.ok_or_else(|| {
+        IdemError::invalid(
+            "fence must not be null",
+            "Only the holder of a claim may complete, release or extend it, named by its fence.",
+            "Pass the fence that idem_begin returned with outcome 'claimed'.",
+        )
+    })
+}
+
+/// What a repeat of a remembered call gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnCacheHit {
+    ReturnCached,
+    ReturnCachedIfSuccess,
+    FailFast,
+}
+
+impl OnCacheHit {
+    pub fn parse(value: Option<String>) -> IdemResult<Self> {
+        match value.as_deref() {
+            None | Some("return_cached") => Ok(Self::ReturnCached),
+            Some("return_cached_if_success") => Ok(Self::ReturnCachedIfSuccess),
+            Some("fail_fast") => Ok(Self::FailFast),
+            Some(other) => Err(unknown_word("on_cache_hit", other, "return_cached, return_cached_if_success, fail_fast")),
+        }
+    }
+}
+
+/// What a repeat with a different request gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMismatch {
+    Reject,
+    Ignore,
+}
+
+impl OnMismatch {
+    pub fn parse(value: Option<String>) -> IdemResult<Self> {
+        match value.as_deref() {
+            None | Some("reject") => Ok(Self::Reject),
+            Some("ignore") => Ok(Self::Ignore),
+            Some(other) => Err(unknown_word("on_mismatch", other, "reject, ignore")),
+        }
+    }
+}
+
+fn unknown_word(name: &str, got: &str, words: &str) -> IdemError {
+    let shown: String = got.chars().take(64).collect();
+    IdemError::invalid(
+        format!("unknown {name} \"{shown}\""),
+        format!("{name} takes one of: {words}."),
+        format!("Pass one of those words, or NULL for the default ({}).", words.split(',').next().unwrap_or("")),
+    )
+}

@@ -1,0 +1,251 @@
+//! `idem_begin`: claim a call, or learn that it is running, or get its remembered result.
+//!
+//! A lock-free read serves the common repeat (a replay) without writing anything. Who claims
+//! is decided by one atomic statement: `INSERT ... ON CONFLICT DO NOTHING` for an absent key,
+//! or an `UPDATE` guarded by the fence that was read for a row that can be claimed again.
+//! When that statement loses a race, the loop reads again and answers from what won.
+
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use pgrx::{pg_sys, IntoDatum};
+
+use crate::args::{self, micros_interval, OnCacheHit, OnMismatch};
+use crate::clock::{self, Micros};
+use crate::entry::{composite, Args, Column};
+use crate::error::{ErrorKind, IdemError, IdemResult};
+use crate::request;
+use crate::store::{self, Claim, Record, State};
+
+/// How many lost races a call tolerates before it gives up; each one means another session
+/// changed the record in the meantime.
+const MAX_RACES: u32 = 1000;
+
+struct Call {
+    scope: String,
+    key: String,
+    fingerprint: Option<[u8; 32]>,
+    ttl: i64,
+    lease: i64,
+    on_cache_hit: OnCacheHit,
+    on_mismatch: OnMismatch,
+    wait: i64,
+}
+
+enum Outcome {
+    Claimed { fence: i64, attempt: i32, recovered: bool, upstream_key: pgrx::Uuid, lease_until: Micros, expires_at: Micros },
+    Replay(Record),
+    InProgress { record: Record, now: Micros },
+}
+
+pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
+    let scope = args::scope(a.get::<String>(0))?;
+    let request = a.datum(2);
+    let fingerprint = request.map(request::fingerprint);
+    let key = match (a.get::<String>(1), &fingerprint) {
+        (None, Some(fp)) => request::hash_key(fp),
+        (None, None) => {
+            return Err(IdemError::invalid(
+                "key must not be null without a request",
+                "A NULL key asks for the key to be derived from the request, and no request was given.",
+                "Pass a key, or a request to derive it from (HASH_INPUT).",
+            ))
+        }
+        (key, _) => args::key(key)?,
+    };
+    let ttl = args::ttl(a.get(3))?;
+    let call = Call {
+        scope,
+        key,
+        fingerprint,
+        ttl,
+        lease: args::lease(a.get(4), ttl)?,
+        on_cache_hit: OnCacheHit::parse(a.get(5))?,
+        on_mismatch: OnMismatch::parse(a.get(6))?,
+        wait: args::wait(a.get(7))?,
+    };
+    let outcome = Spi::connect_mut(|client| decide(client, &call))?;
+    Ok(result(a, outcome))
+}
+
+fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
+    let started = clock::now();
+    let mut pause = 2_000;
+    for _ in 0..MAX_RACES {
+        let now = clock::now();
+        let record = match store::read(client, &call.scope, &call.key) {
+            None => {
+                let claim = fresh_claim(call, now);
+                clock::ensure_durable_commit();
+                if store::insert(client, &call.scope, &call.key, &claim) {
+                    return Ok(claimed(claim, false));
+                }
+                continue;
+            }
+            Some(r) if !r.is_live(now) => {
+                let claim = fresh_claim(call, now);
+                clock::ensure_durable_commit();
+                if store::claim_again(client, &call.scope, &call.key, r.fence, &claim) {
+                    return Ok(claimed(claim, false));
+                }
+                continue;
+            }
+            Some(r) => r,
+        };
+        check_fingerprint(call, &record)?;
+        let lease_live = record.lease_until.is_some_and(|l| l > now);
+        match (record.state, call.on_cache_hit) {
+            (State::InProgress, _) if lease_live => {
+                let remaining = started + call.wait - now;
+                if remaining <= 0 {
+                    return Ok(Outcome::InProgress { record, now });
+                }
+                clock::nap(pause.min(remaining));
+                pause = (pause * 2).min(100_000);
+            }
+            (State::InProgress, _) => {
+                // The holder's lease lapsed: its outcome is unknown, the call is taken over.
+                if let Some(o) = take_over(client, call, &record, now, true) {
+                    return Ok(o);
+                }
+            }
+            (State::Succeeded | State::Failed, OnCacheHit::FailFast) => {
+                return Err(IdemError::new(
+                    ErrorKind::RepeatRefused,
+                    "repeat of a completed call refused",
+                    format!("The call {} at attempt {}; on_cache_hit is 'fail_fast'.",
+                        if record.state == State::Succeeded { "succeeded" } else { "failed" },
+                        record.attempt),
+                    "Look at the stored result with idem_lookup, or use a new key to run the call again.",
+                ));
+            }
+            (State::Failed, OnCacheHit::ReturnCachedIfSuccess) => {
+                if let Some(o) = take_over(client, call, &record, now, false) {
+                    return Ok(o);
+                }
+            }
+            (State::Succeeded | State::Failed, _) => return Ok(Outcome::Replay(record)),
+        }
+    }
+    Err(IdemError::new(
+        ErrorKind::Contention,
+        "could not settle the record: it kept changing",
+        format!("{MAX_RACES} concurrent changes to this key overtook this call."),
+        "Retry the call.",
+    ))
+}
+
+fn fresh_claim(call: &Call, now: Micros) -> Claim<'_> {
+    Claim {
+        fence: clock::next_fence(),
+        attempt: 1,
+        fingerprint: call.fingerprint.as_ref().map(|f| &f[..]),
+        upstream_key: clock::new_upstream_key(),
+        created_at: now,
+        lease_until: now + call.lease,
+        expires_at: now + call.ttl,
+        ttl: call.ttl,
+        owner: clock::caller(),
+    }
+}
+
+/// Claims a live record again: after a lapsed lease (`recovered`) or to rerun a failure.
+/// The upstream key and creation time stay: it is the same call.
+fn take_over(client: &mut SpiClient<'_>, call: &Call, record: &Record, now: Micros, recovered: bool) -> Option<Outcome> {
+    // A sequence shared by many sessions does not alone order fences per key; this does.
+    let fence = clock::next_fence().max(record.fence + 1);
+    let claim = Claim {
+        fence,
+        attempt: record.attempt.saturating_add(1),
+        fingerprint: call.fingerprint.as_ref().map(|f| &f[..]).or(record.fingerprint.as_deref()),
+        upstream_key: record.upstream_key,
+        created_at: record.created_at,
+        lease_until: now + call.lease,
+        expires_at: (now + call.ttl).max(record.expires_at),
+        ttl: call.ttl,
+        owner: clock::caller(),
+    };
+    clock::ensure_durable_commit();
+    store::claim_again(client, &call.scope, &call.key, record.fence, &claim).then(|| claimed(claim, recovered))
+}
+
+fn claimed(c: Claim<'_>, recovered: bool) -> Outcome {
+    Outcome::Claimed {
+        fence: c.fence,
+        attempt: c.attempt,
+        recovered,
+        upstream_key: c.upstream_key,
+        lease_until: c.lease_until,
+        expires_at: c.expires_at,
+    }
+}
+
+fn check_fingerprint(call: &Call, record: &Record) -> IdemResult<()> {
+    let (Some(given), Some(stored)) = (&call.fingerprint, &record.fingerprint) else {
+        return Ok(());
+    };
+    if call.on_mismatch == OnMismatch::Ignore || given[..] == stored[..] {
+        return Ok(());
+    }
+    Err(IdemError::new(
+        ErrorKind::Mismatch,
+        "idempotency key reused with a different request",
+        format!(
+            "The key was first used with a request of fingerprint \\x{}; this request's fingerprint is \\x{}.",
+            hex::encode(stored),
+            hex::encode(given)
+        ),
+        "Use a new key for a different request, or on_mismatch => 'ignore' when only part of the request names the call.",
+    ))
+}
+
+fn ts(m: Micros) -> Column {
+    Some(pg_sys::Datum::from(m))
+}
+
+fn result(a: &Args, outcome: Outcome) -> pg_sys::Datum {
+    let text = |s: &str| s.into_datum();
+    // outcome, fence, attempt, recovered, upstream_key, succeeded, response,
+    // lease_until, expires_at, retry_after
+    let row: [Column; 10] = match outcome {
+        Outcome::Claimed { fence, attempt, recovered, upstream_key, lease_until, expires_at } => [
+            text("claimed"),
+            fence.into_datum(),
+            attempt.into_datum(),
+            recovered.into_datum(),
+            upstream_key.into_datum(),
+            None,
+            None,
+            ts(lease_until),
+            ts(expires_at),
+            None,
+        ],
+        Outcome::Replay(r) => [
+            text("replay"),
+            None,
+            r.attempt.into_datum(),
+            false.into_datum(),
+            r.upstream_key.into_datum(),
+            (r.state == State::Succeeded).into_datum(),
+            r.response,
+            r.lease_until.and_then(ts),
+            ts(r.expires_at),
+            None,
+        ],
+        Outcome::InProgress { record: r, now } => {
+            let lease_until = r.lease_until.unwrap_or(now);
+            [
+                text("in_progress"),
+                None,
+                r.attempt.into_datum(),
+                false.into_datum(),
+                r.upstream_key.into_datum(),
+                None,
+                None,
+                ts(lease_until),
+                ts(r.expires_at),
+                micros_interval((lease_until - now).max(0)).into_datum(),
+            ]
+        }
+    };
+    composite(a, &row)
+}

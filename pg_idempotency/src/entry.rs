@@ -1,0 +1,127 @@
+//! The glue between PostgreSQL's function-call interface and our Rust code.
+//!
+//! Each SQL function is a plain V1 C function whose body runs under pgrx's guard (panics and
+//! PostgreSQL errors are reported as usual) and returns `IdemResult`; our own errors are
+//! raised afterwards, from this outermost frame, so that they keep their SQLSTATE.
+
+use pgrx::pg_sys;
+use pgrx::FromDatum;
+
+use crate::error::{self, IdemResult};
+
+/// The arguments of one call.
+pub struct Args(pub pg_sys::FunctionCallInfo);
+
+impl Args {
+    pub fn get<T: FromDatum>(&self, n: usize) -> Option<T> {
+        unsafe { pgrx::fcinfo::pg_getarg::<T>(self.0, n) }
+    }
+
+    /// The argument's datum as given (for jsonb, which we never convert to a Rust value).
+    pub fn datum(&self, n: usize) -> Option<pg_sys::Datum> {
+        unsafe { pgrx::fcinfo::pg_getarg_datum(self.0, n) }
+    }
+}
+
+pub type Body = fn(&Args) -> IdemResult<pg_sys::Datum>;
+
+/// Runs `body` for one call and raises its error, if any, with our SQLSTATE.
+///
+/// # Safety
+/// Only for PostgreSQL's function manager to call, with a valid `fcinfo`.
+pub unsafe fn call(fcinfo: pg_sys::FunctionCallInfo, body: Body) -> pg_sys::Datum {
+    let result = unsafe { pg_sys::panic::pgrx_extern_c_guard(|| body(&Args(fcinfo))) };
+    match result {
+        Ok(datum) => datum,
+        Err(err) => unsafe { error::raise(err) },
+    }
+}
+
+/// Declares a SQL-callable V1 function `$symbol` whose work is done by `$body`.
+macro_rules! sql_function {
+    ($symbol:ident, $finfo:ident, $body:path) => {
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub extern "C" fn $finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
+            const V1: ::pgrx::pg_sys::Pg_finfo_record =
+                ::pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1
+        }
+
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub unsafe extern "C-unwind" fn $symbol(
+            fcinfo: ::pgrx::pg_sys::FunctionCallInfo,
+        ) -> ::pgrx::pg_sys::Datum {
+            unsafe { $crate::entry::call(fcinfo, $body) }
+        }
+    };
+}
+pub(crate) use sql_function;
+
+/// One output column: its datum, or None for SQL NULL.
+pub type Column = Option<pg_sys::Datum>;
+
+/// The blessed result row type of the function being called, cached for the query.
+unsafe fn result_tupdesc(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::TupleDesc {
+    unsafe {
+        let flinfo = (*fcinfo).flinfo;
+        if !(*flinfo).fn_extra.is_null() {
+            return (*flinfo).fn_extra.cast();
+        }
+        let old = pg_sys::MemoryContextSwitchTo((*flinfo).fn_mcxt);
+        let mut tupdesc: pg_sys::TupleDesc = std::ptr::null_mut();
+        let kind = pg_sys::get_call_result_type(fcinfo, std::ptr::null_mut(), &mut tupdesc);
+        if kind != pg_sys::TypeFuncClass::TYPEFUNC_COMPOSITE {
+            pg_sys::MemoryContextSwitchTo(old);
+            pgrx::error!("pg_idempotency: function must return a composite type");
+        }
+        let blessed = pg_sys::BlessTupleDesc(tupdesc);
+        pg_sys::MemoryContextSwitchTo(old);
+        (*flinfo).fn_extra = blessed.cast();
+        blessed
+    }
+}
+
+/// A single-row composite result (functions declared with OUT parameters).
+pub fn composite(args: &Args, columns: &[Column]) -> pg_sys::Datum {
+    unsafe {
+        let tupdesc = result_tupdesc(args.0);
+        let (mut values, mut nulls): (Vec<_>, Vec<_>) = columns
+            .iter()
+            .map(|c| match c {
+                Some(d) => (*d, false),
+                None => (pg_sys::Datum::from(0usize), true),
+            })
+            .unzip();
+        let tuple = pg_sys::heap_form_tuple(tupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
+        pg_sys::HeapTupleHeaderGetDatum((*tuple).t_data)
+    }
+}
+
+/// A set-returning result of zero or more rows (functions declared `RETURNS TABLE`).
+pub fn rows(args: &Args, rows: &[Vec<Column>]) -> pg_sys::Datum {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        pg_sys::SetSingleFuncCall(args.0, 0);
+        #[cfg(not(feature = "pg15"))]
+        pg_sys::InitMaterializedSRF(args.0, 0);
+        let rsinfo = (*args.0).resultinfo.cast::<pg_sys::ReturnSetInfo>();
+        for row in rows {
+            let (mut values, mut nulls): (Vec<_>, Vec<_>) = row
+                .iter()
+                .map(|c| match c {
+                    Some(d) => (*d, false),
+                    None => (pg_sys::Datum::from(0usize), true),
+                })
+                .unzip();
+            pg_sys::tuplestore_putvalues(
+                (*rsinfo).setResult,
+                (*rsinfo).setDesc,
+                values.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+            );
+        }
+        pg_sys::Datum::from(0usize)
+    }
+}

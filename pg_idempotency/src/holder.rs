@@ -1,0 +1,149 @@
+//! What only the holder of a claim may do, named by its fence: complete, release, extend.
+//!
+//! Each reads the record, decides, then writes with a statement guarded by the fence; if the
+//! record changed in between, it reads again. A stale fence is an error, never a silent no-op,
+//! except completing again with the fence that completed the record (its first reply may
+//! have been lost), which keeps the stored result.
+
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use pgrx::{pg_sys, IntoDatum};
+
+use crate::args;
+use crate::clock::{self, Micros};
+use crate::entry::{composite, Args};
+use crate::error::{ErrorKind, IdemError, IdemResult};
+use crate::request;
+use crate::store::{self, Record, State};
+
+const MAX_RACES: u32 = 1000;
+
+struct Held {
+    scope: String,
+    key: String,
+    fence: i64,
+}
+
+fn held(a: &Args) -> IdemResult<Held> {
+    Ok(Held {
+        scope: args::scope(a.get::<String>(0))?,
+        key: args::key(a.get::<String>(1))?,
+        fence: args::fence(a.get::<i64>(2))?,
+    })
+}
+
+fn lease_lost(detail: impl Into<String>) -> IdemError {
+    IdemError::new(
+        ErrorKind::LeaseLost,
+        "lease lost: this fence does not hold the record",
+        detail,
+        "Another attempt took the call over, or it was completed, released or expired; do not \
+         apply this attempt's result. Call idem_begin again to learn the call's state.",
+    )
+}
+
+fn contention() -> IdemError {
+    IdemError::new(
+        ErrorKind::Contention,
+        "could not settle the record: it kept changing",
+        format!("{MAX_RACES} concurrent changes to this key overtook this call."),
+        "Retry the call.",
+    )
+}
+
+/// The live record that `h.fence` holds, or why it does not.
+fn read_held(client: &mut SpiClient<'_>, h: &Held, now: Micros) -> IdemResult<Record> {
+    let Some(record) = store::read(client, &h.scope, &h.key).filter(|r| r.is_live(now)) else {
+        return Err(lease_lost("The key has no live record: it was released, forgotten, never claimed, or it expired."));
+    };
+    if record.fence != h.fence {
+        return Err(lease_lost(if record.fence > h.fence {
+            "A later claim holds the record."
+        } else {
+            "The record is held under another fence."
+        }));
+    }
+    Ok(record)
+}
+
+pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
+    let h = held(a)?;
+    let response = a.datum(3);
+    request::check_response_size(response)?;
+    let succeeded = a.get::<bool>(4).ok_or_else(|| {
+        IdemError::invalid(
+            "succeeded must not be null",
+            "A completion records whether the call succeeded.",
+            "Pass succeeded => true or false.",
+        )
+    })?;
+    let cache_failure = a.get::<bool>(5).unwrap_or(false);
+
+    let (state, expires_at) = Spi::connect_mut(|client| -> IdemResult<(&'static str, Option<Micros>)> {
+        for _ in 0..MAX_RACES {
+            let now = clock::now();
+            let record = read_held(client, &h, now)?;
+            if record.state != State::InProgress {
+                // Completed by this very fence before: keep what is stored.
+                return Ok((record.state.as_str(), Some(record.expires_at)));
+            }
+            clock::ensure_durable_commit();
+            if !succeeded && !cache_failure {
+                // An uncached failure leaves nothing behind, so a retry runs the call again.
+                if store::delete_held(client, &h.scope, &h.key, h.fence) {
+                    return Ok(("absent", None));
+                }
+                continue;
+            }
+            let state = if succeeded { State::Succeeded } else { State::Failed };
+            let expires_at = now + record.ttl;
+            if store::complete(client, &h.scope, &h.key, h.fence, state, response, now, expires_at) {
+                return Ok((state.as_str(), Some(expires_at)));
+            }
+        }
+        Err(contention())
+    })?;
+    Ok(composite(a, &[state.into_datum(), expires_at.map(pg_sys::Datum::from)]))
+}
+
+pub fn idem_release(a: &Args) -> IdemResult<pg_sys::Datum> {
+    let h = held(a)?;
+    Spi::connect_mut(|client| -> IdemResult<()> {
+        for _ in 0..MAX_RACES {
+            let now = clock::now();
+            let record = read_held(client, &h, now)?;
+            if record.state != State::InProgress {
+                return Err(lease_lost("The call was already completed; idem_forget removes a stored result."));
+            }
+            if store::delete_held(client, &h.scope, &h.key, h.fence) {
+                return Ok(());
+            }
+        }
+        Err(contention())
+    })?;
+    Ok(pg_sys::Datum::from(0usize))
+}
+
+pub fn idem_extend(a: &Args) -> IdemResult<pg_sys::Datum> {
+    let h = held(a)?;
+    let lease = a.get::<pgrx::datum::Interval>(3);
+    let (lease_until, expires_at) = Spi::connect_mut(|client| -> IdemResult<(Micros, Micros)> {
+        for _ in 0..MAX_RACES {
+            let now = clock::now();
+            let record = read_held(client, &h, now)?;
+            if record.state != State::InProgress {
+                return Err(lease_lost("The call was already completed; there is no lease to extend."));
+            }
+            let lease = args::lease(lease, record.ttl)?;
+            let lease_until = now + lease;
+            // A record never expires while its lease is live.
+            let expires_at = record.expires_at.max(lease_until);
+            clock::ensure_durable_commit();
+            if store::extend(client, &h.scope, &h.key, h.fence, lease_until, expires_at) {
+                return Ok((lease_until, expires_at));
+            }
+        }
+        Err(contention())
+    })?;
+    Ok(composite(a, &[Some(pg_sys::Datum::from(lease_until)), Some(pg_sys::Datum::from(expires_at))]))
+}

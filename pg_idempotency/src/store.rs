@@ -1,0 +1,320 @@
+//! The records table, read and written through saved SPI plans.
+//!
+//! Every statement names its objects with their schema, operators included, so no caller's
+//! `search_path` can redirect it; values (times, fences, keys) are computed before the
+//! statement and passed as parameters, never as volatile calls inside it (DESIGN 8).
+
+use std::cell::RefCell;
+
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
+use pgrx::{pg_sys, PgOid};
+
+use crate::args::micros_interval;
+use crate::clock::Micros;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    InProgress,
+    Succeeded,
+    Failed,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::InProgress => "in_progress",
+            State::Succeeded => "succeeded",
+            State::Failed => "failed",
+        }
+    }
+
+    fn parse(s: &str) -> State {
+        match s {
+            "in_progress" => State::InProgress,
+            "succeeded" => State::Succeeded,
+            _ => State::Failed,
+        }
+    }
+}
+
+/// One row of `idempotency.records`.
+pub struct Record {
+    pub state: State,
+    pub fence: i64,
+    pub attempt: i32,
+    pub fingerprint: Option<Vec<u8>>,
+    pub upstream_key: pgrx::Uuid,
+    /// Copied out of SPI's memory into the caller's, so it outlives the SPI connection.
+    pub response: Option<pg_sys::Datum>,
+    pub created_at: Micros,
+    pub completed_at: Option<Micros>,
+    pub lease_until: Option<Micros>,
+    pub expires_at: Micros,
+    pub ttl: i64,
+    pub owner: pg_sys::Oid,
+}
+
+impl Record {
+    /// Expiry is decided at read time: an expired row is absent, purged or not.
+    pub fn is_live(&self, now: Micros) -> bool {
+        self.expires_at > now
+    }
+}
+
+const COLUMNS: &str = "state, fence, attempt, fingerprint, upstream_key, response, created_at, \
+                       completed_at, lease_until, expires_at, ttl, owner::pg_catalog.oid";
+const WHERE_KEY: &str =
+    "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2";
+const WHERE_HELD: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 \
+     AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) 'in_progress'";
+
+struct Plans {
+    read: OwnedPreparedStatement,
+    insert: OwnedPreparedStatement,
+    claim_again: OwnedPreparedStatement,
+    complete: OwnedPreparedStatement,
+    delete_held: OwnedPreparedStatement,
+    extend: OwnedPreparedStatement,
+    forget: OwnedPreparedStatement,
+}
+
+thread_local! {
+    static PLANS: RefCell<Option<Plans>> = const { RefCell::new(None) };
+}
+
+fn oids(list: &[pg_sys::Oid]) -> Vec<PgOid> {
+    list.iter().map(|&o| PgOid::from(o)).collect()
+}
+
+fn prepare(client: &SpiClient<'_>, sql: &str, types: &[pg_sys::Oid]) -> OwnedPreparedStatement {
+    client
+        .prepare_mut(sql, &oids(types))
+        .unwrap_or_else(|e| panic!("pg_idempotency: cannot prepare statement: {e}"))
+        .keep()
+}
+
+fn build_plans(client: &SpiClient<'_>) -> Plans {
+    use pg_sys::{BYTEAOID, INT4OID, INT8OID, INTERVALOID, JSONBOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID, UUIDOID};
+    let key = [TEXTOID, TEXTOID];
+    let held = [TEXTOID, TEXTOID, INT8OID];
+    Plans {
+        read: prepare(
+            client,
+            &format!("SELECT {COLUMNS} FROM idempotency.records WHERE {WHERE_KEY}"),
+            &key,
+        ),
+        insert: prepare(
+            client,
+            "INSERT INTO idempotency.records AS r (scope, key, state, fence, attempt, fingerprint, \
+                 upstream_key, created_at, lease_until, expires_at, ttl, owner) \
+             VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10) \
+             ON CONFLICT (scope, key) DO NOTHING RETURNING r.fence",
+            &[TEXTOID, TEXTOID, INT8OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID],
+        ),
+        claim_again: prepare(
+            client,
+            "UPDATE idempotency.records SET state = 'in_progress', fence = $4, attempt = $5, \
+                 fingerprint = $6, upstream_key = $7, response = NULL, created_at = $8, \
+                 completed_at = NULL, lease_until = $9, expires_at = $10, ttl = $11, owner = $12 \
+             WHERE scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 \
+                 AND fence OPERATOR(pg_catalog.=) $3",
+            &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID],
+        ),
+        complete: prepare(
+            client,
+            &format!(
+                "UPDATE idempotency.records SET state = $4, response = $5, completed_at = $6, \
+                     lease_until = NULL, expires_at = $7 WHERE {WHERE_HELD}"
+            ),
+            &[TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID],
+        ),
+        delete_held: prepare(
+            client,
+            &format!("DELETE FROM idempotency.records WHERE {WHERE_HELD}"),
+            &held,
+        ),
+        extend: prepare(
+            client,
+            &format!(
+                "UPDATE idempotency.records SET lease_until = $4, expires_at = $5 WHERE {WHERE_HELD}"
+            ),
+            &[TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID],
+        ),
+        forget: prepare(
+            client,
+            &format!("DELETE FROM idempotency.records WHERE {WHERE_KEY} RETURNING expires_at"),
+            &key,
+        ),
+    }
+}
+
+fn with_plan<R>(client: &SpiClient<'_>, pick: impl FnOnce(&Plans) -> R) -> R {
+    PLANS.with(|cell| {
+        let mut plans = cell.borrow_mut();
+        let plans = plans.get_or_insert_with(|| build_plans(client));
+        pick(plans)
+    })
+}
+
+fn run<'conn>(
+    client: &mut SpiClient<'conn>,
+    pick: fn(&Plans) -> &OwnedPreparedStatement,
+    args: &[DatumWithOid<'_>],
+) -> SpiTupleTable<'conn> {
+    // A saved plan lives as long as the backend; `with_plan` only lends it for this call.
+    let plan: *const OwnedPreparedStatement = with_plan(client, |p| pick(p) as *const _);
+    // SAFETY: PLANS is never cleared once built, so the plan outlives this call.
+    let plan = unsafe { &*plan };
+    client
+        .update(plan, None, args)
+        .unwrap_or_else(|e| panic!("pg_idempotency: statement failed: {e}"))
+}
+
+fn ts(m: Micros) -> DatumWithOid<'static> {
+    unsafe { DatumWithOid::new(m, pg_sys::TIMESTAMPTZOID) }
+}
+
+fn bytes_opt(b: Option<&[u8]>) -> DatumWithOid<'_> {
+    match b {
+        Some(b) => DatumWithOid::from(b),
+        None => DatumWithOid::null_oid(pg_sys::BYTEAOID),
+    }
+}
+
+fn owner(oid: pg_sys::Oid) -> DatumWithOid<'static> {
+    unsafe { DatumWithOid::new(oid, pg_sys::REGROLEOID) }
+}
+
+fn ttl_arg(ttl: i64) -> DatumWithOid<'static> {
+    DatumWithOid::from(micros_interval(ttl))
+}
+
+fn col_ts(t: &SpiTupleTable<'_>, n: usize) -> Option<Micros> {
+    col::<pgrx::datum::TimestampWithTimeZone>(t, n).map(Micros::from)
+}
+
+fn col<T: FromDatum + IntoDatum>(t: &SpiTupleTable<'_>, n: usize) -> Option<T> {
+    t.get::<T>(n).unwrap_or_else(|e| panic!("pg_idempotency: bad column {n}: {e}"))
+}
+
+pub fn read(client: &mut SpiClient<'_>, scope: &str, key: &str) -> Option<Record> {
+    let table = run(client, |p| &p.read, &[scope.into(), key.into()]);
+    if table.is_empty() {
+        return None;
+    }
+    let t = table.first();
+    let response = t
+        .get_datum_by_ordinal(6)
+        .unwrap_or_else(|e| panic!("pg_idempotency: bad response column: {e}"))
+        .map(|d| unsafe { pg_sys::SPI_datumTransfer(d, false, -1) });
+    let ttl: pgrx::datum::Interval = col(&t, 11).unwrap_or_else(|| micros_interval(0));
+    Some(Record {
+        state: State::parse(&col::<String>(&t, 1).unwrap_or_default()),
+        fence: col(&t, 2).unwrap_or_default(),
+        attempt: col(&t, 3).unwrap_or_default(),
+        fingerprint: col(&t, 4),
+        upstream_key: col(&t, 5).unwrap_or_else(|| pgrx::Uuid::from_bytes([0; 16])),
+        response,
+        created_at: col_ts(&t, 7).unwrap_or_default(),
+        completed_at: col_ts(&t, 8),
+        lease_until: col_ts(&t, 9),
+        expires_at: col_ts(&t, 10).unwrap_or_default(),
+        ttl: crate::args::interval_micros(&ttl).unwrap_or_default() as i64,
+        owner: col(&t, 12).unwrap_or(pg_sys::InvalidOid),
+    })
+}
+
+/// The values of a claim, computed before the statement that writes it.
+pub struct Claim<'a> {
+    pub fence: i64,
+    pub attempt: i32,
+    pub fingerprint: Option<&'a [u8]>,
+    pub upstream_key: pgrx::Uuid,
+    pub created_at: Micros,
+    pub lease_until: Micros,
+    pub expires_at: Micros,
+    pub ttl: i64,
+    pub owner: pg_sys::Oid,
+}
+
+/// Claims an absent key: true when this call inserted the row.
+pub fn insert(client: &mut SpiClient<'_>, scope: &str, key: &str, c: &Claim<'_>) -> bool {
+    let args = [
+        scope.into(),
+        key.into(),
+        c.fence.into(),
+        bytes_opt(c.fingerprint),
+        c.upstream_key.into(),
+        ts(c.created_at),
+        ts(c.lease_until),
+        ts(c.expires_at),
+        ttl_arg(c.ttl),
+        owner(c.owner),
+    ];
+    !run(client, |p| &p.insert, &args).is_empty()
+}
+
+/// Claims a row that exists (expired, lapsed, or a failure to rerun) if it still has the
+/// fence that was read: true when this call won.
+pub fn claim_again(client: &mut SpiClient<'_>, scope: &str, key: &str, seen_fence: i64, c: &Claim<'_>) -> bool {
+    let args = [
+        scope.into(),
+        key.into(),
+        seen_fence.into(),
+        c.fence.into(),
+        c.attempt.into(),
+        bytes_opt(c.fingerprint),
+        c.upstream_key.into(),
+        ts(c.created_at),
+        ts(c.lease_until),
+        ts(c.expires_at),
+        ttl_arg(c.ttl),
+        owner(c.owner),
+    ];
+    run(client, |p| &p.claim_again, &args).len() == 1
+}
+
+pub fn complete(
+    client: &mut SpiClient<'_>,
+    scope: &str,
+    key: &str,
+    fence: i64,
+    state: State,
+    response: Option<pg_sys::Datum>,
+    now: Micros,
+    expires_at: Micros,
+) -> bool {
+    let response = match response {
+        Some(d) => unsafe { DatumWithOid::new(d, pg_sys::JSONBOID) },
+        None => DatumWithOid::null_oid(pg_sys::JSONBOID),
+    };
+    let args = [scope.into(), key.into(), fence.into(), state.as_str().into(), response, ts(now), ts(expires_at)];
+    run(client, |p| &p.complete, &args).len() == 1
+}
+
+pub fn delete_held(client: &mut SpiClient<'_>, scope: &str, key: &str, fence: i64) -> bool {
+    run(client, |p| &p.delete_held, &[scope.into(), key.into(), fence.into()]).len() == 1
+}
+
+pub fn extend(
+    client: &mut SpiClient<'_>,
+    scope: &str,
+    key: &str,
+    fence: i64,
+    lease_until: Micros,
+    expires_at: Micros,
+) -> bool {
+    let args = [scope.into(), key.into(), fence.into(), ts(lease_until), ts(expires_at)];
+    run(client, |p| &p.extend, &args).len() == 1
+}
+
+/// Removes the record; true when it was live.
+pub fn forget(client: &mut SpiClient<'_>, scope: &str, key: &str, now: Micros) -> bool {
+    let table = run(client, |p| &p.forget, &[scope.into(), key.into()]);
+    if table.is_empty() {
+        return false;
+    }
+    col_ts(&table.first(), 1).is_some_and(|e| e > now)
+}

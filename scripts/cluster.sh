@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A private PostgreSQL cluster under target/clusters/<version>: its own data, socket folder
+# and port, trust on loopback and socket, pg_idempotency preloaded. It never touches any
+# other cluster.
+#
+#   scripts/cluster.sh <pg18|pg15> init|start|stop|restart|status|psql [psql args]|conninfo
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+
+[ $# -ge 2 ] || die "usage: $0 <pg18|pg15> init|start|stop|restart|status|psql|conninfo"
+version="$1"; cmd="$2"; shift 2
+dir=$(cluster_dir "$version")
+data="$dir/data"
+sock=$(socket_dir "$version")
+port=$(port_of "$version")
+bin=$(bindir_of "$version") || die "$version is not set up: run scripts/setup.sh"
+
+init() {
+    [ -f "$data/PG_VERSION" ] && return 0
+    log "initialising $version cluster in $data (port $port)"
+    mkdir -p "$dir" "$sock"
+    if is_root; then chown postgres: "$dir" "$sock"; fi
+    as_pg_user "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >"$dir/initdb.log"
+    {
+        echo "# pg_idempotency private cluster"
+        echo "port = $port"
+        echo "listen_addresses = '127.0.0.1'"
+        echo "unix_socket_directories = '$sock'"
+        echo "shared_preload_libraries = 'pg_idempotency'"
+        echo "max_connections = 200"
+        echo "log_min_messages = warning"
+        if [ "$version" = pg18 ]; then
+            # The extension is staged inside the project, not in the server's install.
+            echo "extension_control_path = '$dir/ext:\$system'"
+            echo "dynamic_library_path = '$dir/ext/lib:\$libdir'"
+        fi
+    } | as_pg_user tee -a "$data/postgresql.conf" >/dev/null
+}
+
+running() { as_pg_user "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; }
+
+start() {
+    init
+    running && return 0
+    log "starting $version cluster on port $port"
+    as_pg_user "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null \
+        || { tail -n 20 "$dir/server.log" >&2; die "$version cluster did not start"; }
+}
+
+stop() {
+    [ -f "$data/PG_VERSION" ] || return 0
+    running || return 0
+    log "stopping $version cluster"
+    as_pg_user "$bin/pg_ctl" -D "$data" -m fast -w stop >/dev/null
+}
+
+case "$cmd" in
+    init) init ;;
+    start) start ;;
+    stop) stop ;;
+    restart) stop; start ;;
+    status) if running; then echo "$version: running on port $port, socket $sock"; else echo "$version: stopped"; exit 3; fi ;;
+    psql) exec "$bin/psql" "$(conninfo "$version") dbname=${PGDATABASE:-postgres}" "$@" ;;
+    conninfo) conninfo "$version" ;;
+    *) die "unknown command '$cmd'" ;;
+esac

