@@ -39,11 +39,16 @@ COMMENT ON TABLE idempotency.records IS
 SELECT pg_catalog.pg_extension_config_dump('idempotency.records', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.fence_seq', '');
 
--- Roles that the docs name: members of idempotency_user may call the API.
+-- Roles that the docs name: members of idempotency_user may call the API, members of
+-- idempotency_admin may also forget records. Roles belong to the cluster, not to one
+-- database, so they are created only where missing and outlive the extension.
 DO $roles$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idempotency_user') THEN
         CREATE ROLE idempotency_user NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idempotency_admin') THEN
+        CREATE ROLE idempotency_admin NOLOGIN IN ROLE idempotency_user;
     END IF;
 END
 $roles$;
@@ -152,3 +157,4 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idem_extend(text, text, bigint, interval),
     @extschema@.idem_lookup(text, text)
 TO idempotency_user;
+GRANT EXECUTE ON FUNCTION @extschema@.idem_forget(text, text) TO idempotency_admin;

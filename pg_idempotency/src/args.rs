@@ -25,6 +25,15 @@ pub fn micros_interval(micros: i64) -> Interval {
     Interval::new(0, 0, micros).unwrap_or_else(|_| unreachable!())
 }
 
+/// A duration for messages, in seconds.
+pub fn seconds(micros: i128) -> String {
+    if micros % 1_000_000 == 0 {
+        format!("{} s", micros / 1_000_000)
+    } else {
+        format!("{} s", micros as f64 / 1e6)
+    }
+}
+
 fn blank(s: &str) -> bool {
     s.chars().all(char::is_whitespace)
 }
@@ -75,14 +84,14 @@ fn duration(name: &str, iv: &Interval, allow_zero: bool) -> IdemResult<i64> {
     if us < 0 || (us == 0 && !allow_zero) {
         return Err(IdemError::invalid(
             format!("{name} must be {}", if allow_zero { "zero or positive" } else { "positive" }),
-            format!("The {name} normalises to {us} microseconds."),
+            format!("The {name} normalises to {}.", seconds(us)),
             format!("Pass a {name} such as '30 seconds'."),
         ));
     }
     if us > max as i128 {
         return Err(IdemError::invalid(
             format!("{name} is too long"),
-            format!("The {name} normalises to {us} microseconds; the limit is {max}."),
+            format!("The {name} normalises to {}; the limit is {}.", seconds(us), seconds(max as i128)),
             format!("Pass a shorter {name}, or raise pg_idempotency.max_ttl."),
         ));
     }
@@ -105,7 +114,7 @@ pub fn lease(value: Option<Interval>, ttl: i64) -> IdemResult<i64> {
             if lease > ttl {
                 return Err(IdemError::invalid(
                     "lease must not exceed ttl",
-                    format!("The lease is {lease} microseconds and the ttl {ttl}."),
+                    format!("The lease is {} and the ttl {}.", seconds(lease as i128), seconds(ttl as i128)),
                     "Pass a shorter lease or a longer ttl; extend a long call with idem_extend.",
                 ));
             }

@@ -29,11 +29,15 @@ pub type Body = fn(&Args) -> IdemResult<pg_sys::Datum>;
 ///
 /// # Safety
 /// Only for PostgreSQL's function manager to call, with a valid `fcinfo`.
-pub unsafe fn call(fcinfo: pg_sys::FunctionCallInfo, body: Body) -> pg_sys::Datum {
+pub unsafe fn call(
+    fcinfo: pg_sys::FunctionCallInfo,
+    body: Body,
+    function: &'static std::ffi::CStr,
+) -> pg_sys::Datum {
     let result = unsafe { pg_sys::panic::pgrx_extern_c_guard(|| body(&Args(fcinfo))) };
     match result {
         Ok(datum) => datum,
-        Err(err) => unsafe { error::raise(err) },
+        Err(err) => unsafe { error::raise(err, function) },
     }
 }
 
@@ -53,7 +57,7 @@ macro_rules! sql_function {
         pub unsafe extern "C-unwind" fn $symbol(
             fcinfo: ::pgrx::pg_sys::FunctionCallInfo,
         ) -> ::pgrx::pg_sys::Datum {
-            unsafe { $crate::entry::call(fcinfo, $body) }
+            unsafe { $crate::entry::call(fcinfo, $body, ::std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($symbol), "\0").as_bytes())) }
         }
     };
 }

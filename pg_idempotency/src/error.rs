@@ -5,7 +5,7 @@
 //! raised here, from the outermost frame of a SQL-callable function, after every Rust value
 //! of the call has been dropped (see `entry.rs`).
 
-use std::ffi::{c_char, c_int, CString};
+use std::ffi::{c_char, c_int, CStr, CString};
 
 /// What went wrong, with what the caller needs to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,7 +101,7 @@ fn c_text(s: String) -> CString {
 /// # Safety
 /// Must be called from a frame that Rust does not need to unwind: every value with a
 /// destructor in the calling frames must already be dropped, because this longjmps.
-pub unsafe fn raise(err: IdemError) -> ! {
+pub unsafe fn raise(err: IdemError, function: &'static CStr) -> ! {
     let code = make_sqlstate(err.kind.sqlstate());
     let message = c_text(err.message);
     let detail = c_text(err.detail);
@@ -120,7 +120,8 @@ pub unsafe fn raise(err: IdemError) -> ! {
             drop(message);
             drop(detail);
             drop(hint);
-            errfinish(c"pg_idempotency".as_ptr(), 0, c"pg_idempotency".as_ptr());
+            // The location names the SQL function; a Rust line number would say nothing to a user.
+            errfinish(std::ptr::null(), 0, function.as_ptr());
         }
         // errstart is always true at ERROR, and errfinish does not return at ERROR.
         std::hint::unreachable_unchecked()

@@ -58,9 +58,9 @@ fn read_held(client: &mut SpiClient<'_>, h: &Held, now: Micros) -> IdemResult<Re
     };
     if record.fence != h.fence {
         return Err(lease_lost(if record.fence > h.fence {
-            "A later claim holds the record."
+            "The record is held under a later fence: the call was taken over or claimed again."
         } else {
-            "The record is held under another fence."
+            "The record is held under a different fence."
         }));
     }
     Ok(record)

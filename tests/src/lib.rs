@@ -1,1 +1,94 @@
+//! Helpers for the behaviour suite: connections to the server under test and thin wrappers
+//! over the SQL API. The suite runs against any server where pg_idempotency is installed;
+//! `scripts/test.sh` points it at each private cluster in turn.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use postgres::{Client, NoTls};
+
+/// Connection string of the database under test: `PGIDEM_DSN`, or by default the private
+/// PostgreSQL 18 cluster's `pgidem_it` database.
+pub fn dsn() -> String {
+    std::env::var("PGIDEM_DSN").unwrap_or_else(|_| {
+        let root = env!("CARGO_MANIFEST_DIR").trim_end_matches("/tests");
+        format!("host={root}/target/clusters/pg18/socket port=54818 user=postgres dbname=pgidem_it")
+    })
+}
+
+pub fn connect() -> Client {
+    connect_to(&dsn())
+}
+
+pub fn connect_to(dsn: &str) -> Client {
+    Client::connect(dsn, NoTls).unwrap_or_else(|e| {
+        panic!("cannot connect to {dsn}: {e}\nStart it with scripts/test.sh (or scripts/cluster.sh pg18 start).")
+    })
+}
+
+/// A scope no other test (or earlier run) uses, so tests can share one database.
+pub fn scope(name: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{name}-{}-{nanos}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The SQLSTATE of a failed statement.
+pub fn sqlstate(err: &postgres::Error) -> String {
+    err.code().map(|c| c.code().to_string()).unwrap_or_else(|| format!("no SQLSTATE: {err}"))
+}
+
+/// What `idem_begin` answered.
+#[derive(Debug, Clone)]
+pub struct Begin {
+    pub outcome: String,
+    pub fence: Option<i64>,
+    pub attempt: i32,
+    pub recovered: bool,
+    pub upstream_key: String,
+    pub succeeded: Option<bool>,
+    pub response: Option<String>,
+}
+
+const BEGIN: &str = "SELECT outcome, fence, attempt, recovered, upstream_key::text, succeeded, response::text \
+                     FROM idem_begin(scope => $1, key => $2, request => $3::text::jsonb, \
+                                     lease => $4::text::interval, wait => $5::text::interval)";
+
+/// `idem_begin` with the arguments the suite varies.
+pub fn try_begin(
+    c: &mut Client,
+    scope: &str,
+    key: &str,
+    request: Option<&str>,
+    lease: Option<&str>,
+    wait: Option<&str>,
+) -> Result<Begin, postgres::Error> {
+    let row = c.query_one(BEGIN, &[&scope, &key, &request, &lease, &wait.unwrap_or("0")])?;
+    Ok(Begin {
+        outcome: row.get(0),
+        fence: row.get(1),
+        attempt: row.get(2),
+        recovered: row.get(3),
+        upstream_key: row.get(4),
+        succeeded: row.get(5),
+        response: row.get(6),
+    })
+}
+
+pub fn begin(c: &mut Client, scope: &str, key: &str) -> Begin {
+    try_begin(c, scope, key, None, None, None).unwrap_or_else(|e| panic!("idem_begin: {e}"))
+}
+
+pub fn complete(c: &mut Client, scope: &str, key: &str, fence: i64, response: &str) -> Result<String, postgres::Error> {
+    let row = c.query_one(
+        "SELECT state FROM idem_complete($1, $2, $3, $4::text::jsonb)",
+        &[&scope, &key, &fence, &response],
+    )?;
+    Ok(row.get(0))
+}
+
+/// The server's major version, e.g. 15 or 18.
+pub fn server_major(c: &mut Client) -> i32 {
+    let v: String = c.query_one("SHOW server_version_num", &[]).map(|r| r.get(0)).unwrap_or_default();
+    v.parse::<i32>().unwrap_or(0) / 10000
+}

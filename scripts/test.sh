@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The README's test command: sets up what is missing, then runs every test layer on
+# PostgreSQL 18 (embedded) and PostgreSQL 15 (Debian; needs root to install):
+#   1. #[pg_test]       Rust internals inside the server  (cargo pgrx test)
+#   2. golden SQL        the SQL surface                   (pg_regress)
+#   3. isolation specs   sessions racing on one key        (pg_isolation_regress)
+#   4. behaviour suite   tests/ against the private cluster (cargo test)
+#
+#   scripts/test.sh [pg18|pg15 ...]
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+cd "$ROOT"
+
+if [ $# -gt 0 ]; then
+    versions=("$@")
+else
+    versions=(pg18)
+    if is_root || pg15_available; then versions+=(pg15); fi
+fi
+"$ROOT/scripts/setup.sh" "$([ " ${versions[*]} " = " pg18 " ] && echo pg18 || echo all)"
+if [[ " ${versions[*]} " == *" pg15 "* ]] && ! pg15_available; then
+    log "PostgreSQL 15 is not installed and installing it needs root: running PostgreSQL 18 only"
+    versions=(pg18)
+fi
+
+failures=()
+timings=()
+step() {
+    local name="$1"; shift
+    local start=$SECONDS
+    log "$name"
+    if "$@"; then timings+=("ok    $name ($((SECONDS - start)) s)")
+    else failures+=("$name"); timings+=("FAIL  $name ($((SECONDS - start)) s)"); fi
+}
+
+pg_tests() {
+    local version="$1" args=()
+    if is_root; then
+        local pgdata="$TARGET/pgrx-test-data"
+        mkdir -p "$pgdata" && chown postgres: "$pgdata"
+        args=(--runas postgres --pgdata "$pgdata/$version")
+    fi
+    # cargo pgrx test copies its debug build over the installed library: nothing may have
+    # that file mapped, and the release build is installed again afterwards.
+    "$ROOT/scripts/cluster.sh" "$version" stop
+    if [ "$version" = pg15 ]; then rm -f "$("$(pg_config_of pg15)" --pkglibdir)/pg_idempotency.so"; fi
+    (cd "$ROOT/pg_idempotency" && cargo pgrx test "$version" "${args[@]}")
+}
+
+serve() {
+    local version="$1"
+    "$ROOT/scripts/install-extension.sh" "$version" && "$ROOT/scripts/cluster.sh" "$version" start
+}
+
+behaviour_suite() {
+    local version="$1" bindir
+    bindir=$(bindir_of "$version")
+    "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo "$version") dbname=postgres" \
+        -c "DROP DATABASE IF EXISTS pgidem_it" -c "CREATE DATABASE pgidem_it" &&
+    "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo "$version") dbname=pgidem_it" \
+        -c "CREATE EXTENSION pg_idempotency" &&
+    PGIDEM_DSN="$(conninfo "$version") dbname=pgidem_it" PGIDEM_BINDIR="$bindir" \
+        cargo test -p pg_idempotency_tests -- --test-threads 4
+}
+
+for v in "${versions[@]}"; do
+    step "$v: #[pg_test] (Rust inside the server)" pg_tests "$v"
+    step "$v: build, install and start the private cluster" serve "$v"
+    step "$v: golden SQL and isolation specs" "$ROOT/scripts/test-sql.sh" "$v"
+    step "$v: behaviour suite (tests/)" behaviour_suite "$v"
+done
+
+echo
+printf '%s\n' "${timings[@]}"
+if [ ${#failures[@]} -gt 0 ]; then
+    echo "FAILED: ${failures[*]}" >&2
+    exit 1
+fi
+echo "all tests passed on: ${versions[*]}"

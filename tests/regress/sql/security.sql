@@ -1,0 +1,97 @@
+-- Security: privileges, search_path immunity, durable commits, install hygiene.
+\set SHOW_CONTEXT never
+
+-- Execute is not granted to PUBLIC; members of idempotency_user may call the API.
+CREATE ROLE idem_stranger LOGIN;
+CREATE ROLE idem_app LOGIN IN ROLE idempotency_user;
+SET ROLE idem_stranger;
+\set VERBOSITY sqlstate
+SELECT outcome FROM idem_begin('s', 'k');
+SELECT count(*) FROM idempotency.records;
+RESET ROLE;
+SET ROLE idem_app;
+SELECT outcome, attempt FROM idem_begin('s', 'k');
+SELECT outcome FROM idem_begin('s', 'k');
+SELECT state, owner FROM idem_lookup('s', 'k');
+-- The storage is reachable only through the functions, and forgetting is for operators.
+SELECT count(*) FROM idempotency.records;
+UPDATE idempotency.records SET state = 'succeeded';
+SELECT nextval('idempotency.fence_seq');
+SELECT idem_forget('s', 'k');
+RESET ROLE;
+\set VERBOSITY verbose
+-- The owner is the role that made the call (SET ROLE counts), not the functions' owner.
+SELECT owner FROM idem_lookup('s', 'k');
+
+-- search_path hijack: a hostile schema placed before pg_catalog with its own =, lower,
+-- now, nextval, and a temp table named like ours. Nothing of it is used.
+CREATE SCHEMA evil;
+CREATE TABLE evil.calls (what text);
+GRANT ALL ON SCHEMA evil TO PUBLIC;
+GRANT ALL ON evil.calls TO PUBLIC;
+CREATE FUNCTION evil.texteq(a text, b text) RETURNS boolean LANGUAGE plpgsql AS
+    $$ BEGIN INSERT INTO evil.calls VALUES ('='); RETURN true; END $$;
+CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.texteq);
+CREATE FUNCTION evil.now() RETURNS timestamptz LANGUAGE plpgsql AS
+    $$ BEGIN INSERT INTO evil.calls VALUES ('now'); RETURN '2000-01-01'; END $$;
+CREATE FUNCTION evil.clock_timestamp() RETURNS timestamptz LANGUAGE plpgsql AS
+    $$ BEGIN INSERT INTO evil.calls VALUES ('clock_timestamp'); RETURN '2000-01-01'; END $$;
+CREATE FUNCTION evil.lower(text) RETURNS text LANGUAGE plpgsql AS
+    $$ BEGIN INSERT INTO evil.calls VALUES ('lower'); RETURN $1; END $$;
+CREATE FUNCTION evil.nextval(regclass) RETURNS bigint LANGUAGE plpgsql AS
+    $$ BEGIN INSERT INTO evil.calls VALUES ('nextval'); RETURN 1; END $$;
+-- A new session, so that its first calls meet the hostile path.
+\c
+\set VERBOSITY verbose
+\set SHOW_CONTEXT never
+CREATE TEMP TABLE records (scope text, key text, state text, fence bigint);
+INSERT INTO records VALUES ('h', 'k', 'succeeded', 1);
+SET search_path = evil, pg_temp, pg_catalog, public;
+-- The hostile operator is really in the way of unqualified SQL ...
+SELECT 'a'::text = 'b'::text AS hijacked_equals;
+SELECT count(*) AS hostile_calls FROM evil.calls;
+DELETE FROM evil.calls;
+-- ... and not in ours.
+SELECT outcome, fence IS NOT NULL AS has_fence FROM public.idem_begin('h', 'k', '{"a": 1}');
+SELECT outcome FROM public.idem_begin('h', 'k', '{"a": 1}');
+SELECT fence AS hf FROM public.idem_lookup('h', 'k') \gset
+SELECT state FROM public.idem_complete('h', 'k', :hf, '{"ok": true}');
+SELECT outcome, response FROM public.idem_begin('h', 'k', '{"a": 1}');
+SELECT outcome FROM public.idem_begin('h', 'k2');
+SELECT fence AS hf2 FROM public.idem_lookup('h', 'k2') \gset
+SELECT lease_until IS NOT NULL AS extended FROM public.idem_extend('h', 'k2', :hf2);
+SELECT public.idem_release('h', 'k2', :hf2);
+SELECT public.idem_forget('h', 'k');
+SELECT pg_catalog.count(*) AS hostile_calls FROM evil.calls;
+RESET search_path;
+DROP TABLE pg_temp.records;
+SET client_min_messages = warning;
+DROP SCHEMA evil CASCADE;
+RESET client_min_messages;
+
+-- Durability: a claim or completion commits synchronously whatever the session says.
+BEGIN;
+SET LOCAL synchronous_commit = off;
+SELECT outcome FROM idem_begin('durable', 'd1');
+SHOW synchronous_commit;
+COMMIT;
+BEGIN;
+SET LOCAL synchronous_commit = off;
+SELECT count(*) FROM idem_lookup('durable', 'd1');
+SHOW synchronous_commit;
+COMMIT;
+
+-- Install hygiene: a schema of our name made by someone else makes the install fail.
+DROP EXTENSION pg_idempotency;
+CREATE SCHEMA idempotency;
+\set VERBOSITY sqlstate
+CREATE EXTENSION pg_idempotency;
+\set VERBOSITY verbose
+DROP SCHEMA idempotency;
+CREATE EXTENSION pg_idempotency;
+SELECT outcome FROM idem_begin('fresh', 'k');
+
+DROP ROLE idem_stranger;
+REVOKE idempotency_user FROM idem_app;
+DROP OWNED BY idem_app;
+DROP ROLE idem_app;

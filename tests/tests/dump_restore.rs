@@ -1,0 +1,62 @@
+//! pg_dump / pg_restore bring back the records and a fence sequence above every fence issued.
+
+use std::process::Command;
+
+use pg_idempotency_tests::*;
+
+/// The folder of the server's own client programs (pg_dump must match the server).
+fn bindir() -> String {
+    std::env::var("PGIDEM_BINDIR").expect("PGIDEM_BINDIR names the server's bin folder (scripts/test.sh sets it)")
+}
+
+fn with_db(dsn: &str, db: &str) -> String {
+    format!("{} dbname={db}", dsn.split_whitespace().filter(|p| !p.starts_with("dbname=")).collect::<Vec<_>>().join(" "))
+}
+
+#[test]
+fn records_and_fences_survive_dump_and_restore() {
+    let base = dsn();
+    let mut admin = connect_to(&with_db(&base, "postgres"));
+    admin.batch_execute("DROP DATABASE IF EXISTS pgidem_dump_src; DROP DATABASE IF EXISTS pgidem_dump_dst; CREATE DATABASE pgidem_dump_src; CREATE DATABASE pgidem_dump_dst").unwrap();
+
+    let src_dsn = with_db(&base, "pgidem_dump_src");
+    let mut src = connect_to(&src_dsn);
+    src.batch_execute("CREATE EXTENSION pg_idempotency").unwrap();
+    let done = begin(&mut src, "dump", "done");
+    complete(&mut src, "dump", "done", done.fence.unwrap(), r#"{"kept": true}"#).unwrap();
+    let running = begin(&mut src, "dump", "running");
+    for i in 0..20 {
+        begin(&mut src, "dump", &format!("filler-{i}"));
+    }
+    let max_fence: i64 = src.query_one("SELECT max(fence) FROM idempotency.records", &[]).unwrap().get(0);
+    drop(src);
+
+    let file = std::env::temp_dir().join(format!("pgidem-dump-{}.custom", std::process::id()));
+    let status = Command::new(format!("{}/pg_dump", bindir()))
+        .args(["-Fc", "-f", file.to_str().unwrap(), "-d", &src_dsn])
+        .status()
+        .unwrap();
+    assert!(status.success(), "pg_dump failed");
+    let dst_dsn = with_db(&base, "pgidem_dump_dst");
+    let status = Command::new(format!("{}/pg_restore", bindir()))
+        .args(["--exit-on-error", "-d", &dst_dsn, file.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "pg_restore failed");
+    let _ = std::fs::remove_file(&file);
+
+    let mut dst = connect_to(&dst_dsn);
+    let replay = begin(&mut dst, "dump", "done");
+    assert_eq!(replay.outcome, "replay");
+    assert_eq!(replay.response.as_deref(), Some(r#"{"kept": true}"#));
+    assert_eq!(replay.upstream_key, done.upstream_key);
+    let dup = begin(&mut dst, "dump", "running");
+    assert_eq!(dup.outcome, "in_progress");
+    assert_eq!(dup.upstream_key, running.upstream_key);
+    let fresh = begin(&mut dst, "dump", "new");
+    assert!(fresh.fence.unwrap() > max_fence, "fence {:?} not above {max_fence}", fresh.fence);
+    let rows: i64 = dst.query_one("SELECT count(*) FROM idempotency.records", &[]).unwrap().get(0);
+    assert_eq!(rows, 23);
+    drop(dst);
+    admin.batch_execute("DROP DATABASE pgidem_dump_src; DROP DATABASE pgidem_dump_dst").unwrap();
+}
