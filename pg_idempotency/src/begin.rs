@@ -84,7 +84,7 @@ fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
             Some(r) if !r.is_live(now) => {
                 let claim = fresh_claim(call, now);
                 clock::ensure_durable_commit();
-                if store::claim_again(client, &call.scope, &call.key, r.fence, &claim) {
+                if store::claim_again(client, &call.scope, &call.key, &r, &claim) {
                     return Ok(claimed(claim, false));
                 }
                 continue;
@@ -165,7 +165,7 @@ fn take_over(client: &mut SpiClient<'_>, call: &Call, record: &Record, now: Micr
         owner: clock::caller(),
     };
     clock::ensure_durable_commit();
-    store::claim_again(client, &call.scope, &call.key, record.fence, &claim).then(|| claimed(claim, recovered))
+    store::claim_again(client, &call.scope, &call.key, record, &claim).then(|| claimed(claim, recovered))
 }
 
 fn claimed(c: Claim<'_>, recovered: bool) -> Outcome {

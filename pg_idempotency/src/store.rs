@@ -119,8 +119,9 @@ fn build_plans(client: &SpiClient<'_>) -> Plans {
                  fingerprint = $6, upstream_key = $7, response = NULL, created_at = $8, \
                  completed_at = NULL, lease_until = $9, expires_at = $10, ttl = $11, owner = $12 \
              WHERE scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 \
-                 AND fence OPERATOR(pg_catalog.=) $3",
-            &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID],
+                 AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) $13 \
+                 AND COALESCE(lease_until, '-infinity'::pg_catalog.timestamptz) OPERATOR(pg_catalog.=) $14",
+            &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID],
         ),
         complete: prepare(
             client,
@@ -256,13 +257,14 @@ pub fn insert(client: &mut SpiClient<'_>, scope: &str, key: &str, c: &Claim<'_>)
     !run(client, |p| &p.insert, &args).is_empty()
 }
 
-/// Claims a row that exists (expired, lapsed, or a failure to rerun) if it still has the
-/// fence that was read: true when this call won.
-pub fn claim_again(client: &mut SpiClient<'_>, scope: &str, key: &str, seen_fence: i64, c: &Claim<'_>) -> bool {
+/// Claims a row that exists (expired, lapsed, or a failure to rerun) if it is still as it
+/// was read (same fence, state and lease: a completion or an extension in between wins):
+/// true when this call won.
+pub fn claim_again(client: &mut SpiClient<'_>, scope: &str, key: &str, seen: &Record, c: &Claim<'_>) -> bool {
     let args = [
         scope.into(),
         key.into(),
-        seen_fence.into(),
+        seen.fence.into(),
         c.fence.into(),
         c.attempt.into(),
         bytes_opt(c.fingerprint),
@@ -272,6 +274,8 @@ pub fn claim_again(client: &mut SpiClient<'_>, scope: &str, key: &str, seen_fenc
         ts(c.expires_at),
         ttl_arg(c.ttl),
         owner(c.owner),
+        seen.state.as_str().into(),
+        ts(seen.lease_until.unwrap_or(i64::MIN)),
     ];
     run(client, |p| &p.claim_again, &args).len() == 1
 }

@@ -17,7 +17,15 @@ fn with_db(dsn: &str, db: &str) -> String {
 fn records_and_fences_survive_dump_and_restore() {
     let base = dsn();
     let mut admin = connect_to(&with_db(&base, "postgres"));
-    admin.batch_execute("DROP DATABASE IF EXISTS pgidem_dump_src; DROP DATABASE IF EXISTS pgidem_dump_dst; CREATE DATABASE pgidem_dump_src; CREATE DATABASE pgidem_dump_dst").unwrap();
+    // One statement each: DROP/CREATE DATABASE refuse to run in a transaction block.
+    for sql in [
+        "DROP DATABASE IF EXISTS pgidem_dump_src",
+        "DROP DATABASE IF EXISTS pgidem_dump_dst",
+        "CREATE DATABASE pgidem_dump_src",
+        "CREATE DATABASE pgidem_dump_dst",
+    ] {
+        admin.batch_execute(sql).unwrap();
+    }
 
     let src_dsn = with_db(&base, "pgidem_dump_src");
     let mut src = connect_to(&src_dsn);
@@ -58,5 +66,6 @@ fn records_and_fences_survive_dump_and_restore() {
     let rows: i64 = dst.query_one("SELECT count(*) FROM idempotency.records", &[]).unwrap().get(0);
     assert_eq!(rows, 23);
     drop(dst);
-    admin.batch_execute("DROP DATABASE pgidem_dump_src; DROP DATABASE pgidem_dump_dst").unwrap();
+    admin.batch_execute("DROP DATABASE pgidem_dump_src").unwrap();
+    admin.batch_execute("DROP DATABASE pgidem_dump_dst").unwrap();
 }
