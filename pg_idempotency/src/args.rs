@@ -17,7 +17,11 @@ pub fn interval_micros(iv: &Interval) -> Option<i128> {
     if infinite {
         return None;
     }
-    Some(raw.month as i128 * 30 * MICROS_PER_DAY + raw.day as i128 * MICROS_PER_DAY + raw.time as i128)
+    Some(
+        raw.month as i128 * 30 * MICROS_PER_DAY
+            + raw.day as i128 * MICROS_PER_DAY
+            + raw.time as i128,
+    )
 }
 
 pub fn micros_interval(micros: i64) -> Interval {
@@ -64,11 +68,21 @@ fn text_arg(name: &str, value: Option<String>, max: usize, setting: &str) -> Ide
 }
 
 pub fn scope(value: Option<String>) -> IdemResult<String> {
-    text_arg("scope", value, gucs::max_scope_bytes(), "pg_idempotency.max_scope_bytes")
+    text_arg(
+        "scope",
+        value,
+        gucs::max_scope_bytes(),
+        "pg_idempotency.max_scope_bytes",
+    )
 }
 
 pub fn key(value: Option<String>) -> IdemResult<String> {
-    text_arg("key", value, gucs::max_key_bytes(), "pg_idempotency.max_key_bytes")
+    text_arg(
+        "key",
+        value,
+        gucs::max_key_bytes(),
+        "pg_idempotency.max_key_bytes",
+    )
 }
 
 /// A positive, finite duration no longer than `pg_idempotency.max_ttl`.
@@ -78,12 +92,22 @@ fn duration(name: &str, iv: &Interval, allow_zero: bool) -> IdemResult<i64> {
         return Err(IdemError::invalid(
             format!("{name} must be finite"),
             format!("The {name} is infinite."),
-            format!("Pass a {name} of at most pg_idempotency.max_ttl ({} s).", max / 1_000_000),
+            format!(
+                "Pass a {name} of at most pg_idempotency.max_ttl ({} s).",
+                max / 1_000_000
+            ),
         ));
     };
     if us < 0 || (us == 0 && !allow_zero) {
         return Err(IdemError::invalid(
-            format!("{name} must be {}", if allow_zero { "zero or positive" } else { "positive" }),
+            format!(
+                "{name} must be {}",
+                if allow_zero {
+                    "zero or positive"
+                } else {
+                    "positive"
+                }
+            ),
             format!("The {name} normalises to {}.", seconds(us)),
             format!("Pass a {name} such as '30 seconds'."),
         ));
@@ -91,7 +115,11 @@ fn duration(name: &str, iv: &Interval, allow_zero: bool) -> IdemResult<i64> {
     if us > max as i128 {
         return Err(IdemError::invalid(
             format!("{name} is too long"),
-            format!("The {name} normalises to {}; the limit is {}.", seconds(us), seconds(max as i128)),
+            format!(
+                "The {name} normalises to {}; the limit is {}.",
+                seconds(us),
+                seconds(max as i128)
+            ),
             format!("Pass a shorter {name}, or raise pg_idempotency.max_ttl."),
         ));
     }
@@ -114,7 +142,11 @@ pub fn lease(value: Option<Interval>, ttl: i64) -> IdemResult<i64> {
             if lease > ttl {
                 return Err(IdemError::invalid(
                     "lease must not exceed ttl",
-                    format!("The lease is {} and the ttl {}.", seconds(lease as i128), seconds(ttl as i128)),
+                    format!(
+                        "The lease is {} and the ttl {}.",
+                        seconds(lease as i128),
+                        seconds(ttl as i128)
+                    ),
                     "Pass a shorter lease or a longer ttl; extend a long call with idem_extend.",
                 ));
             }
@@ -154,7 +186,11 @@ impl OnCacheHit {
             None | Some("return_cached") => Ok(Self::ReturnCached),
             Some("return_cached_if_success") => Ok(Self::ReturnCachedIfSuccess),
             Some("fail_fast") => Ok(Self::FailFast),
-            Some(other) => Err(unknown_word("on_cache_hit", other, "return_cached, return_cached_if_success, fail_fast")),
+            Some(other) => Err(unknown_word(
+                "on_cache_hit",
+                other,
+                "return_cached, return_cached_if_success, fail_fast",
+            )),
         }
     }
 }
@@ -181,6 +217,9 @@ fn unknown_word(name: &str, got: &str, words: &str) -> IdemError {
     IdemError::invalid(
         format!("unknown {name} \"{shown}\""),
         format!("{name} takes one of: {words}."),
-        format!("Pass one of those words, or NULL for the default ({}).", words.split(',').next().unwrap_or("")),
+        format!(
+            "Pass one of those words, or NULL for the default ({}).",
+            words.split(',').next().unwrap_or("")
+        ),
     )
 }

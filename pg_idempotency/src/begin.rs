@@ -32,9 +32,19 @@ struct Call {
 }
 
 enum Outcome {
-    Claimed { fence: i64, attempt: i32, recovered: bool, upstream_key: pgrx::Uuid, lease_until: Micros, expires_at: Micros },
+    Claimed {
+        fence: i64,
+        attempt: i32,
+        recovered: bool,
+        upstream_key: pgrx::Uuid,
+        lease_until: Micros,
+        expires_at: Micros,
+    },
     Replay(Record),
-    InProgress { record: Record, now: Micros },
+    InProgress {
+        record: Record,
+        now: Micros,
+    },
 }
 
 pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
@@ -43,13 +53,11 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
     let fingerprint = request.map(request::fingerprint);
     let key = match (a.get::<String>(1), &fingerprint) {
         (None, Some(fp)) => request::hash_key(fp),
-        (None, None) => {
-            return Err(IdemError::invalid(
-                "key must not be null without a request",
-                "A NULL key asks for the key to be derived from the request, and no request was given.",
-                "Pass a key, or a request to derive it from (HASH_INPUT).",
-            ))
-        }
+        (None, None) => return Err(IdemError::invalid(
+            "key must not be null without a request",
+            "A NULL key asks for the key to be derived from the request, and no request was given.",
+            "Pass a key, or a request to derive it from (HASH_INPUT).",
+        )),
         (key, _) => args::key(key)?,
     };
     let ttl = args::ttl(a.get(3))?;
@@ -150,13 +158,24 @@ fn fresh_claim(call: &Call, now: Micros) -> Claim<'_> {
 
 /// Claims a live record again: after a lapsed lease (`recovered`) or to rerun a failure.
 /// The upstream key and creation time stay: it is the same call.
-fn take_over(client: &mut SpiClient<'_>, call: &Call, record: &Record, now: Micros, recovered: bool) -> Option<Outcome> {
+fn take_over(
+    client: &mut SpiClient<'_>,
+    call: &Call,
+    record: &Record,
+    now: Micros,
+    recovered: bool,
+) -> Option<Outcome> {
     // A sequence shared by many sessions does not alone order fences per key; this does.
     let fence = clock::next_fence().max(record.fence + 1);
     let claim = Claim {
         fence,
         attempt: record.attempt.saturating_add(1),
-        fingerprint: call.fingerprint.as_ref().map(|f| &f[..]).or(record.fingerprint.as_deref()),
+        // The first request's fingerprint stays the call's identity (on_mismatch => 'ignore'
+        // must not replace it).
+        fingerprint: record
+            .fingerprint
+            .as_deref()
+            .or(call.fingerprint.as_ref().map(|f| &f[..])),
         upstream_key: record.upstream_key,
         created_at: record.created_at,
         lease_until: now + call.lease,
@@ -165,7 +184,8 @@ fn take_over(client: &mut SpiClient<'_>, call: &Call, record: &Record, now: Micr
         owner: clock::caller(),
     };
     clock::ensure_durable_commit();
-    store::claim_again(client, &call.scope, &call.key, record, &claim).then(|| claimed(claim, recovered))
+    store::claim_again(client, &call.scope, &call.key, record, &claim)
+        .then(|| claimed(claim, recovered))
 }
 
 fn claimed(c: Claim<'_>, recovered: bool) -> Outcome {
@@ -207,7 +227,14 @@ fn result(a: &Args, outcome: Outcome) -> pg_sys::Datum {
     // outcome, fence, attempt, recovered, upstream_key, succeeded, response,
     // lease_until, expires_at, retry_after
     let row: [Column; 10] = match outcome {
-        Outcome::Claimed { fence, attempt, recovered, upstream_key, lease_until, expires_at } => [
+        Outcome::Claimed {
+            fence,
+            attempt,
+            recovered,
+            upstream_key,
+            lease_until,
+            expires_at,
+        } => [
             text("claimed"),
             fence.into_datum(),
             attempt.into_datum(),

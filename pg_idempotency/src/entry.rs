@@ -57,7 +57,15 @@ macro_rules! sql_function {
         pub unsafe extern "C-unwind" fn $symbol(
             fcinfo: ::pgrx::pg_sys::FunctionCallInfo,
         ) -> ::pgrx::pg_sys::Datum {
-            unsafe { $crate::entry::call(fcinfo, $body, ::std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($symbol), "\0").as_bytes())) }
+            unsafe {
+                $crate::entry::call(
+                    fcinfo,
+                    $body,
+                    ::std::ffi::CStr::from_bytes_with_nul_unchecked(
+                        concat!(stringify!($symbol), "\0").as_bytes(),
+                    ),
+                )
+            }
         }
     };
 }

@@ -54,7 +54,12 @@ impl IdemError {
         detail: impl Into<String>,
         hint: impl Into<String>,
     ) -> Self {
-        IdemError { kind, message: message.into(), detail: detail.into(), hint: hint.into() }
+        IdemError {
+            kind,
+            message: message.into(),
+            detail: detail.into(),
+            hint: hint.into(),
+        }
     }
 
     pub fn invalid(
@@ -139,6 +144,9 @@ mod tests {
             make_sqlstate("22023"),
             pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as c_int
         );
-        assert_eq!(make_sqlstate("40001"), pgrx::PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE as c_int);
+        assert_eq!(
+            make_sqlstate("40001"),
+            pgrx::PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE as c_int
+        );
     }
 }

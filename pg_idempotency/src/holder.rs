@@ -54,7 +54,9 @@ fn contention() -> IdemError {
 /// The live record that `h.fence` holds, or why it does not.
 fn read_held(client: &mut SpiClient<'_>, h: &Held, now: Micros) -> IdemResult<Record> {
     let Some(record) = store::read(client, &h.scope, &h.key).filter(|r| r.is_live(now)) else {
-        return Err(lease_lost("The key has no live record: it was released, forgotten, never claimed, or it expired."));
+        return Err(lease_lost(
+            "The key has no live record: it was released, forgotten, never claimed, or it expired.",
+        ));
     };
     if record.fence != h.fence {
         return Err(lease_lost(if record.fence > h.fence {
@@ -79,31 +81,41 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
     })?;
     let cache_failure = a.get::<bool>(5).unwrap_or(false);
 
-    let (state, expires_at) = Spi::connect_mut(|client| -> IdemResult<(&'static str, Option<Micros>)> {
-        for _ in 0..MAX_RACES {
-            let now = clock::now();
-            let record = read_held(client, &h, now)?;
-            if record.state != State::InProgress {
-                // Completed by this very fence before: keep what is stored.
-                return Ok((record.state.as_str(), Some(record.expires_at)));
-            }
-            clock::ensure_durable_commit();
-            if !succeeded && !cache_failure {
-                // An uncached failure leaves nothing behind, so a retry runs the call again.
-                if store::delete_held(client, &h.scope, &h.key, h.fence) {
-                    return Ok(("absent", None));
+    let (state, expires_at) =
+        Spi::connect_mut(|client| -> IdemResult<(&'static str, Option<Micros>)> {
+            for _ in 0..MAX_RACES {
+                let now = clock::now();
+                let record = read_held(client, &h, now)?;
+                if record.state != State::InProgress {
+                    // Completed by this very fence before: keep what is stored.
+                    return Ok((record.state.as_str(), Some(record.expires_at)));
                 }
-                continue;
+                clock::ensure_durable_commit();
+                if !succeeded && !cache_failure {
+                    // An uncached failure leaves nothing behind, so a retry runs the call again.
+                    if store::delete_held(client, &h.scope, &h.key, h.fence) {
+                        return Ok(("absent", None));
+                    }
+                    continue;
+                }
+                let state = if succeeded {
+                    State::Succeeded
+                } else {
+                    State::Failed
+                };
+                let expires_at = now + record.ttl;
+                if store::complete(
+                    client, &h.scope, &h.key, h.fence, state, response, now, expires_at,
+                ) {
+                    return Ok((state.as_str(), Some(expires_at)));
+                }
             }
-            let state = if succeeded { State::Succeeded } else { State::Failed };
-            let expires_at = now + record.ttl;
-            if store::complete(client, &h.scope, &h.key, h.fence, state, response, now, expires_at) {
-                return Ok((state.as_str(), Some(expires_at)));
-            }
-        }
-        Err(contention())
-    })?;
-    Ok(composite(a, &[state.into_datum(), expires_at.map(pg_sys::Datum::from)]))
+            Err(contention())
+        })?;
+    Ok(composite(
+        a,
+        &[state.into_datum(), expires_at.map(pg_sys::Datum::from)],
+    ))
 }
 
 pub fn idem_release(a: &Args) -> IdemResult<pg_sys::Datum> {
@@ -113,8 +125,11 @@ pub fn idem_release(a: &Args) -> IdemResult<pg_sys::Datum> {
             let now = clock::now();
             let record = read_held(client, &h, now)?;
             if record.state != State::InProgress {
-                return Err(lease_lost("The call was already completed; idem_forget removes a stored result."));
+                return Err(lease_lost(
+                    "The call was already completed; idem_forget removes a stored result.",
+                ));
             }
+            clock::ensure_durable_commit();
             if store::delete_held(client, &h.scope, &h.key, h.fence) {
                 return Ok(());
             }
@@ -132,7 +147,9 @@ pub fn idem_extend(a: &Args) -> IdemResult<pg_sys::Datum> {
             let now = clock::now();
             let record = read_held(client, &h, now)?;
             if record.state != State::InProgress {
-                return Err(lease_lost("The call was already completed; there is no lease to extend."));
+                return Err(lease_lost(
+                    "The call was already completed; there is no lease to extend.",
+                ));
             }
             let lease = args::lease(lease, record.ttl)?;
             let lease_until = now + lease;
@@ -145,5 +162,11 @@ pub fn idem_extend(a: &Args) -> IdemResult<pg_sys::Datum> {
         }
         Err(contention())
     })?;
-    Ok(composite(a, &[Some(pg_sys::Datum::from(lease_until)), Some(pg_sys::Datum::from(expires_at))]))
+    Ok(composite(
+        a,
+        &[
+            Some(pg_sys::Datum::from(lease_until)),
+            Some(pg_sys::Datum::from(expires_at)),
+        ],
+    ))
 }

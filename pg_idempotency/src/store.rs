@@ -65,8 +65,7 @@ impl Record {
 
 const COLUMNS: &str = "state, fence, attempt, fingerprint, upstream_key, response, created_at, \
                        completed_at, lease_until, expires_at, ttl, owner::pg_catalog.oid";
-const WHERE_KEY: &str =
-    "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2";
+const WHERE_KEY: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2";
 const WHERE_HELD: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 \
      AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) 'in_progress'";
 
@@ -96,7 +95,10 @@ fn prepare(client: &SpiClient<'_>, sql: &str, types: &[pg_sys::Oid]) -> OwnedPre
 }
 
 fn build_plans(client: &SpiClient<'_>) -> Plans {
-    use pg_sys::{BYTEAOID, INT4OID, INT8OID, INTERVALOID, JSONBOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID, UUIDOID};
+    use pg_sys::{
+        BYTEAOID, INT4OID, INT8OID, INTERVALOID, JSONBOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID,
+        UUIDOID,
+    };
     let key = [TEXTOID, TEXTOID];
     let held = [TEXTOID, TEXTOID, INT8OID];
     Plans {
@@ -197,7 +199,8 @@ fn col_ts(t: &SpiTupleTable<'_>, n: usize) -> Option<Micros> {
 }
 
 fn col<T: FromDatum + IntoDatum>(t: &SpiTupleTable<'_>, n: usize) -> Option<T> {
-    t.get::<T>(n).unwrap_or_else(|e| panic!("pg_idempotency: bad column {n}: {e}"))
+    t.get::<T>(n)
+        .unwrap_or_else(|e| panic!("pg_idempotency: bad column {n}: {e}"))
 }
 
 pub fn read(client: &mut SpiClient<'_>, scope: &str, key: &str) -> Option<Record> {
@@ -260,7 +263,13 @@ pub fn insert(client: &mut SpiClient<'_>, scope: &str, key: &str, c: &Claim<'_>)
 /// Claims a row that exists (expired, lapsed, or a failure to rerun) if it is still as it
 /// was read (same fence, state and lease: a completion or an extension in between wins):
 /// true when this call won.
-pub fn claim_again(client: &mut SpiClient<'_>, scope: &str, key: &str, seen: &Record, c: &Claim<'_>) -> bool {
+pub fn claim_again(
+    client: &mut SpiClient<'_>,
+    scope: &str,
+    key: &str,
+    seen: &Record,
+    c: &Claim<'_>,
+) -> bool {
     let args = [
         scope.into(),
         key.into(),
@@ -294,12 +303,26 @@ pub fn complete(
         Some(d) => unsafe { DatumWithOid::new(d, pg_sys::JSONBOID) },
         None => DatumWithOid::null_oid(pg_sys::JSONBOID),
     };
-    let args = [scope.into(), key.into(), fence.into(), state.as_str().into(), response, ts(now), ts(expires_at)];
+    let args = [
+        scope.into(),
+        key.into(),
+        fence.into(),
+        state.as_str().into(),
+        response,
+        ts(now),
+        ts(expires_at),
+    ];
     run(client, |p| &p.complete, &args).len() == 1
 }
 
 pub fn delete_held(client: &mut SpiClient<'_>, scope: &str, key: &str, fence: i64) -> bool {
-    run(client, |p| &p.delete_held, &[scope.into(), key.into(), fence.into()]).len() == 1
+    run(
+        client,
+        |p| &p.delete_held,
+        &[scope.into(), key.into(), fence.into()],
+    )
+    .len()
+        == 1
 }
 
 pub fn extend(
@@ -310,7 +333,13 @@ pub fn extend(
     lease_until: Micros,
     expires_at: Micros,
 ) -> bool {
-    let args = [scope.into(), key.into(), fence.into(), ts(lease_until), ts(expires_at)];
+    let args = [
+        scope.into(),
+        key.into(),
+        fence.into(),
+        ts(lease_until),
+        ts(expires_at),
+    ];
     run(client, |p| &p.extend, &args).len() == 1
 }
 

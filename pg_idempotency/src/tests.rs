@@ -13,9 +13,16 @@ mod tests {
         let month = Interval::new(1, 0, 0).unwrap();
         let thirty_days = Interval::new(0, 30, 0).unwrap();
         assert_eq!(interval_micros(&month), interval_micros(&thirty_days));
-        assert_eq!(interval_micros(&Interval::new(0, 1, -1).unwrap()), Some(MICROS_PER_DAY - 1));
+        assert_eq!(
+            interval_micros(&Interval::new(0, 1, -1).unwrap()),
+            Some(MICROS_PER_DAY - 1)
+        );
         // PostgreSQL 17+ spells infinity with every field at its extreme.
-        let inf = pgrx::pg_sys::Interval { time: i64::MAX, day: i32::MAX, month: i32::MAX };
+        let inf = pgrx::pg_sys::Interval {
+            time: i64::MAX,
+            day: i32::MAX,
+            month: i32::MAX,
+        };
         let inf: Interval = unsafe { std::mem::transmute(inf) };
         assert_eq!(interval_micros(&inf), None);
         assert_eq!(seconds(1_500_000), "1.5 s");
@@ -50,7 +57,10 @@ mod tests {
     fn a_durable_commit_overrides_asynchronous_commit() {
         Spi::run("SET LOCAL synchronous_commit = off").unwrap();
         clock::ensure_durable_commit();
-        assert_eq!(Spi::get_one::<String>("SHOW synchronous_commit"), Ok(Some("on".into())));
+        assert_eq!(
+            Spi::get_one::<String>("SHOW synchronous_commit"),
+            Ok(Some("on".into()))
+        );
     }
 
     /// Our SQLSTATEs survive being caught by PL/pgSQL, as a caller's EXCEPTION block sees them.
@@ -62,10 +72,15 @@ mod tests {
         )
         .unwrap();
         let code = |q: &str| {
-            Spi::get_one_with_args::<String>("SELECT pg_temp.sqlstate_of($1)", &[q.into()]).unwrap().unwrap()
+            Spi::get_one_with_args::<String>("SELECT pg_temp.sqlstate_of($1)", &[q.into()])
+                .unwrap()
+                .unwrap()
         };
         assert_eq!(code("SELECT idem_begin('s', 'k', ttl => '-1 s')"), "22023");
-        assert_eq!(code("SELECT idem_complete('s', 'nobody', 1, '{}')"), "IK003");
+        assert_eq!(
+            code("SELECT idem_complete('s', 'nobody', 1, '{}')"),
+            "IK003"
+        );
         assert_eq!(code("SELECT idem_begin('s', 'k', '{\"a\": 1}')"), "ok");
         assert_eq!(code("SELECT idem_begin('s', 'k', '{\"a\": 2}')"), "IK001");
     }

@@ -29,13 +29,22 @@ pub fn connect_to(dsn: &str) -> Client {
 /// A scope no other test (or earlier run) uses, so tests can share one database.
 pub fn scope(name: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    format!("{name}-{}-{nanos}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{name}-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// The SQLSTATE of a failed statement.
 pub fn sqlstate(err: &postgres::Error) -> String {
-    err.code().map(|c| c.code().to_string()).unwrap_or_else(|| format!("no SQLSTATE: {err}"))
+    err.code()
+        .map(|c| c.code().to_string())
+        .unwrap_or_else(|| format!("no SQLSTATE: {err}"))
 }
 
 /// What `idem_begin` answered.
@@ -50,7 +59,8 @@ pub struct Begin {
     pub response: Option<String>,
 }
 
-const BEGIN: &str = "SELECT outcome, fence, attempt, recovered, upstream_key::text, succeeded, response::text \
+const BEGIN: &str =
+    "SELECT outcome, fence, attempt, recovered, upstream_key::text, succeeded, response::text \
                      FROM idem_begin(scope => $1, key => $2, request => $3::text::jsonb, \
                                      lease => $4::text::interval, wait => $5::text::interval)";
 
@@ -63,7 +73,10 @@ pub fn try_begin(
     lease: Option<&str>,
     wait: Option<&str>,
 ) -> Result<Begin, postgres::Error> {
-    let row = c.query_one(BEGIN, &[&scope, &key, &request, &lease, &wait.unwrap_or("0")])?;
+    let row = c.query_one(
+        BEGIN,
+        &[&scope, &key, &request, &lease, &wait.unwrap_or("0")],
+    )?;
     Ok(Begin {
         outcome: row.get(0),
         fence: row.get(1),
@@ -79,7 +92,13 @@ pub fn begin(c: &mut Client, scope: &str, key: &str) -> Begin {
     try_begin(c, scope, key, None, None, None).unwrap_or_else(|e| panic!("idem_begin: {e}"))
 }
 
-pub fn complete(c: &mut Client, scope: &str, key: &str, fence: i64, response: &str) -> Result<String, postgres::Error> {
+pub fn complete(
+    c: &mut Client,
+    scope: &str,
+    key: &str,
+    fence: i64,
+    response: &str,
+) -> Result<String, postgres::Error> {
     let row = c.query_one(
         "SELECT state FROM idem_complete($1, $2, $3, $4::text::jsonb)",
         &[&scope, &key, &fence, &response],
@@ -89,6 +108,9 @@ pub fn complete(c: &mut Client, scope: &str, key: &str, fence: i64, response: &s
 
 /// The server's major version, e.g. 15 or 18.
 pub fn server_major(c: &mut Client) -> i32 {
-    let v: String = c.query_one("SHOW server_version_num", &[]).map(|r| r.get(0)).unwrap_or_default();
+    let v: String = c
+        .query_one("SHOW server_version_num", &[])
+        .map(|r| r.get(0))
+        .unwrap_or_default();
     v.parse::<i32>().unwrap_or(0) / 10000
 }

@@ -4,8 +4,11 @@ use pg_idempotency_tests::*;
 
 fn begin_with_ttl(c: &mut Client, ttl_sql: &str) -> Result<(), postgres::Error> {
     let scope = scope("bounds");
-    c.query_one(&format!("SELECT outcome FROM idem_begin($1, 'k', ttl => {ttl_sql})"), &[&scope])
-        .map(|_| ())
+    c.query_one(
+        &format!("SELECT outcome FROM idem_begin($1, 'k', ttl => {ttl_sql})"),
+        &[&scope],
+    )
+    .map(|_| ())
 }
 
 #[test]
@@ -26,7 +29,10 @@ fn infinite_and_wrapped_durations_are_refused() {
             .query_one("SELECT make_interval(years => 1000000000)::text", &[])
             .unwrap()
             .get(0);
-        assert!(wrapped.starts_with('-'), "expected a wrapped interval, got {wrapped}");
+        assert!(
+            wrapped.starts_with('-'),
+            "expected a wrapped interval, got {wrapped}"
+        );
         let e = begin_with_ttl(&mut c, "make_interval(years => 1000000000)").unwrap_err();
         assert_eq!(sqlstate(&e), "22023");
     }
@@ -43,10 +49,16 @@ fn refused_calls_write_nothing() {
     let scope = scope("refused");
     for ttl in ["'0'", "'-1 day'", "'400 days'"] {
         let e = c
-            .query_one(&format!("SELECT outcome FROM idem_begin($1, 'k', ttl => {ttl})"), &[&scope])
+            .query_one(
+                &format!("SELECT outcome FROM idem_begin($1, 'k', ttl => {ttl})"),
+                &[&scope],
+            )
             .unwrap_err();
         assert_eq!(sqlstate(&e), "22023");
     }
-    let n: i64 = c.query_one("SELECT count(*) FROM idem_lookup($1, 'k')", &[&scope]).unwrap().get(0);
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM idem_lookup($1, 'k')", &[&scope])
+        .unwrap()
+        .get(0);
     assert_eq!(n, 0);
 }

@@ -14,18 +14,39 @@ fn race(n: usize, scope: &str, key: &str) -> Vec<Result<Begin, String>> {
             thread::spawn(move || {
                 let mut c = connect();
                 barrier.wait();
-                try_begin(&mut c, &scope, &key, Some(r#"{"to": "ann@example.com"}"#), None, None)
-                    .map_err(|e| format!("{} {e}", sqlstate(&e)))
+                try_begin(
+                    &mut c,
+                    &scope,
+                    &key,
+                    Some(r#"{"to": "ann@example.com"}"#),
+                    None,
+                    None,
+                )
+                .map_err(|e| format!("{} {e}", sqlstate(&e)))
             })
         })
         .collect();
-    handles.into_iter().map(|h| h.join().expect("session thread panicked")).collect()
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("session thread panicked"))
+        .collect()
 }
 
 fn outcomes(results: &[Result<Begin, String>]) -> (usize, usize, Vec<String>) {
-    let errors: Vec<String> = results.iter().filter_map(|r| r.as_ref().err().cloned()).collect();
-    let claimed = results.iter().flatten().filter(|b| b.outcome == "claimed").count();
-    let in_progress = results.iter().flatten().filter(|b| b.outcome == "in_progress").count();
+    let errors: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.as_ref().err().cloned())
+        .collect();
+    let claimed = results
+        .iter()
+        .flatten()
+        .filter(|b| b.outcome == "claimed")
+        .count();
+    let in_progress = results
+        .iter()
+        .flatten()
+        .filter(|b| b.outcome == "in_progress")
+        .count();
     (claimed, in_progress, errors)
 }
 
@@ -37,7 +58,14 @@ fn twenty_four_begins_of_a_new_key_give_one_claim() {
     assert_eq!(errors, Vec::<String>::new());
     assert_eq!((claimed, in_progress), (1, 23));
     // Nobody but the winner learned a fence.
-    assert_eq!(results.iter().flatten().filter(|b| b.fence.is_some()).count(), 1);
+    assert_eq!(
+        results
+            .iter()
+            .flatten()
+            .filter(|b| b.fence.is_some())
+            .count(),
+        1
+    );
 }
 
 #[test]
@@ -51,7 +79,11 @@ fn twenty_four_begins_after_a_lapsed_lease_give_one_takeover() {
     let (claimed, in_progress, errors) = outcomes(&results);
     assert_eq!(errors, Vec::<String>::new());
     assert_eq!((claimed, in_progress), (1, 23));
-    let winner = results.iter().flatten().find(|b| b.outcome == "claimed").unwrap();
+    let winner = results
+        .iter()
+        .flatten()
+        .find(|b| b.outcome == "claimed")
+        .unwrap();
     assert!(winner.recovered);
     assert_eq!(winner.attempt, 2);
     assert_eq!(winner.upstream_key, first.upstream_key);
@@ -62,13 +94,18 @@ fn twenty_four_begins_after_a_lapsed_lease_give_one_takeover() {
 fn twenty_four_begins_after_expiry_give_one_fresh_claim() {
     let scope = scope("race-expired");
     let mut c = connect();
-    c.execute("SELECT idem_begin($1, 'k', ttl => '50 ms')", &[&scope]).unwrap();
+    c.execute("SELECT idem_begin($1, 'k', ttl => '50 ms')", &[&scope])
+        .unwrap();
     thread::sleep(std::time::Duration::from_millis(120));
     let results = race(24, &scope, "k");
     let (claimed, in_progress, errors) = outcomes(&results);
     assert_eq!(errors, Vec::<String>::new());
     assert_eq!((claimed, in_progress), (1, 23));
-    let winner = results.iter().flatten().find(|b| b.outcome == "claimed").unwrap();
+    let winner = results
+        .iter()
+        .flatten()
+        .find(|b| b.outcome == "claimed")
+        .unwrap();
     assert!(!winner.recovered);
     assert_eq!(winner.attempt, 1);
 }

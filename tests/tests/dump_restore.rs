@@ -6,11 +6,18 @@ use pg_idempotency_tests::*;
 
 /// The folder of the server's own client programs (pg_dump must match the server).
 fn bindir() -> String {
-    std::env::var("PGIDEM_BINDIR").expect("PGIDEM_BINDIR names the server's bin folder (scripts/test.sh sets it)")
+    std::env::var("PGIDEM_BINDIR")
+        .expect("PGIDEM_BINDIR names the server's bin folder (scripts/test.sh sets it)")
 }
 
 fn with_db(dsn: &str, db: &str) -> String {
-    format!("{} dbname={db}", dsn.split_whitespace().filter(|p| !p.starts_with("dbname=")).collect::<Vec<_>>().join(" "))
+    format!(
+        "{} dbname={db}",
+        dsn.split_whitespace()
+            .filter(|p| !p.starts_with("dbname="))
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
 }
 
 #[test]
@@ -29,14 +36,25 @@ fn records_and_fences_survive_dump_and_restore() {
 
     let src_dsn = with_db(&base, "pgidem_dump_src");
     let mut src = connect_to(&src_dsn);
-    src.batch_execute("CREATE EXTENSION pg_idempotency").unwrap();
+    src.batch_execute("CREATE EXTENSION pg_idempotency")
+        .unwrap();
     let done = begin(&mut src, "dump", "done");
-    complete(&mut src, "dump", "done", done.fence.unwrap(), r#"{"kept": true}"#).unwrap();
+    complete(
+        &mut src,
+        "dump",
+        "done",
+        done.fence.unwrap(),
+        r#"{"kept": true}"#,
+    )
+    .unwrap();
     let running = begin(&mut src, "dump", "running");
     for i in 0..20 {
         begin(&mut src, "dump", &format!("filler-{i}"));
     }
-    let max_fence: i64 = src.query_one("SELECT max(fence) FROM idempotency.records", &[]).unwrap().get(0);
+    let max_fence: i64 = src
+        .query_one("SELECT max(fence) FROM idempotency.records", &[])
+        .unwrap()
+        .get(0);
     drop(src);
 
     let file = std::env::temp_dir().join(format!("pgidem-dump-{}.custom", std::process::id()));
@@ -62,10 +80,21 @@ fn records_and_fences_survive_dump_and_restore() {
     assert_eq!(dup.outcome, "in_progress");
     assert_eq!(dup.upstream_key, running.upstream_key);
     let fresh = begin(&mut dst, "dump", "new");
-    assert!(fresh.fence.unwrap() > max_fence, "fence {:?} not above {max_fence}", fresh.fence);
-    let rows: i64 = dst.query_one("SELECT count(*) FROM idempotency.records", &[]).unwrap().get(0);
+    assert!(
+        fresh.fence.unwrap() > max_fence,
+        "fence {:?} not above {max_fence}",
+        fresh.fence
+    );
+    let rows: i64 = dst
+        .query_one("SELECT count(*) FROM idempotency.records", &[])
+        .unwrap()
+        .get(0);
     assert_eq!(rows, 23);
     drop(dst);
-    admin.batch_execute("DROP DATABASE pgidem_dump_src").unwrap();
-    admin.batch_execute("DROP DATABASE pgidem_dump_dst").unwrap();
+    admin
+        .batch_execute("DROP DATABASE pgidem_dump_src")
+        .unwrap();
+    admin
+        .batch_execute("DROP DATABASE pgidem_dump_dst")
+        .unwrap();
 }

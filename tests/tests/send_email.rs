@@ -10,10 +10,23 @@ fn send_email(c: &mut Client, scope: &str, to: &str) -> String {
     match b.outcome.as_str() {
         "claimed" => {
             let id: i32 = c
-                .query_one(&format!("INSERT INTO outbox_{} (recipient) VALUES ($1) RETURNING id", table(scope)), &[&to])
+                .query_one(
+                    &format!(
+                        "INSERT INTO outbox_{} (recipient) VALUES ($1) RETURNING id",
+                        table(scope)
+                    ),
+                    &[&to],
+                )
                 .unwrap()
                 .get(0);
-            complete(c, scope, "welcome-ann", b.fence.unwrap(), &format!(r#"{{"outbox_id": {id}}}"#)).unwrap();
+            complete(
+                c,
+                scope,
+                "welcome-ann",
+                b.fence.unwrap(),
+                &format!(r#"{{"outbox_id": {id}}}"#),
+            )
+            .unwrap();
             format!("sent {id}")
         }
         "replay" => format!("replayed {}", b.response.unwrap_or_default()),
@@ -29,14 +42,23 @@ fn table(scope: &str) -> String {
 fn three_retries_send_one_email() {
     let scope = scope("send-email");
     let mut c = connect();
-    c.batch_execute(&format!("CREATE TABLE outbox_{} (id serial PRIMARY KEY, recipient text)", table(&scope)))
-        .unwrap();
-    let answers: Vec<String> = (0..3).map(|_| send_email(&mut c, &scope, "ann@example.com")).collect();
+    c.batch_execute(&format!(
+        "CREATE TABLE outbox_{} (id serial PRIMARY KEY, recipient text)",
+        table(&scope)
+    ))
+    .unwrap();
+    let answers: Vec<String> = (0..3)
+        .map(|_| send_email(&mut c, &scope, "ann@example.com"))
+        .collect();
     let sent: i64 = c
-        .query_one(&format!("SELECT count(*) FROM outbox_{}", table(&scope)), &[])
+        .query_one(
+            &format!("SELECT count(*) FROM outbox_{}", table(&scope)),
+            &[],
+        )
         .unwrap()
         .get(0);
-    c.batch_execute(&format!("DROP TABLE outbox_{}", table(&scope))).unwrap();
+    c.batch_execute(&format!("DROP TABLE outbox_{}", table(&scope)))
+        .unwrap();
     assert_eq!(sent, 1);
     assert_eq!(answers[0], "sent 1");
     assert_eq!(answers[1], r#"replayed {"outbox_id": 1}"#);

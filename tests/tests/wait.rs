@@ -18,12 +18,25 @@ fn a_waiting_duplicate_replays_the_holders_result() {
         (b, started.elapsed())
     });
     thread::sleep(Duration::from_millis(300));
-    complete(&mut holder, &scope, "k", claim.fence.unwrap(), r#"{"sent": 1}"#).unwrap();
+    complete(
+        &mut holder,
+        &scope,
+        "k",
+        claim.fence.unwrap(),
+        r#"{"sent": 1}"#,
+    )
+    .unwrap();
     let (b, waited) = waiter.join().unwrap();
     assert_eq!(b.outcome, "replay");
     assert_eq!(b.response.as_deref(), Some(r#"{"sent": 1}"#));
-    assert!(waited >= Duration::from_millis(250), "returned before the holder finished: {waited:?}");
-    assert!(waited < Duration::from_secs(9), "waited the whole bound: {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(250),
+        "returned before the holder finished: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(9),
+        "waited the whole bound: {waited:?}"
+    );
 }
 
 #[test]
