@@ -14,7 +14,7 @@ use crate::clock::{self, Micros};
 use crate::entry::{composite, Args};
 use crate::error::{ErrorKind, IdemError, IdemResult};
 use crate::request;
-use crate::store::{self, Record, State};
+use crate::store::{self, Completion, Record, State};
 
 const MAX_RACES: u32 = 1000;
 
@@ -104,9 +104,13 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
                     State::Failed
                 };
                 let expires_at = now + record.ttl;
-                if store::complete(
-                    client, &h.scope, &h.key, h.fence, state, response, now, expires_at,
-                ) {
+                let completion = Completion {
+                    state,
+                    response,
+                    completed_at: now,
+                    expires_at,
+                };
+                if store::complete(client, &h.scope, &h.key, h.fence, &completion) {
                     return Ok((state.as_str(), Some(expires_at)));
                 }
             }

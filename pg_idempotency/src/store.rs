@@ -289,17 +289,23 @@ pub fn claim_again(
     run(client, |p| &p.claim_again, &args).len() == 1
 }
 
+/// A completion's values, computed before the statement that writes it.
+pub struct Completion {
+    pub state: State,
+    pub response: Option<pg_sys::Datum>,
+    pub completed_at: Micros,
+    pub expires_at: Micros,
+}
+
+/// Records the result if `fence` still holds the record: true when it did.
 pub fn complete(
     client: &mut SpiClient<'_>,
     scope: &str,
     key: &str,
     fence: i64,
-    state: State,
-    response: Option<pg_sys::Datum>,
-    now: Micros,
-    expires_at: Micros,
+    c: &Completion,
 ) -> bool {
-    let response = match response {
+    let response = match c.response {
         Some(d) => unsafe { DatumWithOid::new(d, pg_sys::JSONBOID) },
         None => DatumWithOid::null_oid(pg_sys::JSONBOID),
     };
@@ -307,10 +313,10 @@ pub fn complete(
         scope.into(),
         key.into(),
         fence.into(),
-        state.as_str().into(),
+        c.state.as_str().into(),
         response,
-        ts(now),
-        ts(expires_at),
+        ts(c.completed_at),
+        ts(c.expires_at),
     ];
     run(client, |p| &p.complete, &args).len() == 1
 }

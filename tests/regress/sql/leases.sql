@@ -5,9 +5,9 @@
 -- A holder that crashes stops extending; once its lease lapses the call is taken over:
 -- a higher fence, attempt 2, recovered (the first attempt's outcome is unknown), and the
 -- same upstream key, so the provider sees the same Idempotency-Key again.
-SELECT fence AS f1, upstream_key AS u1 FROM idem_begin('send_email', 'crash', lease => '100 ms') \gset
+SELECT fence AS f1, upstream_key AS u1 FROM idem_begin('send_email', 'crash', lease => '500 ms') \gset
 SELECT outcome FROM idem_begin('send_email', 'crash');
-SELECT pg_sleep(0.2);
+SELECT pg_sleep(0.6);
 SELECT outcome, fence > :f1 AS higher_fence, attempt, recovered, upstream_key = :'u1' AS same_upstream_key
 FROM idem_begin('send_email', 'crash');
 SELECT fence AS f2 FROM idem_lookup('send_email', 'crash') \gset
@@ -29,10 +29,10 @@ SELECT state FROM idem_complete('send_email', 'slow', :f3, '{"sent": true}');
 
 -- Expiry: after its ttl a record is absent, purged or not, and the key is claimed afresh
 -- (attempt 1, a new upstream key).
-SELECT fence AS f4, upstream_key AS u4 FROM idem_begin('send_email', 'short', ttl => '150 ms', lease => '100 ms') \gset
+SELECT fence AS f4, upstream_key AS u4 FROM idem_begin('send_email', 'short', ttl => '600 ms', lease => '300 ms') \gset
 SELECT state FROM idem_complete('send_email', 'short', :f4, '{"sent": true}');
 SELECT outcome FROM idem_begin('send_email', 'short');
-SELECT pg_sleep(0.3);
+SELECT pg_sleep(0.7);
 SELECT count(*) AS visible_after_ttl FROM idem_lookup('send_email', 'short');
 SELECT outcome, attempt, recovered, upstream_key <> :'u4' AS new_upstream_key, fence > :f4 AS higher_fence
 FROM idem_begin('send_email', 'short');
