@@ -95,17 +95,22 @@ unsafe fn result_tupdesc(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::TupleDesc 
     }
 }
 
+/// Datums and null flags, as PostgreSQL's tuple builders take them.
+fn split(columns: &[Column]) -> (Vec<pg_sys::Datum>, Vec<bool>) {
+    columns
+        .iter()
+        .map(|c| match c {
+            Some(d) => (*d, false),
+            None => (pg_sys::Datum::from(0usize), true),
+        })
+        .unzip()
+}
+
 /// A single-row composite result (functions declared with OUT parameters).
 pub fn composite(args: &Args, columns: &[Column]) -> pg_sys::Datum {
     unsafe {
         let tupdesc = result_tupdesc(args.0);
-        let (mut values, mut nulls): (Vec<_>, Vec<_>) = columns
-            .iter()
-            .map(|c| match c {
-                Some(d) => (*d, false),
-                None => (pg_sys::Datum::from(0usize), true),
-            })
-            .unzip();
+        let (mut values, mut nulls) = split(columns);
         let tuple = pg_sys::heap_form_tuple(tupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
         pg_sys::HeapTupleHeaderGetDatum((*tuple).t_data)
     }
@@ -114,19 +119,10 @@ pub fn composite(args: &Args, columns: &[Column]) -> pg_sys::Datum {
 /// A set-returning result of zero or more rows (functions declared `RETURNS TABLE`).
 pub fn rows(args: &Args, rows: &[Vec<Column>]) -> pg_sys::Datum {
     unsafe {
-        #[cfg(feature = "pg15")]
-        pg_sys::SetSingleFuncCall(args.0, 0);
-        #[cfg(not(feature = "pg15"))]
         pg_sys::InitMaterializedSRF(args.0, 0);
         let rsinfo = (*args.0).resultinfo.cast::<pg_sys::ReturnSetInfo>();
         for row in rows {
-            let (mut values, mut nulls): (Vec<_>, Vec<_>) = row
-                .iter()
-                .map(|c| match c {
-                    Some(d) => (*d, false),
-                    None => (pg_sys::Datum::from(0usize), true),
-                })
-                .unzip();
+            let (mut values, mut nulls) = split(row);
             pg_sys::tuplestore_putvalues(
                 (*rsinfo).setResult,
                 (*rsinfo).setDesc,

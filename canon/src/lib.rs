@@ -1,0 +1,87 @@
+//! Canonical JSON for pg_idempotency (DESIGN 5): RFC 8785 (JCS) with *lossless numbers*,
+//! and its SHA-256.
+//!
+//! The same logical input gives the same bytes whether it starts as JSON text (the
+//! extension parses the text form of a `jsonb`) or as a `serde_json::Value` (the client),
+//! so a key computed in Rust equals the key computed in SQL.
+//!
+//! Numbers keep their exact decimal value: a number is written as its own significant
+//! digits in the layout of ECMAScript's `Number::toString`. Where the number is exactly a
+//! double's shortest form, that is precisely JCS's output; elsewhere JCS would round it to
+//! the nearest double and two different amounts or ids would share one key.
+
+mod number;
+mod parse;
+mod value;
+mod write;
+
+use sha2::{Digest, Sha256};
+
+pub use number::canonical_number;
+
+/// Deepest nesting of arrays and objects accepted; deeper input is an error, never a crash.
+pub const MAX_DEPTH: usize = 128;
+
+/// Why an input has no canonical form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CanonError {
+    /// The text is not JSON.
+    Syntax {
+        offset: usize,
+        expected: &'static str,
+    },
+    /// Arrays and objects nested deeper than [`MAX_DEPTH`].
+    TooDeep,
+    /// A string holds a UTF-16 surrogate without its pair.
+    LoneSurrogate { offset: usize },
+    /// A string holds U+0000, which `jsonb` (and so the SQL side) cannot hold.
+    Nul,
+}
+
+impl std::fmt::Display for CanonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CanonError::Syntax { offset, expected } => {
+                write!(f, "invalid JSON at byte {offset}: expected {expected}")
+            }
+            CanonError::TooDeep => write!(f, "JSON nested deeper than {MAX_DEPTH} levels"),
+            CanonError::LoneSurrogate { offset } => {
+                write!(f, "lone UTF-16 surrogate in a string at byte {offset}")
+            }
+            CanonError::Nul => write!(f, "U+0000 in a string"),
+        }
+    }
+}
+
+impl std::error::Error for CanonError {}
+
+/// The canonical form of JSON text.
+pub fn canonical_text(json: &str) -> Result<String, CanonError> {
+    parse::canonicalize(json)
+}
+
+/// The canonical form of a `serde_json::Value`: `i64`/`u64` numbers are exact integers,
+/// `f64` numbers their shortest form.
+pub fn canonical_value(value: &serde_json::Value) -> Result<String, CanonError> {
+    value::canonicalize(value)
+}
+
+/// SHA-256 of canonical text.
+pub fn sha256(canonical: &str) -> [u8; 32] {
+    Sha256::digest(canonical.as_bytes()).into()
+}
+
+/// The request fingerprint of JSON text: SHA-256 of its canonical form.
+pub fn hash_text(json: &str) -> Result<[u8; 32], CanonError> {
+    canonical_text(json).map(|c| sha256(&c))
+}
+
+/// The request fingerprint of a value: SHA-256 of its canonical form.
+pub fn hash_value(value: &serde_json::Value) -> Result<[u8; 32], CanonError> {
+    canonical_value(value).map(|c| sha256(&c))
+}
+
+/// The HASH_INPUT key of a request: its fingerprint as lowercase hex.
+pub fn key_of(fingerprint: &[u8; 32]) -> String {
+    hex::encode(fingerprint)
+}

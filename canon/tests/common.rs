@@ -1,0 +1,89 @@
+//! Shared by the canon tests: the RFC 8785 vectors, and spellings of one number.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+pub fn data(path: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/jcs")
+        .join(path);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+pub const VECTORS: [&str; 6] = [
+    "arrays",
+    "french",
+    "structures",
+    "unicode",
+    "values",
+    "weird",
+];
+
+/// The expected canonical output of a vector under the lossless rule.
+pub fn expected_lossless(name: &str) -> String {
+    if name == "values" {
+        data("output-lossless/values.json")
+    } else {
+        data(&format!("output/{name}.json"))
+    }
+}
+
+/// (bits as f64, ECMAScript output) for each line of the number file.
+pub fn number_lines() -> Vec<(f64, String)> {
+    data("numbers/es6-1000.txt")
+        .lines()
+        .map(|l| {
+            let (bits, out) = l.split_once(',').expect("bits,output");
+            (
+                f64::from_bits(u64::from_str_radix(bits, 16).expect("hex bits")),
+                out.to_string(),
+            )
+        })
+        .collect()
+}
+
+/// (negative, significant digits, point) with value = 0.DIGITS x 10^point, read from an
+/// ECMAScript number string; independent of the crate's own parser.
+pub fn decompose(es: &str) -> (bool, String, i64) {
+    let (neg, body) = match es.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, es),
+    };
+    let (mant, exp) = match body.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i64>().expect("exponent")),
+        None => (body, 0),
+    };
+    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+    let all = format!("{int}{frac}");
+    let lead = all.len() - all.trim_start_matches('0').len();
+    let digits = all
+        .trim_start_matches('0')
+        .trim_end_matches('0')
+        .to_string();
+    (neg, digits, exp + int.len() as i64 - lead as i64)
+}
+
+/// Several spellings of the same exact value: exponent form with a leading `0.`, an
+/// integer mantissa, trailing zeros, an upper-case `E` with an explicit `+`.
+pub fn spellings(es: &str) -> Vec<String> {
+    let (neg, digits, point) = decompose(es);
+    if digits.is_empty() {
+        return vec![
+            "0".into(),
+            "-0".into(),
+            "0.000".into(),
+            "-0.0e5".into(),
+            "0E-3".into(),
+        ];
+    }
+    let sign = if neg { "-" } else { "" };
+    let k = digits.len() as i64;
+    vec![
+        es.to_string(),
+        format!("{sign}0.{digits}e{point}"),
+        format!("{sign}{digits}e{}", point - k),
+        format!("{sign}{digits}000e{}", point - k - 3),
+        format!("{sign}{}.{}0E{:+}", &digits[..1], &digits[1..], point - 1),
+        format!("{sign}00.0{digits}e{}", point + 1).replacen("00.", "0.", 1),
+    ]
+}
