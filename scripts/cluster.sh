@@ -43,7 +43,8 @@ start() {
     init
     running && return 0
     log "starting $version cluster on port $port"
-    as_pg_user "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null \
+    # The port is given at each start, so PG18_PORT / PG15_PORT can move a cluster.
+    as_pg_user "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -o "-p $port" -w -t 60 start >/dev/null \
         || { tail -n 20 "$dir/server.log" >&2; die "$version cluster did not start"; }
 }
 

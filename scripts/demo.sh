@@ -12,7 +12,7 @@ cd "$ROOT"
 
 psql=("$(bindir_of pg18)/psql" -X -q -v ON_ERROR_STOP=1)
 db="$(conninfo pg18) dbname=pgidem_demo"
-"${psql[@]}" "$(conninfo pg18) dbname=postgres" -c "DROP DATABASE IF EXISTS pgidem_demo" -c "CREATE DATABASE pgidem_demo"
+"${psql[@]}" "$(conninfo pg18) dbname=postgres" -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS pgidem_demo" -c "CREATE DATABASE pgidem_demo"
 "${psql[@]}" "$db" -c "CREATE EXTENSION pg_idempotency" \
     -c "CREATE TABLE outbox (id serial PRIMARY KEY, recipient text, upstream_key uuid, sent_at timestamptz DEFAULT clock_timestamp())"
 

@@ -5,6 +5,7 @@
 #   2. golden SQL        the SQL surface                   (pg_regress)
 #   3. isolation specs   sessions racing on one key        (pg_isolation_regress)
 #   4. behaviour suite   tests/ against the private cluster (cargo test)
+# and, once, the canon crate's own tests and a smoke run of the benchmark harness.
 #
 #   scripts/test.sh [pg18|pg15 ...]
 set -euo pipefail
@@ -63,11 +64,25 @@ behaviour_suite() {
         cargo test -p pg_idempotency_tests -- --test-threads 4
 }
 
+bench_smoke() {
+    local bindir
+    bindir=$(bindir_of pg18)
+    "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo pg18) dbname=postgres" \
+        -c "DROP DATABASE IF EXISTS pgidem_bench" -c "CREATE DATABASE pgidem_bench" &&
+    "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo pg18) dbname=pgidem_bench" \
+        -c "CREATE EXTENSION pg_idempotency" &&
+    cargo run -q -p pg_idempotency_bench -- --dsn "$(conninfo pg18) dbname=pgidem_bench" \
+        --smoke --out "$TARGET/benchmarks-smoke.md"
+}
+
+step "canonical JSON (canon crate: vectors, numbers, properties)" cargo test -p pg_idempotency_canon
+
 for v in "${versions[@]}"; do
     step "$v: #[pg_test] (Rust inside the server)" pg_tests "$v"
     step "$v: build, install and start the private cluster" serve "$v"
     step "$v: golden SQL and isolation specs" "$ROOT/scripts/test-sql.sh" "$v"
     step "$v: behaviour suite (tests/)" behaviour_suite "$v"
+    if [ "$v" = pg18 ]; then step "benchmark harness smoke run" bench_smoke; fi
 done
 
 echo

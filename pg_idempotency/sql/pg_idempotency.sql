@@ -141,6 +141,20 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'idem_forget';
 COMMENT ON FUNCTION @extschema@.idem_forget(text, text) IS
     'Remove a record (an operator dropping a bad cached result); true when a live one was removed';
 
+CREATE FUNCTION @extschema@.idem_canonical(request jsonb)
+RETURNS text
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_canonical';
+COMMENT ON FUNCTION @extschema@.idem_canonical(jsonb) IS
+    'Canonical JSON of a request: RFC 8785 with lossless numbers (what idem_hash hashes)';
+
+CREATE FUNCTION @extschema@.idem_hash(request jsonb)
+RETURNS bytea
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_hash';
+COMMENT ON FUNCTION @extschema@.idem_hash(jsonb) IS
+    'SHA-256 of the canonical JSON of a request: its fingerprint; as lowercase hex, its HASH_INPUT key';
+
 -- Execute is granted deliberately, never to PUBLIC.
 REVOKE EXECUTE ON FUNCTION
     @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval),
@@ -148,13 +162,17 @@ REVOKE EXECUTE ON FUNCTION
     @extschema@.idem_release(text, text, bigint),
     @extschema@.idem_extend(text, text, bigint, interval),
     @extschema@.idem_lookup(text, text),
-    @extschema@.idem_forget(text, text)
+    @extschema@.idem_forget(text, text),
+    @extschema@.idem_canonical(jsonb),
+    @extschema@.idem_hash(jsonb)
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval),
     @extschema@.idem_complete(text, text, bigint, jsonb, boolean, boolean),
     @extschema@.idem_release(text, text, bigint),
     @extschema@.idem_extend(text, text, bigint, interval),
-    @extschema@.idem_lookup(text, text)
+    @extschema@.idem_lookup(text, text),
+    @extschema@.idem_canonical(jsonb),
+    @extschema@.idem_hash(jsonb)
 TO idempotency_user;
 GRANT EXECUTE ON FUNCTION @extschema@.idem_forget(text, text) TO idempotency_admin;

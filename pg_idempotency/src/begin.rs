@@ -50,7 +50,7 @@ enum Outcome {
 pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
     let scope = args::scope(a.get::<String>(0))?;
     let request = a.datum(2);
-    let fingerprint = request.map(request::fingerprint);
+    let fingerprint = request.map(request::fingerprint).transpose()?;
     let key = match (a.get::<String>(1), &fingerprint) {
         (None, Some(fp)) => request::hash_key(fp),
         (None, None) => return Err(IdemError::invalid(

@@ -29,6 +29,8 @@ pub enum ErrorKind {
     LeaseLost,
     /// The response is larger than `pg_idempotency.max_response_bytes`.
     ResponseTooLarge,
+    /// A request without a canonical form (nested too deep).
+    Uncanonicalizable,
     /// Other sessions kept changing the record while this call tried to settle it.
     Contention,
 }
@@ -42,6 +44,7 @@ impl ErrorKind {
             ErrorKind::RepeatRefused => "IK002",
             ErrorKind::LeaseLost => "IK003",
             ErrorKind::ResponseTooLarge => "IK004",
+            ErrorKind::Uncanonicalizable => "IK005",
             ErrorKind::Contention => "40001",
         }
     }

@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 
 mod args;
 mod begin;
+mod canonical;
 mod clock;
 mod entry;
 mod error;
@@ -29,6 +30,12 @@ entry::sql_function!(idem_release, pg_finfo_idem_release, holder::idem_release);
 entry::sql_function!(idem_extend, pg_finfo_idem_extend, holder::idem_extend);
 entry::sql_function!(idem_lookup, pg_finfo_idem_lookup, lookup::idem_lookup);
 entry::sql_function!(idem_forget, pg_finfo_idem_forget, lookup::idem_forget);
+entry::sql_function!(
+    idem_canonical,
+    pg_finfo_idem_canonical,
+    canonical::idem_canonical
+);
+entry::sql_function!(idem_hash, pg_finfo_idem_hash, canonical::idem_hash);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

@@ -1,26 +1,64 @@
-//! Requests and responses as jsonb datums, never converted to Rust values.
+//! Requests and responses as jsonb datums.
+//!
+//! A request is canonicalised from the text form of its jsonb (never through pgrx's
+//! conversion to a Rust value, which panics on `1e400` and on deep nesting), so SQL and the
+//! Rust client compute the same bytes and the same SHA-256 (DESIGN 5).
+
+use std::borrow::Cow;
+use std::ffi::CStr;
 
 use pgrx::pg_sys;
-use sha2::{Digest, Sha256};
 
 use crate::error::{ErrorKind, IdemError, IdemResult};
 use crate::gucs;
 
-/// SHA-256 of the request's canonical text: the request fingerprint, and the key of the
-/// HASH_INPUT strategy (as lowercase hex).
-///
-/// Interim canonical form: PostgreSQL's own jsonb text, which already sorts keys and drops
-/// duplicates; canonical JSON (DESIGN 5) replaces it.
-pub fn fingerprint(request: pg_sys::Datum) -> [u8; 32] {
-    let text: &std::ffi::CStr = unsafe {
-        pgrx::direct_function_call::<&std::ffi::CStr>(pg_sys::jsonb_out, &[Some(request)])
-    }
-    .unwrap_or_default();
-    Sha256::digest(text.to_bytes()).into()
+/// The jsonb's text, as UTF-8 whatever the database encoding.
+fn jsonb_text(jsonb: pg_sys::Datum) -> String {
+    let text: &CStr =
+        unsafe { pgrx::direct_function_call::<&CStr>(pg_sys::jsonb_out, &[Some(jsonb)]) }
+            .unwrap_or_default();
+    let bytes = text.to_bytes();
+    let utf8: Cow<'_, [u8]> =
+        if unsafe { pg_sys::GetDatabaseEncoding() } == pg_sys::pg_enc::PG_UTF8 as i32 {
+            Cow::Borrowed(bytes)
+        } else {
+            let converted = unsafe {
+                pg_sys::pg_server_to_any(
+                    text.as_ptr(),
+                    bytes.len() as i32,
+                    pg_sys::pg_enc::PG_UTF8 as i32,
+                )
+            };
+            Cow::Owned(unsafe { CStr::from_ptr(converted) }.to_bytes().to_vec())
+        };
+    String::from_utf8_lossy(&utf8).into_owned()
+}
+
+fn uncanonicalizable(err: canon::CanonError) -> IdemError {
+    IdemError::new(
+        ErrorKind::Uncanonicalizable,
+        "request has no canonical form",
+        format!("{err}."),
+        format!(
+            "Requests are hashed in canonical JSON, which allows at most {} levels of nesting.",
+            canon::MAX_DEPTH
+        ),
+    )
+}
+
+/// The canonical JSON text of a jsonb.
+pub fn canonical(jsonb: pg_sys::Datum) -> IdemResult<String> {
+    canon::canonical_text(&jsonb_text(jsonb)).map_err(uncanonicalizable)
+}
+
+/// SHA-256 of the request's canonical JSON: the request fingerprint, and (as lowercase hex)
+/// the key of the HASH_INPUT strategy.
+pub fn fingerprint(request: pg_sys::Datum) -> IdemResult<[u8; 32]> {
+    canonical(request).map(|c| canon::sha256(&c))
 }
 
 pub fn hash_key(fingerprint: &[u8; 32]) -> String {
-    hex::encode(fingerprint)
+    canon::key_of(fingerprint)
 }
 
 /// Refuses a response larger than `pg_idempotency.max_response_bytes`.

@@ -38,5 +38,5 @@ SELECT outcome FROM idem_begin('create_issue', 'i-1', '{"title": "Crash", "body"
 -- A call without a request is compared with nothing.
 SELECT outcome FROM idem_begin('create_issue', 'i-1');
 -- The stored fingerprint is the first request's.
-SELECT fingerprint = sha256(convert_to('{"body": "a", "title": "Crash"}', 'UTF8')) AS first_request
+SELECT fingerprint = idem_hash('{"title": "Crash", "body": "a"}') AS first_request
 FROM idem_lookup('create_issue', 'i-1');

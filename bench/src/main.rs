@@ -1,0 +1,87 @@
+//! pg_idempotency benchmarks: each hot path beside its floor, on the same server in the
+//! same run, reported as ratios in Markdown.
+//!
+//!   pg_idempotency_bench --dsn "<conninfo>" [--smoke] [--out docs/benchmarks.md]
+//!
+//! `--smoke` runs every workload for a moment with tiny data: it checks that the harness
+//! works, and says nothing about speed.
+
+mod harness;
+mod report;
+mod workloads;
+
+use std::time::Duration;
+
+use harness::Plan;
+
+struct Options {
+    dsn: String,
+    smoke: bool,
+    out: Option<String>,
+}
+
+fn options() -> Result<Options, String> {
+    let mut args = std::env::args().skip(1);
+    let mut o = Options {
+        dsn: String::new(),
+        smoke: false,
+        out: None,
+    };
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--dsn" => o.dsn = args.next().ok_or("--dsn needs a value")?,
+            "--out" => o.out = Some(args.next().ok_or("--out needs a value")?),
+            "--smoke" => o.smoke = true,
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    if o.dsn.is_empty() {
+        return Err("--dsn is required".into());
+    }
+    Ok(o)
+}
+
+#[tokio::main]
+async fn main() {
+    let o = match options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}\nusage: pg_idempotency_bench --dsn <conninfo> [--smoke] [--out FILE]");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(&o).await {
+        eprintln!("benchmark failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(o: &Options) -> Result<(), Box<dyn std::error::Error>> {
+    let plan = if o.smoke {
+        Plan {
+            clients: 1,
+            warmup: Duration::from_millis(100),
+            duration: Duration::from_millis(200),
+            rounds: 1,
+        }
+    } else {
+        Plan {
+            clients: 1,
+            warmup: Duration::from_secs(2),
+            duration: Duration::from_secs(5),
+            rounds: 3,
+        }
+    };
+    let (docs_1k, docs_64k) = if o.smoke { (5, 2) } else { (200, 20) };
+    workloads::hashing::setup(&o.dsn, docs_1k, docs_64k).await?;
+    let rows = workloads::hashing::run(&o.dsn, plan).await?;
+    if rows.iter().any(|r| r.ours.ops == 0 || r.baseline.ops == 0) {
+        return Err("a workload completed no operation".into());
+    }
+    let markdown = report::markdown(&o.dsn, plan, o.smoke, &rows).await?;
+    match &o.out {
+        Some(path) => std::fs::write(path, markdown)?,
+        None => print!("{markdown}"),
+    }
+    Ok(())
+}
