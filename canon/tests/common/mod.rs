@@ -3,10 +3,16 @@
 
 use std::path::PathBuf;
 
+/// The vectors live in canon/tests/data/jcs; this module is also compiled into the
+/// behaviour suite, whose manifest is in tests/.
 pub fn data(path: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/jcs")
-        .join(path);
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dir = ["tests/data/jcs", "../canon/tests/data/jcs"]
+        .iter()
+        .map(|d| manifest.join(d))
+        .find(|d| d.is_dir())
+        .unwrap_or_else(|| manifest.join("tests/data/jcs"));
+    let p = dir.join(path);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
