@@ -1,6 +1,7 @@
 //! RFC 8785's vectors and number lines, through the text path and the value path.
 
 mod common;
+mod gen;
 use common::*;
 
 #[test]

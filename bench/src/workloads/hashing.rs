@@ -23,7 +23,7 @@ fn document(bytes: usize, seed: u64) -> Value {
             "amount": (i % 10_000) as f64 / 100.0 + 0.25,
             "tags": ["retry", "agent", format!("t{}", i % 13)],
             "address": {"street": format!("{i} Main St"), "zip": format!("{:05}", i % 100_000)},
-            "active": i % 2 == 0,
+            "active": i.is_multiple_of(2),
         });
         size += item.to_string().len() + 1;
         items.push(item);

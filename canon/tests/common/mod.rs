@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::gen::decompose;
+
 /// The vectors live in canon/tests/data/jcs; this module is also compiled into the
 /// behaviour suite, whose manifest is in tests/.
 pub fn data(path: &str) -> String {
@@ -46,27 +48,6 @@ pub fn number_lines() -> Vec<(f64, String)> {
             )
         })
         .collect()
-}
-
-/// (negative, significant digits, point) with value = 0.DIGITS x 10^point, read from an
-/// ECMAScript number string; independent of the crate's own parser.
-pub fn decompose(es: &str) -> (bool, String, i64) {
-    let (neg, body) = match es.strip_prefix('-') {
-        Some(b) => (true, b),
-        None => (false, es),
-    };
-    let (mant, exp) = match body.split_once('e') {
-        Some((m, e)) => (m, e.parse::<i64>().expect("exponent")),
-        None => (body, 0),
-    };
-    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
-    let all = format!("{int}{frac}");
-    let lead = all.len() - all.trim_start_matches('0').len();
-    let digits = all
-        .trim_start_matches('0')
-        .trim_end_matches('0')
-        .to_string();
-    (neg, digits, exp + int.len() as i64 - lead as i64)
 }
 
 /// Several spellings of the same exact value: exponent form with a leading `0.`, an

@@ -226,18 +226,7 @@ pub fn from_doubles(doc: &Doc) -> Doc {
 }
 
 fn parse_num(s: &str) -> Num {
-    let (negative, body) = s.strip_prefix('-').map(|b| (true, b)).unwrap_or((false, s));
-    let (mant, exp) = body
-        .split_once(['e', 'E'])
-        .map(|(m, e)| (m, e.parse::<i64>().unwrap()))
-        .unwrap_or((body, 0));
-    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
-    let all = format!("{int}{frac}");
-    let lead = all.len() - all.trim_start_matches('0').len();
-    let digits = all
-        .trim_start_matches('0')
-        .trim_end_matches('0')
-        .to_string();
+    let (negative, digits, point) = decompose(s);
     if digits.is_empty() {
         // Zero (or a double that underflowed to it).
         return Num {
@@ -249,6 +238,27 @@ fn parse_num(s: &str) -> Num {
     Num {
         negative,
         digits,
-        point: exp + int.len() as i64 - lead as i64,
+        point,
     }
+}
+
+/// (negative, significant digits, point) with value = 0.DIGITS x 10^point, read from a
+/// JSON number; independent of the crate's own parser.
+pub fn decompose(number: &str) -> (bool, String, i64) {
+    let (negative, body) = number
+        .strip_prefix('-')
+        .map(|b| (true, b))
+        .unwrap_or((false, number));
+    let (mant, exp) = body
+        .split_once(['e', 'E'])
+        .map(|(m, e)| (m, e.parse::<i64>().expect("exponent")))
+        .unwrap_or((body, 0));
+    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+    let all = format!("{int}{frac}");
+    let lead = all.len() - all.trim_start_matches('0').len();
+    let digits = all
+        .trim_start_matches('0')
+        .trim_end_matches('0')
+        .to_string();
+    (negative, digits, exp + int.len() as i64 - lead as i64)
 }
