@@ -1,6 +1,8 @@
 //! The text path: parses JSON text and writes its canonical form in one pass (objects are
 //! buffered to sort their members).
 
+use std::borrow::Cow;
+
 use crate::number::write_number;
 use crate::write::{write_object, write_string};
 use crate::{CanonError, MAX_DEPTH};
@@ -27,7 +29,7 @@ struct Parser<'a> {
     pos: usize,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
     fn syntax(&self, expected: &'static str) -> CanonError {
         CanonError::Syntax {
             offset: self.pos,
@@ -202,18 +204,29 @@ impl Parser<'_> {
         Ok(v)
     }
 
-    /// A string token, unescaped.
-    fn string(&mut self) -> Result<String, CanonError> {
+    /// A string token, unescaped: borrowed from the input unless it has escapes.
+    fn string(&mut self) -> Result<Cow<'a, str>, CanonError> {
         self.pos += 1;
+        let first = self.pos;
+        while let Some(b) = self.peek() {
+            match b {
+                b'"' => {
+                    self.pos += 1;
+                    return Ok(Cow::Borrowed(&self.text[first..self.pos - 1]));
+                }
+                b'\\' | 0x00..=0x1f => break,
+                _ => self.pos += 1,
+            }
+        }
         let mut s = String::new();
-        let mut start = self.pos;
+        let mut start = first;
         loop {
             match self.peek() {
                 None => return Err(self.syntax("'\"'")),
                 Some(b'"') => {
                     s.push_str(&self.text[start..self.pos]);
                     self.pos += 1;
-                    return Ok(s);
+                    return Ok(Cow::Owned(s));
                 }
                 Some(0x00..=0x1f) => return Err(self.syntax("an escaped control character")),
                 Some(b'\\') => {

@@ -35,20 +35,28 @@ pub(crate) fn write_string(s: &str, out: &mut String) {
 /// Sorts object members by their keys' UTF-16 code units (not bytes, not code points) and
 /// keeps the last of duplicate keys, as `jsonb`, `serde_json` and `JSON.parse` do.
 /// `members` holds (key, canonical value) in input order.
-pub(crate) fn write_object(mut members: Vec<(String, String)>, out: &mut String) {
-    // A stable sort keeps duplicates in input order, so the last of each run wins.
-    members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+pub(crate) fn write_object<K: AsRef<str>>(mut members: Vec<(K, String)>, out: &mut String) {
+    // A stable sort keeps duplicates in input order, so the last of each run wins. Keys
+    // are mostly ASCII, where UTF-16 order is byte order.
+    members.sort_by(|a, b| {
+        let (a, b) = (a.0.as_ref(), b.0.as_ref());
+        if a.is_ascii() && b.is_ascii() {
+            a.cmp(b)
+        } else {
+            a.encode_utf16().cmp(b.encode_utf16())
+        }
+    });
     out.push('{');
     let mut first = true;
     for i in 0..members.len() {
-        if i + 1 < members.len() && members[i + 1].0 == members[i].0 {
+        if i + 1 < members.len() && members[i + 1].0.as_ref() == members[i].0.as_ref() {
             continue;
         }
         if !first {
             out.push(',');
         }
         first = false;
-        write_string(&members[i].0, out);
+        write_string(members[i].0.as_ref(), out);
         out.push(':');
         out.push_str(&members[i].1);
     }
