@@ -26,7 +26,15 @@ init() {
         echo "port = $port"
         echo "listen_addresses = '127.0.0.1'"
         echo "unix_socket_directories = '$sock'"
-        echo "shared_preload_libraries = 'pg_idempotency'"
+        # pg_cron (Debian's postgresql-15-cron) where installed, for the scheduled purge.
+        if [ -f "$("$(pg_config_of "$version")" --pkglibdir)/pg_cron.so" ]; then
+            echo "shared_preload_libraries = 'pg_idempotency,pg_cron'"
+            echo "cron.database_name = 'pgidem_cron'"
+        else
+            echo "shared_preload_libraries = 'pg_idempotency'"
+        fi
+        # The purge worker's database; the behaviour suite's worker tests use it.
+        echo "pg_idempotency.database = 'pgidem_worker'"
         echo "max_connections = 200"
         echo "log_min_messages = warning"
         if [ "$version" = pg18 ]; then

@@ -31,11 +31,35 @@ CREATE TABLE idempotency.records (
     ttl          interval    NOT NULL,
     owner        regrole     NOT NULL,
     PRIMARY KEY (scope, key)
+) WITH (
+    -- Room on each page for a record's completion to be a HOT update (no index is
+    -- touched: the only index is the key's, which never changes).
+    fillfactor = 80,
+    -- Purges delete in bulk and keys churn: vacuum early so freed space is reused
+    -- before the table grows.
+    autovacuum_vacuum_scale_factor = 0.02,
+    autovacuum_vacuum_threshold = 1000,
+    autovacuum_vacuum_insert_scale_factor = 0.05
 );
 COMMENT ON TABLE idempotency.records IS
     'pg_idempotency: one row per (scope, key); expired rows are absent whether purged or not';
 
--- Records and fences come back with pg_dump / pg_restore.
+-- Per-scope defaults, set with idem_set_policy: a call's arguments override them, and they
+-- override the GUC defaults. A NULL field leaves that setting to the defaults.
+CREATE TABLE idempotency.policies (
+    scope          text        PRIMARY KEY,
+    ttl            interval,
+    lease          interval,
+    on_cache_hit   text        CHECK (on_cache_hit IN ('return_cached', 'return_cached_if_success', 'fail_fast')),
+    cache_failures boolean,
+    on_mismatch    text        CHECK (on_mismatch IN ('reject', 'ignore')),
+    updated_at     timestamptz NOT NULL,
+    updated_by     regrole     NOT NULL
+);
+COMMENT ON TABLE idempotency.policies IS 'pg_idempotency: per-scope defaults';
+
+-- Records, policies and fences come back with pg_dump / pg_restore.
+SELECT pg_catalog.pg_extension_config_dump('idempotency.policies', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.records', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.fence_seq', '');
 
@@ -155,6 +179,99 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'idem_hash';
 COMMENT ON FUNCTION @extschema@.idem_hash(jsonb) IS
     'SHA-256 of the canonical JSON of a request: its fingerprint; as lowercase hex, its HASH_INPUT key';
 
+CREATE FUNCTION @extschema@.idem_purge_expired(batch_size integer DEFAULT 10000)
+RETURNS bigint
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_purge_expired';
+COMMENT ON FUNCTION @extschema@.idem_purge_expired(integer) IS
+    'Delete the rows of expired records, batch_size at a time; returns how many (never a live record)';
+
+-- INOUT: the policy comes back as stored (durations normalised).
+CREATE FUNCTION @extschema@.idem_set_policy(
+    INOUT scope          text,
+    INOUT ttl            interval DEFAULT NULL,
+    INOUT lease          interval DEFAULT NULL,
+    INOUT on_cache_hit   text     DEFAULT NULL,
+    INOUT cache_failures boolean  DEFAULT NULL,
+    INOUT on_mismatch    text     DEFAULT NULL,
+    OUT   updated_at     timestamptz,
+    OUT   updated_by     regrole)
+RETURNS record
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_set_policy';
+COMMENT ON FUNCTION @extschema@.idem_set_policy(text, interval, interval, text, boolean, text) IS
+    'Set (replace) the policy of a scope: the defaults every caller of that scope obeys';
+
+CREATE FUNCTION @extschema@.idem_drop_policy(scope text)
+RETURNS boolean
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_drop_policy';
+COMMENT ON FUNCTION @extschema@.idem_drop_policy(text) IS
+    'Remove the policy of a scope; true when it had one';
+
+CREATE FUNCTION @extschema@.idem_policies()
+RETURNS TABLE (scope text, ttl interval, lease interval, on_cache_hit text,
+               cache_failures boolean, on_mismatch text, updated_at timestamptz, updated_by regrole)
+STABLE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE sql AS $fn$
+    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by
+    FROM idempotency.policies ORDER BY scope
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_policies() IS 'Every scope''s policy';
+
+-- Outcome counters since the server started (shared memory; only when preloaded).
+CREATE FUNCTION idempotency._idem_counters()
+RETURNS TABLE (scope text, claimed bigint, replay bigint, in_progress bigint, mismatch bigint)
+VOLATILE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_counters';
+CREATE FUNCTION idempotency._idem_counting()
+RETURNS boolean
+VOLATILE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_counting';
+REVOKE ALL ON FUNCTION idempotency._idem_counters(), idempotency._idem_counting() FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.idem_metrics()
+RETURNS TABLE (
+    scope              text,
+    in_progress        bigint,
+    succeeded          bigint,
+    failed             bigint,
+    lapsed             bigint,
+    expired            bigint,
+    oldest_in_progress interval,
+    claimed_total      bigint,
+    replay_total       bigint,
+    in_progress_total  bigint,
+    mismatch_total     bigint)
+VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE sql AS $fn$
+    WITH now AS (SELECT clock_timestamp() AS t),
+    stored AS (
+        SELECT r.scope,
+               count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'in_progress') AS in_progress,
+               count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'succeeded') AS succeeded,
+               count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'failed') AS failed,
+               count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'in_progress'
+                                  AND r.lease_until <= now.t) AS lapsed,
+               count(*) FILTER (WHERE r.expires_at <= now.t) AS expired,
+               now.t - min(r.created_at) FILTER (WHERE r.expires_at > now.t
+                                                  AND r.state = 'in_progress') AS oldest_in_progress
+        FROM idempotency.records r, now
+        GROUP BY r.scope, now.t),
+    counted AS (SELECT * FROM idempotency._idem_counters())
+    SELECT coalesce(s.scope, c.scope),
+           coalesce(s.in_progress, 0), coalesce(s.succeeded, 0), coalesce(s.failed, 0),
+           coalesce(s.lapsed, 0), coalesce(s.expired, 0), s.oldest_in_progress,
+           CASE WHEN idempotency._idem_counting() THEN coalesce(c.claimed, 0) END,
+           CASE WHEN idempotency._idem_counting() THEN coalesce(c.replay, 0) END,
+           CASE WHEN idempotency._idem_counting() THEN coalesce(c.in_progress, 0) END,
+           CASE WHEN idempotency._idem_counting() THEN coalesce(c.mismatch, 0) END
+    FROM stored s FULL JOIN counted c ON c.scope = s.scope
+    ORDER BY 1
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_metrics() IS
+    'Per scope: live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started';
+
 -- Execute is granted deliberately, never to PUBLIC.
 REVOKE EXECUTE ON FUNCTION
     @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval),
@@ -164,7 +281,12 @@ REVOKE EXECUTE ON FUNCTION
     @extschema@.idem_lookup(text, text),
     @extschema@.idem_forget(text, text),
     @extschema@.idem_canonical(jsonb),
-    @extschema@.idem_hash(jsonb)
+    @extschema@.idem_hash(jsonb),
+    @extschema@.idem_purge_expired(integer),
+    @extschema@.idem_set_policy(text, interval, interval, text, boolean, text),
+    @extschema@.idem_drop_policy(text),
+    @extschema@.idem_policies(),
+    @extschema@.idem_metrics()
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval),
@@ -173,6 +295,13 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idem_extend(text, text, bigint, interval),
     @extschema@.idem_lookup(text, text),
     @extschema@.idem_canonical(jsonb),
-    @extschema@.idem_hash(jsonb)
+    @extschema@.idem_hash(jsonb),
+    @extschema@.idem_policies()
 TO idempotency_user;
-GRANT EXECUTE ON FUNCTION @extschema@.idem_forget(text, text) TO idempotency_admin;
+GRANT EXECUTE ON FUNCTION
+    @extschema@.idem_forget(text, text),
+    @extschema@.idem_metrics(),
+    @extschema@.idem_purge_expired(integer),
+    @extschema@.idem_set_policy(text, interval, interval, text, boolean, text),
+    @extschema@.idem_drop_policy(text)
+TO idempotency_admin;

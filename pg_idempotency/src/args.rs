@@ -126,32 +126,37 @@ fn duration(name: &str, iv: &Interval, allow_zero: bool) -> IdemResult<i64> {
     Ok(us as i64)
 }
 
-pub fn ttl(value: Option<Interval>) -> IdemResult<i64> {
-    match value {
+/// A ttl given by a call or a policy: positive, finite, at most `max_ttl`.
+pub fn ttl(value: Option<Interval>) -> IdemResult<Option<i64>> {
+    value.map(|iv| duration("ttl", &iv, false)).transpose()
+}
+
+/// A lease given by a call or a policy: positive, finite, at most `max_ttl` (and at most
+/// the ttl, once that is known: see [`effective_lease`]).
+pub fn lease(value: Option<Interval>) -> IdemResult<Option<i64>> {
+    value.map(|iv| duration("lease", &iv, false)).transpose()
+}
+
+/// The ttl in force: the call's, else the policy's, else `pg_idempotency.default_ttl`;
+/// checked again, since `max_ttl` may have been lowered after a policy was set.
+pub fn effective_ttl(given: Option<i64>, policy: Option<i64>) -> IdemResult<i64> {
+    match given.or(policy) {
+        Some(us) => Ok(us),
         None => duration("ttl", &micros_interval(gucs::default_ttl_micros()), false),
-        Some(iv) => duration("ttl", &iv, false),
     }
 }
 
-/// A lease defaults to `min(default_lease, ttl)` and may not exceed the ttl.
-pub fn lease(value: Option<Interval>, ttl: i64) -> IdemResult<i64> {
-    match value {
-        None => Ok(gucs::default_lease_micros().min(ttl)),
-        Some(iv) => {
-            let lease = duration("lease", &iv, false)?;
-            if lease > ttl {
-                return Err(IdemError::invalid(
-                    "lease must not exceed ttl",
-                    format!(
-                        "The lease is {} and the ttl {}.",
-                        seconds(lease as i128),
-                        seconds(ttl as i128)
-                    ),
-                    "Pass a shorter lease or a longer ttl; extend a long call with idem_extend.",
-                ));
-            }
-            Ok(lease)
-        }
+/// The lease in force: the call's (which may not exceed the ttl), else the policy's or
+/// `pg_idempotency.default_lease`, capped by the ttl.
+pub fn effective_lease(given: Option<i64>, policy: Option<i64>, ttl: i64) -> IdemResult<i64> {
+    match given {
+        Some(lease) if lease > ttl => Err(IdemError::invalid(
+            "lease must not exceed ttl",
+            format!("The lease is {} and the ttl {}.", seconds(lease as i128), seconds(ttl as i128)),
+            "Pass a shorter lease or a longer ttl; extend a long call with idem_extend.",
+        )),
+        Some(lease) => Ok(lease),
+        None => Ok(policy.unwrap_or_else(gucs::default_lease_micros).min(ttl)),
     }
 }
 
@@ -181,11 +186,13 @@ pub enum OnCacheHit {
 }
 
 impl OnCacheHit {
-    pub fn parse(value: Option<String>) -> IdemResult<Self> {
-        match value.as_deref() {
-            None | Some("return_cached") => Ok(Self::ReturnCached),
-            Some("return_cached_if_success") => Ok(Self::ReturnCachedIfSuccess),
-            Some("fail_fast") => Ok(Self::FailFast),
+    /// The policy word given by a call or a policy, if any.
+    pub fn parse(value: Option<&str>) -> IdemResult<Option<Self>> {
+        match value {
+            None => Ok(None),
+            Some("return_cached") => Ok(Some(Self::ReturnCached)),
+            Some("return_cached_if_success") => Ok(Some(Self::ReturnCachedIfSuccess)),
+            Some("fail_fast") => Ok(Some(Self::FailFast)),
             Some(other) => Err(unknown_word(
                 "on_cache_hit",
                 other,
@@ -203,10 +210,12 @@ pub enum OnMismatch {
 }
 
 impl OnMismatch {
-    pub fn parse(value: Option<String>) -> IdemResult<Self> {
-        match value.as_deref() {
-            None | Some("reject") => Ok(Self::Reject),
-            Some("ignore") => Ok(Self::Ignore),
+    /// The policy word given by a call or a policy, if any.
+    pub fn parse(value: Option<&str>) -> IdemResult<Option<Self>> {
+        match value {
+            None => Ok(None),
+            Some("reject") => Ok(Some(Self::Reject)),
+            Some("ignore") => Ok(Some(Self::Ignore)),
             Some(other) => Err(unknown_word("on_mismatch", other, "reject, ignore")),
         }
     }

@@ -13,22 +13,52 @@ use crate::args::{self, micros_interval, OnCacheHit, OnMismatch};
 use crate::clock::{self, Micros};
 use crate::entry::{composite, Args, Column};
 use crate::error::{ErrorKind, IdemError, IdemResult};
+use crate::metrics::{self, Counter};
 use crate::request;
-use crate::store::{self, Claim, Record, State};
+use crate::store::{self, Claim, Policy, Record, State};
 
 /// How many lost races a call tolerates before it gives up; each one means another session
 /// changed the record in the meantime.
 const MAX_RACES: u32 = 1000;
 
+/// What the call asked for; NULL arguments are None until the scope's policy and the GUC
+/// defaults fill them in.
 struct Call {
     scope: String,
     key: String,
     fingerprint: Option<[u8; 32]>,
+    ttl: Option<i64>,
+    lease: Option<i64>,
+    on_cache_hit: Option<OnCacheHit>,
+    on_mismatch: Option<OnMismatch>,
+    wait: i64,
+}
+
+/// The settings in force for a call: its arguments, else its scope's policy, else the
+/// defaults.
+struct Settings {
     ttl: i64,
     lease: i64,
     on_cache_hit: OnCacheHit,
     on_mismatch: OnMismatch,
-    wait: i64,
+}
+
+impl Settings {
+    fn resolve(call: &Call, policy: &Policy) -> IdemResult<Settings> {
+        let ttl = args::effective_ttl(call.ttl, policy.ttl)?;
+        Ok(Settings {
+            ttl,
+            lease: args::effective_lease(call.lease, policy.lease, ttl)?,
+            on_cache_hit: match call.on_cache_hit {
+                Some(w) => w,
+                None => OnCacheHit::parse(policy.on_cache_hit.as_deref())?.unwrap_or(OnCacheHit::ReturnCached),
+            },
+            on_mismatch: match call.on_mismatch {
+                Some(w) => w,
+                None => OnMismatch::parse(policy.on_mismatch.as_deref())?.unwrap_or(OnMismatch::Reject),
+            },
+        })
+    }
 }
 
 enum Outcome {
@@ -60,29 +90,47 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
         )),
         (key, _) => args::key(key)?,
     };
-    let ttl = args::ttl(a.get(3))?;
     let call = Call {
         scope,
         key,
         fingerprint,
-        ttl,
-        lease: args::lease(a.get(4), ttl)?,
-        on_cache_hit: OnCacheHit::parse(a.get(5))?,
-        on_mismatch: OnMismatch::parse(a.get(6))?,
+        ttl: args::ttl(a.get(3))?,
+        lease: args::lease(a.get(4))?,
+        on_cache_hit: OnCacheHit::parse(a.get::<String>(5).as_deref())?,
+        on_mismatch: OnMismatch::parse(a.get::<String>(6).as_deref())?,
         wait: args::wait(a.get(7))?,
     };
-    let outcome = Spi::connect_mut(|client| decide(client, &call))?;
-    Ok(result(a, outcome))
+    if let (Some(lease), Some(ttl)) = (call.lease, call.ttl) {
+        args::effective_lease(Some(lease), None, ttl)?;
+    }
+    let outcome = Spi::connect_mut(|client| decide(client, &call));
+    let counter = match &outcome {
+        Ok(Outcome::Claimed { .. }) => Some(Counter::Claimed),
+        Ok(Outcome::Replay(_)) => Some(Counter::Replay),
+        Ok(Outcome::InProgress { .. }) => Some(Counter::InProgress),
+        Err(e) if e.kind == ErrorKind::Mismatch => Some(Counter::Mismatch),
+        Err(_) => None,
+    };
+    if let Some(c) = counter {
+        metrics::count(&call.scope, c);
+    }
+    Ok(result(a, outcome?))
 }
 
 fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
     let started = clock::now();
     let mut pause = 2_000;
+    let mut settings: Option<Settings> = None;
     for _ in 0..MAX_RACES {
         let now = clock::now();
-        let record = match store::read(client, &call.scope, &call.key) {
+        let (record, policy) = store::read(client, &call.scope, &call.key);
+        let set = match &settings {
+            Some(set) => set,
+            None => settings.insert(Settings::resolve(call, &policy)?),
+        };
+        let record = match record {
             None => {
-                let claim = fresh_claim(call, now);
+                let claim = fresh_claim(call, set, now);
                 clock::ensure_durable_commit();
                 if store::insert(client, &call.scope, &call.key, &claim) {
                     return Ok(claimed(claim, false));
@@ -90,7 +138,7 @@ fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
                 continue;
             }
             Some(r) if !r.is_live(now) => {
-                let claim = fresh_claim(call, now);
+                let claim = fresh_claim(call, set, now);
                 clock::ensure_durable_commit();
                 if store::claim_again(client, &call.scope, &call.key, &r, &claim) {
                     return Ok(claimed(claim, false));
@@ -99,9 +147,9 @@ fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
             }
             Some(r) => r,
         };
-        check_fingerprint(call, &record)?;
+        check_fingerprint(call, set, &record)?;
         let lease_live = record.lease_until.is_some_and(|l| l > now);
-        match (record.state, call.on_cache_hit) {
+        match (record.state, set.on_cache_hit) {
             (State::InProgress, _) if lease_live => {
                 let remaining = started + call.wait - now;
                 if remaining <= 0 {
@@ -112,7 +160,7 @@ fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
             }
             (State::InProgress, _) => {
                 // The holder's lease lapsed: its outcome is unknown, the call is taken over.
-                if let Some(o) = take_over(client, call, &record, now, true) {
+                if let Some(o) = take_over(client, call, set, &record, now, true) {
                     return Ok(o);
                 }
             }
@@ -127,7 +175,7 @@ fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
                 ));
             }
             (State::Failed, OnCacheHit::ReturnCachedIfSuccess) => {
-                if let Some(o) = take_over(client, call, &record, now, false) {
+                if let Some(o) = take_over(client, call, set, &record, now, false) {
                     return Ok(o);
                 }
             }
@@ -142,16 +190,16 @@ fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
     ))
 }
 
-fn fresh_claim(call: &Call, now: Micros) -> Claim<'_> {
+fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
     Claim {
         fence: clock::next_fence(),
         attempt: 1,
         fingerprint: call.fingerprint.as_ref().map(|f| &f[..]),
         upstream_key: clock::new_upstream_key(),
         created_at: now,
-        lease_until: now + call.lease,
-        expires_at: now + call.ttl,
-        ttl: call.ttl,
+        lease_until: now + set.lease,
+        expires_at: now + set.ttl,
+        ttl: set.ttl,
         owner: clock::caller(),
     }
 }
@@ -161,6 +209,7 @@ fn fresh_claim(call: &Call, now: Micros) -> Claim<'_> {
 fn take_over(
     client: &mut SpiClient<'_>,
     call: &Call,
+    set: &Settings,
     record: &Record,
     now: Micros,
     recovered: bool,
@@ -178,9 +227,9 @@ fn take_over(
             .or(call.fingerprint.as_ref().map(|f| &f[..])),
         upstream_key: record.upstream_key,
         created_at: record.created_at,
-        lease_until: now + call.lease,
-        expires_at: (now + call.ttl).max(record.expires_at),
-        ttl: call.ttl,
+        lease_until: now + set.lease,
+        expires_at: (now + set.ttl).max(record.expires_at),
+        ttl: set.ttl,
         owner: clock::caller(),
     };
     clock::ensure_durable_commit();
@@ -199,11 +248,11 @@ fn claimed(c: Claim<'_>, recovered: bool) -> Outcome {
     }
 }
 
-fn check_fingerprint(call: &Call, record: &Record) -> IdemResult<()> {
+fn check_fingerprint(call: &Call, set: &Settings, record: &Record) -> IdemResult<()> {
     let (Some(given), Some(stored)) = (&call.fingerprint, &record.fingerprint) else {
         return Ok(());
     };
-    if call.on_mismatch == OnMismatch::Ignore || given[..] == stored[..] {
+    if set.on_mismatch == OnMismatch::Ignore || given[..] == stored[..] {
         return Ok(());
     }
     Err(IdemError::new(

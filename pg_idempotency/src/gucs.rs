@@ -1,6 +1,8 @@
 //! Every setting of the extension: limits (superuser) and defaults (any session).
 //! The README's configuration table lists the same names, defaults and ranges.
 
+use std::ffi::CString;
+
 use pgrx::{pg_sys, GucContext, GucFlags, GucRegistry, GucSetting};
 
 /// Longest accepted key, in bytes.
@@ -15,6 +17,11 @@ static MAX_RESPONSE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024)
 static DEFAULT_TTL: GucSetting<i32> = GucSetting::<i32>::new(3600);
 /// lease of a call that gives none, in seconds (capped by the call's ttl).
 static DEFAULT_LEASE: GucSetting<i32> = GucSetting::<i32>::new(60);
+
+/// Seconds between the purge worker's runs; 0 turns it off.
+static PURGE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(60);
+/// The database whose records the purge worker reclaims.
+static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
 const SECOND: i64 = 1_000_000;
 
@@ -35,6 +42,13 @@ pub fn default_ttl_micros() -> i64 {
 }
 pub fn default_lease_micros() -> i64 {
     DEFAULT_LEASE.get() as i64 * SECOND
+}
+
+pub fn purge_interval_secs() -> u64 {
+    PURGE_INTERVAL.get().max(0) as u64
+}
+pub fn database() -> String {
+    DATABASE.get().map(|c| c.to_string_lossy().into_owned()).unwrap_or_else(|| "postgres".into())
 }
 
 pub fn init() {
@@ -97,6 +111,24 @@ pub fn init() {
         i32::MAX,
         GucContext::Userset,
         GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"pg_idempotency.purge_interval",
+        c"Seconds between the purge worker's runs; 0 turns it off.",
+        c"Takes effect on reload. The worker runs only when pg_idempotency is preloaded.",
+        &PURGE_INTERVAL,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_string_guc(
+        c"pg_idempotency.database",
+        c"The database whose expired records the purge worker deletes.",
+        c"The worker waits quietly until the extension exists there.",
+        &DATABASE,
+        GucContext::Postmaster,
+        GucFlags::default(),
     );
     unsafe { pg_sys::MarkGUCPrefixReserved(c"pg_idempotency".as_ptr()) };
 }

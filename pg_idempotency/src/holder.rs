@@ -14,7 +14,7 @@ use crate::clock::{self, Micros};
 use crate::entry::{composite, Args};
 use crate::error::{ErrorKind, IdemError, IdemResult};
 use crate::request;
-use crate::store::{self, Completion, Record, State};
+use crate::store::{self, Completion, Policy, Record, State};
 
 const MAX_RACES: u32 = 1000;
 
@@ -51,9 +51,10 @@ fn contention() -> IdemError {
     )
 }
 
-/// The live record that `h.fence` holds, or why it does not.
-fn read_held(client: &mut SpiClient<'_>, h: &Held, now: Micros) -> IdemResult<Record> {
-    let Some(record) = store::read(client, &h.scope, &h.key).filter(|r| r.is_live(now)) else {
+/// The live record that `h.fence` holds (and its scope's policy), or why it does not.
+fn read_held(client: &mut SpiClient<'_>, h: &Held, now: Micros) -> IdemResult<(Record, Policy)> {
+    let (record, policy) = store::read(client, &h.scope, &h.key);
+    let Some(record) = record.filter(|r| r.is_live(now)) else {
         return Err(lease_lost(
             "The key has no live record: it was released, forgotten, never claimed, or it expired.",
         ));
@@ -65,7 +66,7 @@ fn read_held(client: &mut SpiClient<'_>, h: &Held, now: Micros) -> IdemResult<Re
             "The record is held under a different fence."
         }));
     }
-    Ok(record)
+    Ok((record, policy))
 }
 
 pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
@@ -79,19 +80,21 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
             "Pass succeeded => true or false.",
         )
     })?;
-    let cache_failure = a.get::<bool>(5).unwrap_or(false);
+    let cache_failure = a.get::<bool>(5);
 
     let (state, expires_at) =
         Spi::connect_mut(|client| -> IdemResult<(&'static str, Option<Micros>)> {
             for _ in 0..MAX_RACES {
                 let now = clock::now();
-                let record = read_held(client, &h, now)?;
+                let (record, policy) = read_held(client, &h, now)?;
                 if record.state != State::InProgress {
                     // Completed by this very fence before: keep what is stored.
                     return Ok((record.state.as_str(), Some(record.expires_at)));
                 }
                 clock::ensure_durable_commit();
-                if !succeeded && !cache_failure {
+                // The call's word, else its scope's policy; failures are not cached by default.
+            let cache_failure = cache_failure.or(policy.cache_failures).unwrap_or(false);
+            if !succeeded && !cache_failure {
                     // An uncached failure leaves nothing behind, so a retry runs the call again.
                     if store::delete_held(client, &h.scope, &h.key, h.fence) {
                         return Ok(("absent", None));
@@ -127,7 +130,7 @@ pub fn idem_release(a: &Args) -> IdemResult<pg_sys::Datum> {
     Spi::connect_mut(|client| -> IdemResult<()> {
         for _ in 0..MAX_RACES {
             let now = clock::now();
-            let record = read_held(client, &h, now)?;
+            let (record, _) = read_held(client, &h, now)?;
             if record.state != State::InProgress {
                 return Err(lease_lost(
                     "The call was already completed; idem_forget removes a stored result.",
@@ -145,17 +148,17 @@ pub fn idem_release(a: &Args) -> IdemResult<pg_sys::Datum> {
 
 pub fn idem_extend(a: &Args) -> IdemResult<pg_sys::Datum> {
     let h = held(a)?;
-    let lease = a.get::<pgrx::datum::Interval>(3);
+    let lease = args::lease(a.get::<pgrx::datum::Interval>(3))?;
     let (lease_until, expires_at) = Spi::connect_mut(|client| -> IdemResult<(Micros, Micros)> {
         for _ in 0..MAX_RACES {
             let now = clock::now();
-            let record = read_held(client, &h, now)?;
+            let (record, policy) = read_held(client, &h, now)?;
             if record.state != State::InProgress {
                 return Err(lease_lost(
                     "The call was already completed; there is no lease to extend.",
                 ));
             }
-            let lease = args::lease(lease, record.ttl)?;
+            let lease = args::effective_lease(lease, policy.lease, record.ttl)?;
             let lease_until = now + lease;
             // A record never expires while its lease is live.
             let expires_at = record.expires_at.max(lease_until);

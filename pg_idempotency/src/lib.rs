@@ -14,8 +14,12 @@ mod error;
 mod gucs;
 mod holder;
 mod lookup;
+mod metrics;
+mod policy;
+mod purge;
 mod request;
 mod store;
+mod worker;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
@@ -36,10 +40,24 @@ entry::sql_function!(
     canonical::idem_canonical
 );
 entry::sql_function!(idem_hash, pg_finfo_idem_hash, canonical::idem_hash);
+entry::sql_function!(idem_purge_expired, pg_finfo_idem_purge_expired, purge::idem_purge_expired);
+entry::sql_function!(idem_set_policy, pg_finfo_idem_set_policy, policy::idem_set_policy);
+entry::sql_function!(idem_drop_policy, pg_finfo_idem_drop_policy, policy::idem_drop_policy);
+entry::sql_function!(idem_counters, pg_finfo_idem_counters, metrics::idem_counters);
+entry::sql_function!(idem_counting, pg_finfo_idem_counting, metrics::idem_counting);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        metrics::init();
+        worker::register();
+    } else {
+        // Loaded by a session's first call: the API works, but nothing purges in the
+        // background (schedule idem_purge_expired with pg_cron, or preload the library),
+        // and outcomes are not counted (idem_metrics shows NULL counters).
+        pgrx::debug1!("pg_idempotency is not in shared_preload_libraries: no purge worker");
+    }
 }
 
 /// Required by `cargo pgrx test`.

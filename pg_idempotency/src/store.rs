@@ -63,8 +63,9 @@ impl Record {
     }
 }
 
-const COLUMNS: &str = "state, fence, attempt, fingerprint, upstream_key, response, created_at, \
-                       completed_at, lease_until, expires_at, ttl, owner::pg_catalog.oid";
+const COLUMNS: &str = "r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response, \
+     r.created_at, r.completed_at, r.lease_until, r.expires_at, r.ttl, r.owner::pg_catalog.oid, \
+     p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch";
 const WHERE_KEY: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2";
 const WHERE_HELD: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 \
      AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) 'in_progress'";
@@ -104,7 +105,13 @@ fn build_plans(client: &SpiClient<'_>) -> Plans {
     Plans {
         read: prepare(
             client,
-            &format!("SELECT {COLUMNS} FROM idempotency.records WHERE {WHERE_KEY}"),
+            // Always one row: the record if any, and the scope's policy if any.
+            &format!(
+                "SELECT {COLUMNS} FROM (SELECT) AS one \
+                 LEFT JOIN idempotency.records r \
+                     ON r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2 \
+                 LEFT JOIN idempotency.policies p ON p.scope OPERATOR(pg_catalog.=) $1"
+            ),
             &key,
         ),
         insert: prepare(
@@ -203,19 +210,40 @@ fn col<T: FromDatum + IntoDatum>(t: &SpiTupleTable<'_>, n: usize) -> Option<T> {
         .unwrap_or_else(|e| panic!("pg_idempotency: bad column {n}: {e}"))
 }
 
-pub fn read(client: &mut SpiClient<'_>, scope: &str, key: &str) -> Option<Record> {
+/// Per-scope defaults set with `idem_set_policy`: each field applies where a call gives none.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    pub ttl: Option<i64>,
+    pub lease: Option<i64>,
+    pub on_cache_hit: Option<String>,
+    pub cache_failures: Option<bool>,
+    pub on_mismatch: Option<String>,
+}
+
+fn col_micros(t: &SpiTupleTable<'_>, n: usize) -> Option<i64> {
+    col::<pgrx::datum::Interval>(t, n).and_then(|iv| crate::args::interval_micros(&iv)).map(|us| us as i64)
+}
+
+/// The record of (scope, key), if any, and the scope's policy.
+pub fn read(client: &mut SpiClient<'_>, scope: &str, key: &str) -> (Option<Record>, Policy) {
     let table = run(client, |p| &p.read, &[scope.into(), key.into()]);
-    if table.is_empty() {
-        return None;
-    }
     let t = table.first();
+    let policy = Policy {
+        ttl: col_micros(&t, 13),
+        lease: col_micros(&t, 14),
+        on_cache_hit: col(&t, 15),
+        cache_failures: col(&t, 16),
+        on_mismatch: col(&t, 17),
+    };
+    let Some(state) = col::<String>(&t, 1) else {
+        return (None, policy);
+    };
     let response = t
         .get_datum_by_ordinal(6)
         .unwrap_or_else(|e| panic!("pg_idempotency: bad response column: {e}"))
         .map(|d| unsafe { pg_sys::SPI_datumTransfer(d, false, -1) });
-    let ttl: pgrx::datum::Interval = col(&t, 11).unwrap_or_else(|| micros_interval(0));
-    Some(Record {
-        state: State::parse(&col::<String>(&t, 1).unwrap_or_default()),
+    let record = Record {
+        state: State::parse(&state),
         fence: col(&t, 2).unwrap_or_default(),
         attempt: col(&t, 3).unwrap_or_default(),
         fingerprint: col(&t, 4),
@@ -225,9 +253,10 @@ pub fn read(client: &mut SpiClient<'_>, scope: &str, key: &str) -> Option<Record
         completed_at: col_ts(&t, 8),
         lease_until: col_ts(&t, 9),
         expires_at: col_ts(&t, 10).unwrap_or_default(),
-        ttl: crate::args::interval_micros(&ttl).unwrap_or_default() as i64,
+        ttl: col_micros(&t, 11).unwrap_or_default(),
         owner: col(&t, 12).unwrap_or(pg_sys::InvalidOid),
-    })
+    };
+    (Some(record), policy)
 }
 
 /// The values of a claim, computed before the statement that writes it.

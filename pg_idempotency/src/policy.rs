@@ -1,0 +1,90 @@
+//! Per-scope policies: defaults that every caller of a scope obeys, whatever its language.
+//! A call's own arguments override its scope's policy, which overrides the GUC defaults.
+
+use pgrx::datum::{DatumWithOid, Interval};
+use pgrx::prelude::*;
+use pgrx::{pg_sys, IntoDatum};
+
+use crate::args::{self, OnCacheHit, OnMismatch};
+use crate::clock;
+use crate::entry::{composite, Args};
+use crate::error::IdemResult;
+
+const UPSERT: &str = "INSERT INTO idempotency.policies AS p \
+        (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+     ON CONFLICT (scope) DO UPDATE SET ttl = excluded.ttl, lease = excluded.lease, \
+        on_cache_hit = excluded.on_cache_hit, cache_failures = excluded.cache_failures, \
+        on_mismatch = excluded.on_mismatch, updated_at = excluded.updated_at, \
+        updated_by = excluded.updated_by";
+
+const DELETE: &str =
+    "DELETE FROM idempotency.policies WHERE scope OPERATOR(pg_catalog.=) $1 RETURNING scope";
+
+fn opt<T: IntoDatum>(v: Option<T>, oid: pg_sys::Oid) -> DatumWithOid<'static> {
+    match v {
+        Some(v) => unsafe { DatumWithOid::new(v, oid) },
+        None => DatumWithOid::null_oid(oid),
+    }
+}
+
+/// `idem_set_policy(scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch)`: sets
+/// (replaces) the scope's policy; a NULL field leaves that setting to the defaults.
+pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
+    let scope = args::scope(a.get::<String>(0))?;
+    let ttl_iv = a.get::<Interval>(1);
+    let lease_iv = a.get::<Interval>(2);
+    let ttl = args::ttl(ttl_iv)?;
+    let lease = args::lease(lease_iv)?;
+    if let (Some(l), Some(t)) = (lease, ttl) {
+        args::effective_lease(Some(l), None, t)?;
+    }
+    let on_cache_hit = a.get::<String>(3);
+    OnCacheHit::parse(on_cache_hit.as_deref())?;
+    let cache_failures = a.get::<bool>(4);
+    let on_mismatch = a.get::<String>(5);
+    OnMismatch::parse(on_mismatch.as_deref())?;
+
+    let now = clock::now();
+    let owner = clock::caller();
+    Spi::connect_mut(|client| {
+        let params = [
+            scope.as_str().into(),
+            opt(ttl.map(args::micros_interval), pg_sys::INTERVALOID),
+            opt(lease.map(args::micros_interval), pg_sys::INTERVALOID),
+            opt(on_cache_hit.clone(), pg_sys::TEXTOID),
+            opt(cache_failures, pg_sys::BOOLOID),
+            opt(on_mismatch.clone(), pg_sys::TEXTOID),
+            unsafe { DatumWithOid::new(now, pg_sys::TIMESTAMPTZOID) },
+            unsafe { DatumWithOid::new(owner, pg_sys::REGROLEOID) },
+        ];
+        client
+            .update(UPSERT, None, &params)
+            .unwrap_or_else(|e| panic!("pg_idempotency: cannot store policy: {e}"));
+    });
+    Ok(composite(
+        a,
+        &[
+            scope.as_str().into_datum(),
+            ttl.map(args::micros_interval).into_datum(),
+            lease.map(args::micros_interval).into_datum(),
+            on_cache_hit.into_datum(),
+            cache_failures.into_datum(),
+            on_mismatch.into_datum(),
+            Some(pg_sys::Datum::from(now)),
+            Some(pg_sys::Datum::from(owner)),
+        ],
+    ))
+}
+
+/// `idem_drop_policy(scope)`: removes the scope's policy; true when there was one.
+pub fn idem_drop_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
+    let scope = args::scope(a.get::<String>(0))?;
+    let dropped = Spi::connect_mut(|client| {
+        !client
+            .update(DELETE, None, &[scope.as_str().into()])
+            .unwrap_or_else(|e| panic!("pg_idempotency: cannot drop policy: {e}"))
+            .is_empty()
+    });
+    Ok(pg_sys::Datum::from(dropped))
+}

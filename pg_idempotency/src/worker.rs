@@ -1,0 +1,106 @@
+//! The purge worker: a thin loop over the purge that anyone can run by hand.
+//!
+//! Registered only while `shared_preload_libraries` is processed. Every
+//! `pg_idempotency.purge_interval` seconds it purges `pg_idempotency.database`, one batch per
+//! transaction so that no row stays locked longer than one batch. It waits quietly while the
+//! extension does not exist there. On SIGTERM it exits with code 1: a server shutdown ends
+//! it for good, and after `pg_terminate_backend` the postmaster starts it again, so the
+//! database is never left without a purger.
+
+use std::time::Duration;
+
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
+use pgrx::prelude::*;
+
+use crate::clock;
+use crate::gucs;
+use crate::purge::{self, Cursor};
+
+const NAME: &str = "pg_idempotency purger";
+const BATCH: i64 = 10_000;
+/// How long the worker sleeps at most between checks (for a changed interval, a new
+/// extension, a signal): short enough to notice, long enough not to be busy.
+const NAP: Duration = Duration::from_secs(1);
+
+pub fn register() {
+    BackgroundWorkerBuilder::new(NAME)
+        .set_type(NAME)
+        .set_function("idem_purge_worker_main")
+        .set_library("pg_idempotency")
+        .enable_spi_access()
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(10)))
+        .load();
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn idem_purge_worker_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let database = gucs::database();
+    BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    unsafe { pg_sys::pgstat_report_appname(c"pg_idempotency purger".as_ptr()) };
+    pgrx::log!("{NAME} started: purging database \"{database}\"");
+
+    let mut waited = Duration::ZERO;
+    let mut missing_logged = false;
+    loop {
+        if !BackgroundWorker::wait_latch(Some(NAP)) || BackgroundWorker::sigterm_received() {
+            break;
+        }
+        if BackgroundWorker::sighup_received() {
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+        waited += NAP;
+        let interval = gucs::purge_interval_secs();
+        if interval == 0 || waited < Duration::from_secs(interval) {
+            continue;
+        }
+        waited = Duration::ZERO;
+        if !extension_exists() {
+            if !missing_logged {
+                pgrx::debug1!("{NAME}: extension pg_idempotency not created in \"{database}\" yet; waiting");
+                missing_logged = true;
+            }
+            continue;
+        }
+        missing_logged = false;
+        let purged = purge_all();
+        if purged > 0 {
+            pgrx::log!("{NAME}: purged {purged} expired records in \"{database}\"");
+        } else {
+            pgrx::debug1!("{NAME}: nothing to purge in \"{database}\"");
+        }
+    }
+    pgrx::log!("{NAME} stopping");
+    // Exit code 1, not 0: the postmaster restarts a worker that exits with 1 unless the
+    // server is shutting down (pg_terminate_backend must not leave us without a purger).
+    unsafe { pg_sys::proc_exit(1) };
+}
+
+fn extension_exists() -> bool {
+    BackgroundWorker::transaction(|| {
+        Spi::get_one::<bool>("SELECT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'pg_idempotency')")
+            .ok()
+            .flatten()
+            .unwrap_or(false)
+    })
+}
+
+/// Every expired row, one batch per transaction.
+fn purge_all() -> i64 {
+    let now = clock::now();
+    let mut cursor = Some(Cursor::start());
+    let mut total = 0;
+    while let Some(c) = cursor {
+        if BackgroundWorker::sigterm_received() {
+            break;
+        }
+        let (n, next) = BackgroundWorker::transaction(|| {
+            Spi::connect_mut(|client| purge::batch(client, c, now, BATCH))
+        });
+        total += n;
+        cursor = next;
+    }
+    total
+}
