@@ -152,7 +152,11 @@ pub fn effective_lease(given: Option<i64>, policy: Option<i64>, ttl: i64) -> Ide
     match given {
         Some(lease) if lease > ttl => Err(IdemError::invalid(
             "lease must not exceed ttl",
-            format!("The lease is {} and the ttl {}.", seconds(lease as i128), seconds(ttl as i128)),
+            format!(
+                "The lease is {} and the ttl {}.",
+                seconds(lease as i128),
+                seconds(ttl as i128)
+            ),
             "Pass a shorter lease or a longer ttl; extend a long call with idem_extend.",
         )),
         Some(lease) => Ok(lease),

@@ -51,11 +51,14 @@ impl Settings {
             lease: args::effective_lease(call.lease, policy.lease, ttl)?,
             on_cache_hit: match call.on_cache_hit {
                 Some(w) => w,
-                None => OnCacheHit::parse(policy.on_cache_hit.as_deref())?.unwrap_or(OnCacheHit::ReturnCached),
+                None => OnCacheHit::parse(policy.on_cache_hit.as_deref())?
+                    .unwrap_or(OnCacheHit::ReturnCached),
             },
             on_mismatch: match call.on_mismatch {
                 Some(w) => w,
-                None => OnMismatch::parse(policy.on_mismatch.as_deref())?.unwrap_or(OnMismatch::Reject),
+                None => {
+                    OnMismatch::parse(policy.on_mismatch.as_deref())?.unwrap_or(OnMismatch::Reject)
+                }
             },
         })
     }

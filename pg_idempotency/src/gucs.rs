@@ -21,7 +21,8 @@ static DEFAULT_LEASE: GucSetting<i32> = GucSetting::<i32>::new(60);
 /// Seconds between the purge worker's runs; 0 turns it off.
 static PURGE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(60);
 /// The database whose records the purge worker reclaims.
-static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
+static DATABASE: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
 const SECOND: i64 = 1_000_000;
 
@@ -48,7 +49,10 @@ pub fn purge_interval_secs() -> u64 {
     PURGE_INTERVAL.get().max(0) as u64
 }
 pub fn database() -> String {
-    DATABASE.get().map(|c| c.to_string_lossy().into_owned()).unwrap_or_else(|| "postgres".into())
+    DATABASE
+        .get()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "postgres".into())
 }
 
 pub fn init() {

@@ -93,8 +93,8 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
                 }
                 clock::ensure_durable_commit();
                 // The call's word, else its scope's policy; failures are not cached by default.
-            let cache_failure = cache_failure.or(policy.cache_failures).unwrap_or(false);
-            if !succeeded && !cache_failure {
+                let cache_failure = cache_failure.or(policy.cache_failures).unwrap_or(false);
+                if !succeeded && !cache_failure {
                     // An uncached failure leaves nothing behind, so a retry runs the call again.
                     if store::delete_held(client, &h.scope, &h.key, h.fence) {
                         return Ok(("absent", None));

@@ -40,11 +40,31 @@ entry::sql_function!(
     canonical::idem_canonical
 );
 entry::sql_function!(idem_hash, pg_finfo_idem_hash, canonical::idem_hash);
-entry::sql_function!(idem_purge_expired, pg_finfo_idem_purge_expired, purge::idem_purge_expired);
-entry::sql_function!(idem_set_policy, pg_finfo_idem_set_policy, policy::idem_set_policy);
-entry::sql_function!(idem_drop_policy, pg_finfo_idem_drop_policy, policy::idem_drop_policy);
-entry::sql_function!(idem_counters, pg_finfo_idem_counters, metrics::idem_counters);
-entry::sql_function!(idem_counting, pg_finfo_idem_counting, metrics::idem_counting);
+entry::sql_function!(
+    idem_purge_expired,
+    pg_finfo_idem_purge_expired,
+    purge::idem_purge_expired
+);
+entry::sql_function!(
+    idem_set_policy,
+    pg_finfo_idem_set_policy,
+    policy::idem_set_policy
+);
+entry::sql_function!(
+    idem_drop_policy,
+    pg_finfo_idem_drop_policy,
+    policy::idem_drop_policy
+);
+entry::sql_function!(
+    idem_counters,
+    pg_finfo_idem_counters,
+    metrics::idem_counters
+);
+entry::sql_function!(
+    idem_counting,
+    pg_finfo_idem_counting,
+    metrics::idem_counting
+);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

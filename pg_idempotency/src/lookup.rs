@@ -14,7 +14,9 @@ pub fn idem_lookup(a: &Args) -> IdemResult<pg_sys::Datum> {
     let key = args::key(a.get::<String>(1))?;
     let record = Spi::connect_mut(|client| {
         let now = clock::now();
-        store::read(client, &scope, &key).0.filter(|r| r.is_live(now))
+        store::read(client, &scope, &key)
+            .0
+            .filter(|r| r.is_live(now))
     });
     let ts = |m: i64| Some(pg_sys::Datum::from(m));
     let found: Vec<_> = record

@@ -7,8 +7,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use pgrx::lwlock::PgLwLock;
-use pgrx::shmem::PGRXSharedMemory;
 use pgrx::prelude::*;
+use pgrx::shmem::PGRXSharedMemory;
 use pgrx::{pg_shmem_init, IntoDatum};
 
 use crate::entry::{rows, Args, Column};
@@ -67,7 +67,9 @@ pub fn init() {
 
 fn hash(scope: &str) -> u64 {
     // FNV-1a; 0 marks a free slot.
-    let h = scope.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+    let h = scope.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    });
     h.max(1)
 }
 
@@ -125,7 +127,11 @@ pub fn idem_counters(a: &Args) -> IdemResult<pg_sys::Datum> {
         let table = COUNTERS.share();
         let row = |name: &str, counts: &[AtomicU64; 4]| -> Vec<Column> {
             let mut r = vec![name.into_datum()];
-            r.extend(counts.iter().map(|c| (c.load(Ordering::Relaxed) as i64).into_datum()));
+            r.extend(
+                counts
+                    .iter()
+                    .map(|c| (c.load(Ordering::Relaxed) as i64).into_datum()),
+            );
             r
         };
         for slot in table.slots.iter().filter(|s| s.hash != 0) {

@@ -32,15 +32,26 @@ pub struct Cursor {
 
 impl Cursor {
     pub fn start() -> Self {
-        Cursor { after: pg_sys::ItemPointerData::default() }
+        Cursor {
+            after: pg_sys::ItemPointerData::default(),
+        }
     }
 }
 
 /// Deletes up to `batch_size` expired rows after `cursor`; returns how many, and where the
 /// next batch starts (None once the end of the table was reached).
-pub fn batch(client: &mut SpiClient<'_>, cursor: Cursor, now: Micros, batch_size: i64) -> (i64, Option<Cursor>) {
+pub fn batch(
+    client: &mut SpiClient<'_>,
+    cursor: Cursor,
+    now: Micros,
+    batch_size: i64,
+) -> (i64, Option<Cursor>) {
     let after = DatumWithOid::from(cursor.after);
-    let args = [after, unsafe { DatumWithOid::new(now, pg_sys::TIMESTAMPTZOID) }, batch_size.into()];
+    let args = [
+        after,
+        unsafe { DatumWithOid::new(now, pg_sys::TIMESTAMPTZOID) },
+        batch_size.into(),
+    ];
     let table = client
         .update(BATCH, None, &args)
         .unwrap_or_else(|e| panic!("pg_idempotency: purge batch failed: {e}"));
@@ -60,7 +71,10 @@ pub fn batch(client: &mut SpiClient<'_>, cursor: Cursor, now: Micros, batch_size
 
 fn item_pointer_gt(a: &pg_sys::ItemPointerData, b: &pg_sys::ItemPointerData) -> bool {
     let key = |p: &pg_sys::ItemPointerData| {
-        (((p.ip_blkid.bi_hi as u32) << 16) | p.ip_blkid.bi_lo as u32, p.ip_posid)
+        (
+            ((p.ip_blkid.bi_hi as u32) << 16) | p.ip_blkid.bi_lo as u32,
+            p.ip_posid,
+        )
     };
     key(a) > key(b)
 }
@@ -93,5 +107,7 @@ pub fn idem_purge_expired(a: &Args) -> IdemResult<pg_sys::Datum> {
         }
         total
     });
-    Ok(total.into_datum().unwrap_or_else(|| pg_sys::Datum::from(0usize)))
+    Ok(total
+        .into_datum()
+        .unwrap_or_else(|| pg_sys::Datum::from(0usize)))
 }

@@ -221,7 +221,9 @@ pub struct Policy {
 }
 
 fn col_micros(t: &SpiTupleTable<'_>, n: usize) -> Option<i64> {
-    col::<pgrx::datum::Interval>(t, n).and_then(|iv| crate::args::interval_micros(&iv)).map(|us| us as i64)
+    col::<pgrx::datum::Interval>(t, n)
+        .and_then(|iv| crate::args::interval_micros(&iv))
+        .map(|us| us as i64)
 }
 
 /// The record of (scope, key), if any, and the scope's policy.

@@ -33,9 +33,15 @@ mod tests {
     fn a_lease_is_capped_by_the_ttl() {
         Spi::run("SET pg_idempotency.default_lease = '10min'").unwrap();
         assert_eq!(args::effective_lease(None, None, 5_000_000), Ok(5_000_000));
-        assert_eq!(args::effective_lease(None, None, 3_600_000_000), Ok(600_000_000));
+        assert_eq!(
+            args::effective_lease(None, None, 3_600_000_000),
+            Ok(600_000_000)
+        );
         // A policy's lease is a default too: capped by the call's ttl.
-        assert_eq!(args::effective_lease(None, Some(7_000_000), 5_000_000), Ok(5_000_000));
+        assert_eq!(
+            args::effective_lease(None, Some(7_000_000), 5_000_000),
+            Ok(5_000_000)
+        );
         // A call's own lease above its ttl is an error.
         let six = args::lease(Some(Interval::new(0, 0, 6_000_000).unwrap())).unwrap();
         assert!(args::effective_lease(six, None, 5_000_000).is_err());

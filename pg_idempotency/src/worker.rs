@@ -9,7 +9,9 @@
 
 use std::time::Duration;
 
-use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
 use pgrx::prelude::*;
 
 use crate::clock;
@@ -59,7 +61,9 @@ pub extern "C-unwind" fn idem_purge_worker_main(_arg: pg_sys::Datum) {
         waited = Duration::ZERO;
         if !extension_exists() {
             if !missing_logged {
-                pgrx::debug1!("{NAME}: extension pg_idempotency not created in \"{database}\" yet; waiting");
+                pgrx::debug1!(
+                    "{NAME}: extension pg_idempotency not created in \"{database}\" yet; waiting"
+                );
                 missing_logged = true;
             }
             continue;

@@ -26,6 +26,46 @@ pub fn connect_to(dsn: &str) -> Client {
     })
 }
 
+/// The same connection string with another database.
+pub fn with_db(dsn: &str, db: &str) -> String {
+    let rest: Vec<&str> = dsn
+        .split_whitespace()
+        .filter(|p| !p.starts_with("dbname="))
+        .collect();
+    format!("{} dbname={db}", rest.join(" "))
+}
+
+/// Creates `db` on the server under test if it does not exist.
+pub fn ensure_database(db: &str) {
+    let mut admin = connect_to(&with_db(&dsn(), "postgres"));
+    let exists: bool = admin
+        .query_one(
+            "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)",
+            &[&db],
+        )
+        .map(|r| r.get(0))
+        .unwrap_or(false);
+    if !exists {
+        admin
+            .batch_execute(&format!("CREATE DATABASE {db}"))
+            .unwrap();
+    }
+}
+
+/// Polls `check` every 100 ms until it holds or `limit` passes; returns whether it held.
+pub fn eventually(limit: std::time::Duration, mut check: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if std::time::Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// A scope no other test (or earlier run) uses, so tests can share one database.
 pub fn scope(name: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);

@@ -10,16 +10,6 @@ fn bindir() -> String {
         .expect("PGIDEM_BINDIR names the server's bin folder (scripts/test.sh sets it)")
 }
 
-fn with_db(dsn: &str, db: &str) -> String {
-    format!(
-        "{} dbname={db}",
-        dsn.split_whitespace()
-            .filter(|p| !p.starts_with("dbname="))
-            .collect::<Vec<_>>()
-            .join(" ")
-    )
-}
-
 #[test]
 fn records_and_fences_survive_dump_and_restore() {
     let base = dsn();

@@ -1,0 +1,27 @@
+-- idem_metrics: per scope, the stored records by state and the outcome counters. Counters
+-- run since the server started, so this file uses a scope no earlier run used.
+\set VERBOSITY verbose
+\set SHOW_CONTEXT never
+SELECT 'metrics-' || md5(clock_timestamp()::text) AS s \gset
+
+SELECT count(*) AS scopes FROM idem_metrics() WHERE scope = :'s';
+SELECT outcome FROM idem_begin(:'s', 'a', '{"n": 1}');
+SELECT outcome FROM idem_begin(:'s', 'a', '{"n": 1}');
+SELECT outcome FROM idem_begin(:'s', 'a', '{"n": 2}');
+SELECT state FROM idem_complete(:'s', 'a', (SELECT fence FROM idem_lookup(:'s', 'a')), '{}');
+SELECT outcome FROM idem_begin(:'s', 'a', '{"n": 1}');
+SELECT outcome FROM idem_begin(:'s', 'a', '{"n": 1}');
+SELECT fence AS f FROM idem_begin(:'s', 'b') \gset
+SELECT state FROM idem_complete(:'s', 'b', :f, '{}', succeeded => false, cache_failure => true);
+SELECT outcome FROM idem_begin(:'s', 'c', lease => '100 ms');
+SELECT outcome FROM idem_begin(:'s', 'd', ttl => '100 ms');
+SELECT pg_sleep(0.2);
+SELECT outcome FROM idem_begin(:'s', 'e');
+
+SELECT in_progress, succeeded, failed, lapsed, expired,
+       oldest_in_progress > '0.1 s' AS oldest_is_c,
+       claimed_total, replay_total, in_progress_total, mismatch_total
+FROM idem_metrics() WHERE scope = :'s';
+
+-- An alert on stuck calls: claims whose lease lapsed with nobody taking them over.
+SELECT lapsed FROM idem_metrics() WHERE lapsed > 0 AND scope = :'s';

@@ -1,0 +1,131 @@
+//! The purge worker of a server that preloads pg_idempotency. Its database is
+//! `pg_idempotency.database` (pgidem_worker in the private clusters). One test, in steps,
+//! since they share the worker and its settings.
+
+use std::time::Duration;
+
+use pg_idempotency_tests::*;
+
+const DB: &str = "pgidem_worker";
+
+fn worker_pid(admin: &mut Client) -> Option<i32> {
+    admin
+        .query_opt(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pg_idempotency purger'",
+            &[],
+        )
+        .unwrap()
+        .map(|r| r.get(0))
+}
+
+fn set_interval(admin: &mut Client, seconds: i32) {
+    admin
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET pg_idempotency.purge_interval = {seconds}"
+        ))
+        .unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+}
+
+fn expire_some(c: &mut Client, n: i32) {
+    c.execute(
+        "SELECT count(idem_begin('worker', 'gone-' || g || '-' || clock_timestamp(), ttl => '50 ms', lease => '50 ms')) \
+         FROM generate_series(1, $1) g",
+        &[&n],
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+}
+
+fn expired_rows(c: &mut Client) -> i64 {
+    c.query_one(
+        "SELECT count(*) FROM idempotency.records WHERE expires_at <= clock_timestamp()",
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
+#[test]
+fn the_worker_purges_survives_termination_and_follows_its_interval() {
+    let mut admin = connect_to(&with_db(&dsn(), "postgres"));
+    let setting: String = admin
+        .query_one("SHOW pg_idempotency.database", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(setting, DB, "the server under test must purge {DB}");
+    ensure_database(DB);
+    let mut c = connect_to(&with_db(&dsn(), DB));
+    set_interval(&mut admin, 1);
+    assert!(
+        eventually(Duration::from_secs(30), || worker_pid(&mut admin).is_some()),
+        "no worker running"
+    );
+
+    // Without the extension the worker waits, harmlessly.
+    c.batch_execute("DROP EXTENSION IF EXISTS pg_idempotency")
+        .unwrap();
+    let pid = worker_pid(&mut admin).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(
+        worker_pid(&mut admin),
+        Some(pid),
+        "the worker restarted while the extension was missing"
+    );
+
+    // Created without a restart: picked up, and it purges within three intervals.
+    c.batch_execute("CREATE EXTENSION pg_idempotency").unwrap();
+    c.execute(
+        "SELECT count(idem_begin('worker', 'live-' || g)) FROM generate_series(1, 10) g",
+        &[],
+    )
+    .unwrap();
+    expire_some(&mut c, 200);
+    assert!(
+        eventually(Duration::from_secs(3), || expired_rows(&mut c) == 0),
+        "not purged within 3 intervals"
+    );
+    let live: i64 = c
+        .query_one("SELECT count(*) FROM idempotency.records", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(live, 10, "the worker removed live records");
+
+    // pg_terminate_backend: the postmaster starts it again.
+    admin
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(40), || worker_pid(&mut admin)
+            .is_some_and(|p| p != pid)),
+        "the worker did not come back after pg_terminate_backend"
+    );
+    expire_some(&mut c, 50);
+    assert!(
+        eventually(Duration::from_secs(3), || expired_rows(&mut c) == 0),
+        "the restarted worker does not purge"
+    );
+
+    // Interval 0: off.
+    set_interval(&mut admin, 0);
+    std::thread::sleep(Duration::from_millis(1500));
+    expire_some(&mut c, 50);
+    std::thread::sleep(Duration::from_millis(3500));
+    assert_eq!(
+        expired_rows(&mut c),
+        50,
+        "the worker purged with purge_interval = 0"
+    );
+
+    // A changed interval after a reload.
+    set_interval(&mut admin, 2);
+    assert!(
+        eventually(Duration::from_secs(6), || expired_rows(&mut c) == 0),
+        "not purged within 3 intervals of 2 s"
+    );
+
+    admin
+        .batch_execute("ALTER SYSTEM RESET pg_idempotency.purge_interval")
+        .unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+}
