@@ -18,6 +18,21 @@ SELECT count(*) FROM idempotency.records;
 UPDATE idempotency.records SET state = 'succeeded';
 SELECT nextval('idempotency.fence_seq');
 SELECT idem_forget('s', 'k');
+SELECT idem_purge_expired();
+SELECT * FROM idem_set_policy('s', ttl => '1 hour');
+SELECT idem_drop_policy('s');
+SELECT count(*) FROM idem_metrics();
+SELECT count(*) AS policies FROM idem_policies();
+RESET ROLE;
+-- Operators: members of idempotency_admin.
+CREATE ROLE idem_ops LOGIN IN ROLE idempotency_admin;
+SET ROLE idem_ops;
+SELECT scope, ttl FROM idem_set_policy('s', ttl => '1 hour');
+SELECT idem_drop_policy('s') AS dropped;
+SELECT idem_purge_expired() >= 0 AS purged;
+SELECT count(*) > 0 AS has_metrics FROM idem_metrics();
+SELECT outcome FROM idem_begin('s', 'ops-k');
+SELECT idem_forget('s', 'ops-k') AS forgotten;
 RESET ROLE;
 \set VERBOSITY verbose
 -- The owner is the role that made the call (SET ROLE counts), not the functions' owner.
@@ -62,6 +77,11 @@ SELECT fence AS hf2 FROM public.idem_lookup('h', 'k2') \gset
 SELECT lease_until IS NOT NULL AS extended FROM public.idem_extend('h', 'k2', :hf2);
 SELECT public.idem_release('h', 'k2', :hf2);
 SELECT public.idem_forget('h', 'k');
+SELECT scope, ttl FROM public.idem_set_policy('h', ttl => '1 hour');
+SELECT count(*) AS policies FROM public.idem_policies() WHERE scope = 'h';
+SELECT public.idem_drop_policy('h');
+SELECT public.idem_purge_expired() >= 0 AS purged;
+SELECT count(*) >= 0 AS metrics FROM public.idem_metrics();
 SELECT pg_catalog.count(*) AS hostile_calls FROM evil.calls;
 RESET search_path;
 DROP TABLE pg_temp.records;
@@ -92,6 +112,7 @@ CREATE EXTENSION pg_idempotency;
 SELECT outcome FROM idem_begin('fresh', 'k');
 
 DROP ROLE idem_stranger;
+DROP ROLE idem_ops;
 REVOKE idempotency_user FROM idem_app;
 DROP OWNED BY idem_app;
 DROP ROLE idem_app;
