@@ -78,7 +78,19 @@ async fn run(o: &Options) -> Result<(), Box<dyn std::error::Error>> {
     if rows.iter().any(|r| r.ours.ops == 0 || r.baseline.ops == 0) {
         return Err("a workload completed no operation".into());
     }
-    let markdown = report::markdown(&o.dsn, plan, o.smoke, &rows).await?;
+    let churn = workloads::churn::Churn {
+        ttl: if o.smoke { Duration::from_millis(200) } else { Duration::from_secs(20) },
+        cycles: 10,
+        writers: 2,
+        purge_every: if o.smoke { Duration::from_millis(100) } else { Duration::from_secs(2) },
+    };
+    let (ttl, cycles) = (churn.ttl, churn.cycles);
+    let churned = workloads::churn::run(&o.dsn, churn).await?;
+    if churned.calls == 0 {
+        return Err("the churn run completed no call".into());
+    }
+    let mut markdown = report::markdown(&o.dsn, plan, o.smoke, &rows).await?;
+    markdown.push_str(&report::churn(ttl, cycles, &churned));
     match &o.out {
         Some(path) => std::fs::write(path, markdown)?,
         None => print!("{markdown}"),

@@ -4,6 +4,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use crate::harness::{connect, Plan};
+use crate::workloads::churn::ChurnReport;
 use crate::workloads::Row;
 
 fn cpu() -> String {
@@ -79,4 +80,25 @@ pub async fn markdown(
         );
     }
     Ok(s)
+}
+
+fn mb(bytes: i64) -> String {
+    format!("{:.2} MB", bytes as f64 / 1_048_576.0)
+}
+
+/// The storage-under-churn section.
+pub fn churn(ttl: Duration, cycles: u32, r: &ChurnReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "\n## Storage under churn\n");
+    let _ = writeln!(s, "Two sessions claim and complete new keys as fast as they can with a ttl of {ttl:?}, for {cycles} ttl cycles ({:.0} s, {} calls, {:.0} calls/s); `idem_purge_expired()` runs every tenth of the ttl, and autovacuum with the server's settings and the table's own. Size is `pg_total_relation_size` (heap, TOAST and the key index), sampled every 0.5 s; the live set is the live records copied into a fresh table with the same fillfactor.\n", r.seconds, r.calls, r.calls as f64 / r.seconds);
+    let _ = writeln!(s, "| live records at the end | live set size | largest size, second half | size at the end | largest / live set | goal | HOT updates |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    let hot = if r.updates > 0 { 100.0 * r.hot_updates as f64 / r.updates as f64 } else { 0.0 };
+    let _ = writeln!(
+        s,
+        "| {} | {} | {} | {} | {:.2}x | ≤ 2x {} | {:.0}% of {} updates ({} dead tuples at the end) |",
+        r.live_rows, mb(r.live_bytes), mb(r.max_bytes), mb(r.end_bytes), r.ratio(),
+        if r.ratio() <= 2.0 { "(met)" } else { "(missed)" }, hot, r.updates, r.dead_tuples_end
+    );
+    s
 }
