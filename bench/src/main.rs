@@ -18,6 +18,8 @@ struct Options {
     dsn: String,
     smoke: bool,
     out: Option<String>,
+    /// Run only this workload (hashing, churn).
+    only: Option<String>,
 }
 
 fn options() -> Result<Options, String> {
@@ -26,12 +28,14 @@ fn options() -> Result<Options, String> {
         dsn: String::new(),
         smoke: false,
         out: None,
+        only: None,
     };
     while let Some(a) = args.next() {
         match a.as_str() {
             "--dsn" => o.dsn = args.next().ok_or("--dsn needs a value")?,
             "--out" => o.out = Some(args.next().ok_or("--out needs a value")?),
             "--smoke" => o.smoke = true,
+            "--only" => o.only = Some(args.next().ok_or("--only needs a workload name")?),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -46,7 +50,7 @@ async fn main() {
     let o = match options() {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}\nusage: pg_idempotency_bench --dsn <conninfo> [--smoke] [--out FILE]");
+            eprintln!("{e}\nusage: pg_idempotency_bench --dsn <conninfo> [--smoke] [--only hashing|churn] [--out FILE]");
             std::process::exit(2);
         }
     };
@@ -73,8 +77,12 @@ async fn run(o: &Options) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let (docs_1k, docs_64k) = if o.smoke { (5, 2) } else { (200, 20) };
-    workloads::hashing::setup(&o.dsn, docs_1k, docs_64k).await?;
-    let rows = workloads::hashing::run(&o.dsn, plan).await?;
+    let wanted = |name: &str| o.only.as_deref().is_none_or(|w| w == name);
+    let mut rows = Vec::new();
+    if wanted("hashing") {
+        workloads::hashing::setup(&o.dsn, docs_1k, docs_64k).await?;
+        rows.extend(workloads::hashing::run(&o.dsn, plan).await?);
+    }
     if rows.iter().any(|r| r.ours.ops == 0 || r.baseline.ops == 0) {
         return Err("a workload completed no operation".into());
     }
@@ -85,12 +93,14 @@ async fn run(o: &Options) -> Result<(), Box<dyn std::error::Error>> {
         purge_every: if o.smoke { Duration::from_millis(100) } else { Duration::from_secs(2) },
     };
     let (ttl, cycles) = (churn.ttl, churn.cycles);
-    let churned = workloads::churn::run(&o.dsn, churn).await?;
-    if churned.calls == 0 {
-        return Err("the churn run completed no call".into());
-    }
     let mut markdown = report::markdown(&o.dsn, plan, o.smoke, &rows).await?;
-    markdown.push_str(&report::churn(ttl, cycles, &churned));
+    if wanted("churn") {
+        let churned = workloads::churn::run(&o.dsn, churn).await?;
+        if churned.calls == 0 {
+            return Err("the churn run completed no call".into());
+        }
+        markdown.push_str(&report::churn(ttl, cycles, &churned));
+    }
     match &o.out {
         Some(path) => std::fs::write(path, markdown)?,
         None => print!("{markdown}"),

@@ -39,7 +39,9 @@ CREATE TABLE idempotency.records (
     -- before the table grows.
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_insert_scale_factor = 0.05
+    autovacuum_vacuum_insert_scale_factor = 0.05,
+    -- A vacuum of this table must finish before the next ttl's worth of rows expires.
+    autovacuum_vacuum_cost_delay = 0
 );
 COMMENT ON TABLE idempotency.records IS
     'pg_idempotency: one row per (scope, key); expired rows are absent whether purged or not';
