@@ -39,7 +39,7 @@ init() {
         echo "log_min_messages = warning"
         # Autovacuum must visit well within a ttl for the table to stay small under churn
         # (docs/benchmarks.md): the default of 1 minute is too slow for short ttls.
-        echo "autovacuum_naptime = 5s"
+        echo "autovacuum_naptime = 2s"
         if [ "$version" = pg18 ]; then
             # The extension is staged inside the project, not in the server's install.
             echo "extension_control_path = '$dir/ext:\$system'"

@@ -87,10 +87,18 @@ async fn run(o: &Options) -> Result<(), Box<dyn std::error::Error>> {
         return Err("a workload completed no operation".into());
     }
     let churn = workloads::churn::Churn {
-        ttl: if o.smoke { Duration::from_millis(200) } else { Duration::from_secs(20) },
+        ttl: if o.smoke {
+            Duration::from_millis(200)
+        } else {
+            Duration::from_secs(20)
+        },
         cycles: 10,
         writers: 2,
-        purge_every: if o.smoke { Duration::from_millis(100) } else { Duration::from_secs(2) },
+        purge_every: if o.smoke {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(2)
+        },
     };
     let (ttl, cycles) = (churn.ttl, churn.cycles);
     let mut markdown = report::markdown(&o.dsn, plan, o.smoke, &rows).await?;

@@ -40,6 +40,7 @@ pub async fn markdown(
         "fsync",
         "synchronous_commit",
         "max_connections",
+        "autovacuum_naptime",
     ] {
         let v: String = c.query_one(&format!("SHOW {name}"), &[]).await?.get(0);
         settings.push(format!("`{name}` = {v}"));
@@ -93,7 +94,11 @@ pub fn churn(ttl: Duration, cycles: u32, r: &ChurnReport) -> String {
     let _ = writeln!(s, "Two sessions claim and complete new keys as fast as they can with a ttl of {ttl:?}, for {cycles} ttl cycles ({:.0} s, {} calls, {:.0} calls/s); `idem_purge_expired()` runs every tenth of the ttl, and autovacuum with the server's settings and the table's own. Size is `pg_total_relation_size` (heap, TOAST and the key index), sampled every 0.5 s; the live set is the live records copied into a fresh table with the same fillfactor.\n", r.seconds, r.calls, r.calls as f64 / r.seconds);
     let _ = writeln!(s, "| live records at the end | live set size | largest size, second half | size at the end | largest / live set | goal | HOT updates |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|");
-    let hot = if r.updates > 0 { 100.0 * r.hot_updates as f64 / r.updates as f64 } else { 0.0 };
+    let hot = if r.updates > 0 {
+        100.0 * r.hot_updates as f64 / r.updates as f64
+    } else {
+        0.0
+    };
     let _ = writeln!(
         s,
         "| {} | {} | {} | {} | {:.2}x | ≤ 2x {} | {:.0}% of {} updates ({} dead tuples at the end) |",

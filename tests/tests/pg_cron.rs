@@ -13,7 +13,10 @@ const DB: &str = "pgidem_cron";
 fn pg_cron_schedules_the_purge() {
     let mut admin = connect_to(&with_db(&dsn(), "postgres"));
     let cron_db: Option<String> = admin
-        .query_opt("SELECT setting FROM pg_settings WHERE name = 'cron.database_name'", &[])
+        .query_opt(
+            "SELECT setting FROM pg_settings WHERE name = 'cron.database_name'",
+            &[],
+        )
         .unwrap()
         .map(|r| r.get(0));
     if cron_db.as_deref() != Some(DB) {
@@ -30,10 +33,17 @@ fn pg_cron_schedules_the_purge() {
     .unwrap();
     c.execute("SELECT count(idem_begin('cron', 'gone-' || g, ttl => '10 ms', lease => '10 ms')) FROM generate_series(1, 50) g", &[])
         .unwrap();
-    c.execute("SELECT count(idem_begin('cron', 'live-' || g)) FROM generate_series(1, 5) g", &[]).unwrap();
+    c.execute(
+        "SELECT count(idem_begin('cron', 'live-' || g)) FROM generate_series(1, 5) g",
+        &[],
+    )
+    .unwrap();
     // The recipe from the docs.
     let job: i64 = c
-        .query_one("SELECT cron.schedule('idem-purge', '* * * * *', 'SELECT idem_purge_expired()')", &[])
+        .query_one(
+            "SELECT cron.schedule('idem-purge', '* * * * *', 'SELECT idem_purge_expired()')",
+            &[],
+        )
         .unwrap()
         .get(0);
     let ran = eventually(Duration::from_secs(150), || {
@@ -44,8 +54,15 @@ fn pg_cron_schedules_the_purge() {
         .map(|r| r.get::<_, i64>(0) > 0)
         .unwrap_or(false)
     });
-    let left: i64 = c.query_one("SELECT count(*) FROM idempotency.records", &[]).unwrap().get(0);
-    c.execute("SELECT cron.unschedule($1::bigint)", &[&job]).unwrap();
+    let left: i64 = c
+        .query_one("SELECT count(*) FROM idempotency.records", &[])
+        .unwrap()
+        .get(0);
+    c.execute("SELECT cron.unschedule($1::bigint)", &[&job])
+        .unwrap();
     assert!(ran, "pg_cron did not run the purge within two minutes");
-    assert_eq!(left, 5, "the scheduled purge left expired rows or removed live ones");
+    assert_eq!(
+        left, 5,
+        "the scheduled purge left expired rows or removed live ones"
+    );
 }

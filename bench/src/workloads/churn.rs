@@ -42,7 +42,9 @@ const SIZE: &str = "SELECT pg_total_relation_size('idempotency.records')";
 
 pub async fn run(dsn: &str, plan: Churn) -> Result<ChurnReport, tokio_postgres::Error> {
     let admin = connect(dsn).await?;
-    admin.batch_execute("TRUNCATE idempotency.records; SELECT pg_stat_reset()").await?;
+    admin
+        .batch_execute("TRUNCATE idempotency.records; SELECT pg_stat_reset()")
+        .await?;
     let stop = Arc::new(AtomicBool::new(false));
     let calls = Arc::new(AtomicU64::new(0));
     let ttl = format!("{} seconds", plan.ttl.as_secs_f64());
@@ -55,7 +57,10 @@ pub async fn run(dsn: &str, plan: Churn) -> Result<ChurnReport, tokio_postgres::
             while !stop.load(Ordering::Relaxed) {
                 let key = format!("w{w}-{n}");
                 let row = c
-                    .query_one("SELECT fence FROM idem_begin('churn', $1, ttl => $2::text::interval)", &[&key, &ttl])
+                    .query_one(
+                        "SELECT fence FROM idem_begin('churn', $1, ttl => $2::text::interval)",
+                        &[&key, &ttl],
+                    )
                     .await?;
                 let fence: i64 = row.get(0);
                 c.execute(
@@ -114,7 +119,10 @@ pub async fn run(dsn: &str, plan: Churn) -> Result<ChurnReport, tokio_postgres::
         )
         .await?;
     let live = admin
-        .query_one("SELECT count(*), pg_total_relation_size('churn_live') FROM churn_live", &[])
+        .query_one(
+            "SELECT count(*), pg_total_relation_size('churn_live') FROM churn_live",
+            &[],
+        )
         .await?;
     admin.batch_execute("DROP TABLE churn_live").await?;
     Ok(ChurnReport {
