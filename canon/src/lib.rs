@@ -1,4 +1,4 @@
-//! Canonical JSON for pg_idempotency (DESIGN 5): RFC 8785 (JCS) with *lossless numbers*,
+//! Canonical JSON for pg_idempotency (docs/canonical-json.md): RFC 8785 (JCS) with *lossless numbers*,
 //! and its SHA-256.
 //!
 //! The same logical input gives the same bytes whether it starts as JSON text (the

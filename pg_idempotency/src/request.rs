@@ -2,7 +2,7 @@
 //!
 //! A request is canonicalised from the text form of its jsonb (never through pgrx's
 //! conversion to a Rust value, which panics on `1e400` and on deep nesting), so SQL and the
-//! Rust client compute the same bytes and the same SHA-256 (DESIGN 5).
+//! Rust client compute the same bytes and the same SHA-256 (docs/canonical-json.md).
 
 use std::borrow::Cow;
 use std::ffi::CStr;

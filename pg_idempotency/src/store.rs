@@ -2,7 +2,8 @@
 //!
 //! Every statement names its objects with their schema, operators included, so no caller's
 //! `search_path` can redirect it; values (times, fences, keys) are computed before the
-//! statement and passed as parameters, never as volatile calls inside it (DESIGN 8).
+//! statement and passed as parameters, never as volatile calls inside it (which a
+//! table distributed by key, as on Citus, would refuse).
 
 use std::cell::RefCell;
 

@@ -1,4 +1,4 @@
--- Canonical JSON (DESIGN 5): RFC 8785 with lossless numbers, and its SHA-256.
+-- Canonical JSON (docs/canonical-json.md): RFC 8785 with lossless numbers, and its SHA-256.
 \set VERBOSITY verbose
 \set SHOW_CONTEXT never
 
