@@ -57,6 +57,12 @@ start() {
     # The port is given at each start, so PG18_PORT / PG15_PORT can move a cluster.
     as_pg_user "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -o "-p $port" -w -t 60 start >/dev/null \
         || { tail -n 20 "$dir/server.log" >&2; die "$version cluster did not start"; }
+    # The purge worker connects to pgidem_worker (see init); without it, it would exit
+    # and retry every 10 s.
+    local psql=("$bin/psql" -X -q -At "$(conninfo "$version") dbname=postgres")
+    if [ "$("${psql[@]}" -c "SELECT count(*) FROM pg_database WHERE datname = 'pgidem_worker'")" = 0 ]; then
+        "${psql[@]}" -c "CREATE DATABASE pgidem_worker"
+    fi
 }
 
 stop() {
