@@ -4,7 +4,7 @@
 #   1. #[pg_test]       Rust internals inside the server  (cargo pgrx test)
 #   2. golden SQL        the SQL surface                   (pg_regress)
 #   3. isolation specs   sessions racing on one key        (pg_isolation_regress)
-#   4. behaviour suite   tests/ against the private cluster (cargo test)
+#   4. behaviour suite   tests/ and the client's store suite against the private cluster
 # and, once, the canon crate's own tests and a smoke run of the benchmark harness.
 #
 #   scripts/test.sh [pg18|pg15 ...]
@@ -61,7 +61,7 @@ behaviour_suite() {
     "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo "$version") dbname=pgidem_it" \
         -c "CREATE EXTENSION pg_idempotency" &&
     PGIDEM_DSN="$(conninfo "$version") dbname=pgidem_it" PGIDEM_BINDIR="$bindir" \
-        cargo test -p pg_idempotency_tests -- --test-threads 4
+        cargo test -p pg_idempotency_tests -p pg_idempotency_client -- --test-threads 4
 }
 
 bench_smoke() {

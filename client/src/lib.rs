@@ -1,0 +1,19 @@
+//! pg_idempotency's Rust client: idempotency stores with the semantics of the SQL API.
+//!
+//! - [`PgStore`] over the SQL API of the extension (or the portable SQL), through a
+//!   deadpool pool, a tokio-postgres client, or the caller's own transaction;
+//! - [`MemoryStore`], in this process only (not durable, not shared).
+//!
+//! Both implement [`IdempotencyStore`]; one behaviour suite (`client/tests/`) runs over both.
+
+mod error;
+mod memory;
+mod pg;
+mod store;
+mod types;
+
+pub use error::{Error, ErrorKind, Result};
+pub use memory::MemoryStore;
+pub use pg::{PgSource, PgStore};
+pub use store::IdempotencyStore;
+pub use types::*;

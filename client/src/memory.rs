@@ -1,0 +1,350 @@
+//! `MemoryStore`: the embedded default. The same semantics as the SQL API (fences, leases,
+//! takeovers, failure caching, mismatch, wait), in this process only: it is not durable and
+//! not shared, so it deduplicates retries within one process and forgets everything when
+//! the process ends. There are no per-scope policies here: unset options take the SQL
+//! API's defaults (ttl 1 hour, lease 1 minute capped by the ttl).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::store::IdempotencyStore;
+use crate::types::*;
+
+const MAX_KEY_BYTES: usize = 512;
+const MAX_SCOPE_BYTES: usize = 128;
+const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+const DEFAULT_TTL: Duration = Duration::from_secs(3600);
+const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+
+struct Entry {
+    state: State,
+    fence: i64,
+    attempt: i32,
+    fingerprint: Option<[u8; 32]>,
+    upstream_key: Uuid,
+    response: Option<Value>,
+    created_at: SystemTime,
+    completed_at: Option<SystemTime>,
+    lease_until: Option<SystemTime>,
+    expires_at: SystemTime,
+    ttl: Duration,
+}
+
+#[derive(Default)]
+pub struct MemoryStore {
+    entries: Mutex<HashMap<(String, String), Entry>>,
+    fences: AtomicI64,
+    changed: Notify,
+}
+
+fn text(name: &str, value: &str, max: usize) -> Result<()> {
+    if value.trim().is_empty() {
+        return Err(Error::invalid(format!("{name} must not be blank")));
+    }
+    if value.len() > max {
+        return Err(
+            Error::invalid(format!("{name} is too long")).with_detail(format!(
+                "The {name} has {} bytes; the limit is {max}.",
+                value.len()
+            )),
+        );
+    }
+    Ok(())
+}
+
+fn duration(name: &str, d: Duration) -> Result<Duration> {
+    if d.is_zero() {
+        return Err(Error::invalid(format!("{name} must be positive")));
+    }
+    if d > MAX_TTL {
+        return Err(Error::invalid(format!("{name} is too long")));
+    }
+    Ok(d)
+}
+
+fn lease_for(lease: Option<Duration>, ttl: Duration) -> Result<Duration> {
+    match lease {
+        Some(l) if duration("lease", l)? > ttl => Err(Error::invalid("lease must not exceed ttl")),
+        Some(l) => Ok(l),
+        None => Ok(DEFAULT_LEASE.min(ttl)),
+    }
+}
+
+fn lease_lost(detail: &str) -> Error {
+    Error::new(
+        ErrorKind::LeaseLost,
+        "lease lost: this fence does not hold the record",
+    )
+    .with_detail(detail)
+}
+
+fn until(t: SystemTime, now: SystemTime) -> Duration {
+    t.duration_since(now).unwrap_or(Duration::ZERO)
+}
+
+impl MemoryStore {
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn next_fence(&self) -> i64 {
+        self.fences.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The live entry of a holder's fence, or why there is none.
+    fn held<'a>(
+        entries: &'a mut HashMap<(String, String), Entry>,
+        id: &(String, String),
+        fence: i64,
+        now: SystemTime,
+    ) -> Result<&'a mut Entry> {
+        match entries.get_mut(id) {
+            Some(e) if e.expires_at > now && e.fence == fence => Ok(e),
+            Some(e) if e.expires_at > now => {
+                Err(lease_lost("The record is held under a different fence."))
+            }
+            _ => Err(lease_lost("The key has no live record.")),
+        }
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for MemoryStore {
+    async fn begin(&self, scope: &str, key: &str, o: &BeginOptions) -> Result<Begin> {
+        text("scope", scope, MAX_SCOPE_BYTES)?;
+        text("key", key, MAX_KEY_BYTES)?;
+        let ttl = duration("ttl", o.ttl.unwrap_or(DEFAULT_TTL))?;
+        let lease = lease_for(o.lease, ttl)?;
+        if o.wait > MAX_TTL {
+            return Err(Error::invalid("wait is too long"));
+        }
+        let fingerprint = o.request.as_ref().map(canon::hash_value).transpose()?;
+        let on_cache_hit = o.on_cache_hit.unwrap_or(OnCacheHit::ReturnCached);
+        let id = (scope.to_string(), key.to_string());
+        let deadline = tokio::time::Instant::now() + o.wait;
+        loop {
+            let notified = self.changed.notified();
+            let wait_for = {
+                let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+                let now = SystemTime::now();
+                let claim =
+                    |attempt: i32, recovered: bool, upstream_key: Uuid, created_at, fp, fence| {
+                        (
+                            Claim {
+                                fence,
+                                attempt,
+                                recovered,
+                                upstream_key,
+                                lease_until: now + lease,
+                                expires_at: now + ttl,
+                            },
+                            Entry {
+                                state: State::InProgress,
+                                fence,
+                                attempt,
+                                fingerprint: fp,
+                                upstream_key,
+                                response: None,
+                                created_at,
+                                completed_at: None,
+                                lease_until: Some(now + lease),
+                                expires_at: now + ttl,
+                                ttl,
+                            },
+                        )
+                    };
+                let live = entries.get(&id).filter(|e| e.expires_at > now);
+                let Some(e) = live else {
+                    let (c, entry) = claim(
+                        1,
+                        false,
+                        Uuid::new_v4(),
+                        now,
+                        fingerprint,
+                        self.next_fence(),
+                    );
+                    entries.insert(id, entry);
+                    return Ok(Begin::Claimed(c));
+                };
+                if let (Some(given), Some(stored)) = (&fingerprint, &e.fingerprint) {
+                    if given != stored && o.on_mismatch != Some(OnMismatch::Ignore) {
+                        return Err(Error::new(
+                            ErrorKind::Mismatch,
+                            "idempotency key reused with a different request",
+                        ));
+                    }
+                }
+                let lease_live = e.lease_until.is_some_and(|l| l > now);
+                let again = |e: &Entry, recovered: bool| {
+                    claim(
+                        e.attempt + 1,
+                        recovered,
+                        e.upstream_key,
+                        e.created_at,
+                        e.fingerprint.or(fingerprint),
+                        0,
+                    )
+                };
+                match (e.state, on_cache_hit) {
+                    (State::InProgress, _) if lease_live => {
+                        let remaining =
+                            deadline.saturating_duration_since(tokio::time::Instant::now());
+                        if remaining.is_zero() {
+                            return Ok(Begin::InProgress(InProgress {
+                                attempt: e.attempt,
+                                upstream_key: e.upstream_key,
+                                retry_after: until(e.lease_until.unwrap_or(now), now),
+                            }));
+                        }
+                        remaining
+                            .min(until(e.lease_until.unwrap_or(now), now))
+                            .max(Duration::from_millis(1))
+                    }
+                    (State::Succeeded | State::Failed, OnCacheHit::FailFast) => {
+                        return Err(Error::new(
+                            ErrorKind::RepeatRefused,
+                            "repeat of a completed call refused",
+                        ));
+                    }
+                    (State::InProgress, _) | (State::Failed, OnCacheHit::ReturnCachedIfSuccess) => {
+                        let recovered = e.state == State::InProgress;
+                        let previous = e.fence;
+                        let (mut c, mut entry) = again(e, recovered);
+                        let fence = self.next_fence().max(previous + 1);
+                        c.fence = fence;
+                        entry.fence = fence;
+                        entry.expires_at = entry.expires_at.max(e.expires_at);
+                        c.expires_at = entry.expires_at;
+                        entries.insert(id, entry);
+                        return Ok(Begin::Claimed(c));
+                    }
+                    (State::Succeeded | State::Failed, _) => {
+                        return Ok(Begin::Replay(Replay {
+                            succeeded: e.state == State::Succeeded,
+                            response: e.response.clone(),
+                            attempt: e.attempt,
+                            upstream_key: e.upstream_key,
+                            expires_at: e.expires_at,
+                        }));
+                    }
+                }
+            };
+            // Wake when the holder completes or releases, or when its lease may lapse.
+            let _ = tokio::time::timeout(wait_for, notified).await;
+        }
+    }
+
+    async fn complete(
+        &self,
+        scope: &str,
+        key: &str,
+        fence: i64,
+        response: Option<&Value>,
+        succeeded: bool,
+        cache_failure: Option<bool>,
+    ) -> Result<Completed> {
+        let id = (scope.to_string(), key.to_string());
+        let now = SystemTime::now();
+        let result = {
+            let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            let e = Self::held(&mut entries, &id, fence, now)?;
+            match e.state {
+                State::Succeeded => return Ok(Completed::Succeeded),
+                State::Failed => return Ok(Completed::Failed),
+                State::InProgress => {}
+            }
+            if !succeeded && !cache_failure.unwrap_or(false) {
+                entries.remove(&id);
+                Completed::Absent
+            } else {
+                e.state = if succeeded {
+                    State::Succeeded
+                } else {
+                    State::Failed
+                };
+                e.response = response.cloned();
+                e.completed_at = Some(now);
+                e.lease_until = None;
+                e.expires_at = now + e.ttl;
+                if succeeded {
+                    Completed::Succeeded
+                } else {
+                    Completed::Failed
+                }
+            }
+        };
+        self.changed.notify_waiters();
+        Ok(result)
+    }
+
+    async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {
+        let id = (scope.to_string(), key.to_string());
+        {
+            let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            let e = Self::held(&mut entries, &id, fence, SystemTime::now())?;
+            if e.state != State::InProgress {
+                return Err(lease_lost("The call was already completed."));
+            }
+            entries.remove(&id);
+        }
+        self.changed.notify_waiters();
+        Ok(())
+    }
+
+    async fn extend(
+        &self,
+        scope: &str,
+        key: &str,
+        fence: i64,
+        lease: Option<Duration>,
+    ) -> Result<SystemTime> {
+        let id = (scope.to_string(), key.to_string());
+        let now = SystemTime::now();
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let e = Self::held(&mut entries, &id, fence, now)?;
+        if e.state != State::InProgress {
+            return Err(lease_lost("The call was already completed."));
+        }
+        let lease = lease_for(lease, e.ttl)?;
+        let lease_until = now + lease;
+        e.lease_until = Some(lease_until);
+        e.expires_at = e.expires_at.max(lease_until);
+        Ok(lease_until)
+    }
+
+    async fn lookup(&self, scope: &str, key: &str) -> Result<Option<Record>> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let now = SystemTime::now();
+        Ok(entries
+            .get(&(scope.to_string(), key.to_string()))
+            .filter(|e| e.expires_at > now)
+            .map(|e| Record {
+                state: e.state,
+                fence: e.fence,
+                attempt: e.attempt,
+                fingerprint: e.fingerprint,
+                upstream_key: e.upstream_key,
+                response: e.response.clone(),
+                created_at: e.created_at,
+                completed_at: e.completed_at,
+                lease_until: e.lease_until,
+                expires_at: e.expires_at,
+            }))
+    }
+
+    async fn purge(&self) -> Result<u64> {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let now = SystemTime::now();
+        let before = entries.len();
+        entries.retain(|_, e| e.expires_at > now);
+        Ok((before - entries.len()) as u64)
+    }
+}

@@ -1,0 +1,246 @@
+//! `PgStore`: the store over the SQL API, through a pooled connection, a plain client, or
+//! the caller's own transaction (claim, write and complete in one transaction are
+//! exactly-once).
+
+use std::future::Future;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio_postgres::{GenericClient, Row};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::store::IdempotencyStore;
+use crate::types::{Begin, BeginOptions, Claim, Completed, InProgress, Record, Replay, State};
+
+/// Anything that lends a connection: a deadpool pool, a tokio-postgres client (shared in an
+/// `Arc` or borrowed), or a transaction.
+pub trait PgSource: Send + Sync {
+    type Client: GenericClient + Send + Sync;
+    type Guard<'a>: Deref<Target = Self::Client> + Send
+    where
+        Self: 'a;
+    fn client(&self) -> impl Future<Output = Result<Self::Guard<'_>>> + Send;
+}
+
+impl PgSource for Arc<tokio_postgres::Client> {
+    type Client = tokio_postgres::Client;
+    type Guard<'a> = &'a tokio_postgres::Client;
+    async fn client(&self) -> Result<Self::Guard<'_>> {
+        Ok(self.as_ref())
+    }
+}
+
+impl PgSource for &tokio_postgres::Client {
+    type Client = tokio_postgres::Client;
+    type Guard<'a>
+        = &'a tokio_postgres::Client
+    where
+        Self: 'a;
+    async fn client(&self) -> Result<Self::Guard<'_>> {
+        Ok(self)
+    }
+}
+
+impl<'t> PgSource for &tokio_postgres::Transaction<'t> {
+    type Client = tokio_postgres::Transaction<'t>;
+    type Guard<'a>
+        = &'a tokio_postgres::Transaction<'t>
+    where
+        Self: 'a;
+    async fn client(&self) -> Result<Self::Guard<'_>> {
+        Ok(self)
+    }
+}
+
+/// A connection taken from a deadpool pool for one call.
+#[cfg(feature = "deadpool")]
+pub struct Pooled(deadpool_postgres::Object);
+
+#[cfg(feature = "deadpool")]
+impl Deref for Pooled {
+    type Target = tokio_postgres::Client;
+    fn deref(&self) -> &tokio_postgres::Client {
+        &self.0
+    }
+}
+
+#[cfg(feature = "deadpool")]
+impl PgSource for deadpool_postgres::Pool {
+    type Client = tokio_postgres::Client;
+    type Guard<'a> = Pooled;
+    async fn client(&self) -> Result<Pooled> {
+        Ok(Pooled(self.get().await?))
+    }
+}
+
+/// The store over pg_idempotency's SQL API (the extension or the portable SQL).
+pub struct PgStore<S> {
+    source: S,
+}
+
+fn interval(d: Duration) -> String {
+    format!("{} microseconds", d.as_micros())
+}
+
+const BEGIN: &str = "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response, \
+        lease_until, expires_at, extract(epoch FROM retry_after)::float8 \
+     FROM idem_begin($1, $2, $3::jsonb, $4::text::interval, $5::text::interval, $6, $7, $8::text::interval)";
+
+impl<S: PgSource> PgStore<S> {
+    pub fn new(source: S) -> PgStore<S> {
+        PgStore { source }
+    }
+
+    /// Fails fast, with `ErrorKind::NotInstalled`, when the SQL API is missing.
+    pub async fn check_installed(&self) -> Result<()> {
+        let c = self.source.client().await?;
+        let found: bool = c
+            .query_one(
+                "SELECT to_regprocedure('idem_begin(text,text,jsonb,interval,interval,text,text,interval)') IS NOT NULL",
+                &[],
+            )
+            .await?
+            .get(0);
+        if found {
+            Ok(())
+        } else {
+            Err(Error::new(ErrorKind::NotInstalled, "pg_idempotency is not installed in this database")
+                .with_hint("CREATE EXTENSION pg_idempotency, or install the portable SQL; and check the search_path."))
+        }
+    }
+}
+
+fn begin_row(row: &Row) -> Begin {
+    let outcome: String = row.get(0);
+    match outcome.as_str() {
+        "claimed" => Begin::Claimed(Claim {
+            fence: row.get(1),
+            attempt: row.get(2),
+            recovered: row.get(3),
+            upstream_key: row.get(4),
+            lease_until: row.get(7),
+            expires_at: row.get(8),
+        }),
+        "replay" => Begin::Replay(Replay {
+            succeeded: row.get::<_, Option<bool>>(5).unwrap_or(false),
+            response: row.get(6),
+            attempt: row.get(2),
+            upstream_key: row.get(4),
+            expires_at: row.get(8),
+        }),
+        _ => Begin::InProgress(InProgress {
+            attempt: row.get(2),
+            upstream_key: row.get(4),
+            retry_after: Duration::from_secs_f64(
+                row.get::<_, Option<f64>>(9).unwrap_or(0.0).max(0.0),
+            ),
+        }),
+    }
+}
+
+#[async_trait]
+impl<S: PgSource> IdempotencyStore for PgStore<S> {
+    async fn begin(&self, scope: &str, key: &str, o: &BeginOptions) -> Result<Begin> {
+        let c = self.source.client().await?;
+        let row = c
+            .query_one(
+                BEGIN,
+                &[
+                    &scope,
+                    &key,
+                    &o.request,
+                    &o.ttl.map(interval),
+                    &o.lease.map(interval),
+                    &o.on_cache_hit.map(|w| w.as_sql()),
+                    &o.on_mismatch.map(|w| w.as_sql()),
+                    &interval(o.wait),
+                ],
+            )
+            .await?;
+        Ok(begin_row(&row))
+    }
+
+    async fn complete(
+        &self,
+        scope: &str,
+        key: &str,
+        fence: i64,
+        response: Option<&Value>,
+        succeeded: bool,
+        cache_failure: Option<bool>,
+    ) -> Result<Completed> {
+        let c = self.source.client().await?;
+        let row = c
+            .query_one(
+                "SELECT state FROM idem_complete($1, $2, $3, $4::jsonb, $5, $6)",
+                &[&scope, &key, &fence, &response, &succeeded, &cache_failure],
+            )
+            .await?;
+        Ok(match row.get::<_, String>(0).as_str() {
+            "succeeded" => Completed::Succeeded,
+            "failed" => Completed::Failed,
+            _ => Completed::Absent,
+        })
+    }
+
+    async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {
+        let c = self.source.client().await?;
+        c.execute("SELECT idem_release($1, $2, $3)", &[&scope, &key, &fence])
+            .await?;
+        Ok(())
+    }
+
+    async fn extend(
+        &self,
+        scope: &str,
+        key: &str,
+        fence: i64,
+        lease: Option<Duration>,
+    ) -> Result<SystemTime> {
+        let c = self.source.client().await?;
+        let row = c
+            .query_one(
+                "SELECT lease_until FROM idem_extend($1, $2, $3, $4::text::interval)",
+                &[&scope, &key, &fence, &lease.map(interval)],
+            )
+            .await?;
+        Ok(row.get(0))
+    }
+
+    async fn lookup(&self, scope: &str, key: &str) -> Result<Option<Record>> {
+        let c = self.source.client().await?;
+        let row = c
+            .query_opt(
+                "SELECT state, fence, attempt, fingerprint, upstream_key, response, created_at, \
+                        completed_at, lease_until, expires_at FROM idem_lookup($1, $2)",
+                &[&scope, &key],
+            )
+            .await?;
+        Ok(row.map(|r| Record {
+            state: State::parse(r.get(0)),
+            fence: r.get(1),
+            attempt: r.get(2),
+            fingerprint: r
+                .get::<_, Option<Vec<u8>>>(3)
+                .and_then(|v| v.try_into().ok()),
+            upstream_key: r.get(4),
+            response: r.get(5),
+            created_at: r.get(6),
+            completed_at: r.get(7),
+            lease_until: r.get(8),
+            expires_at: r.get(9),
+        }))
+    }
+
+    async fn purge(&self) -> Result<u64> {
+        let c = self.source.client().await?;
+        let n: i64 = c
+            .query_one("SELECT idem_purge_expired()", &[])
+            .await?
+            .get(0);
+        Ok(n.max(0) as u64)
+    }
+}

@@ -1,0 +1,139 @@
+//! What a store is asked and what it answers: the semantics of the SQL API, in Rust types.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+use uuid::Uuid;
+
+/// What a repeat of a remembered call gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnCacheHit {
+    /// Replay any remembered result (the default).
+    ReturnCached,
+    /// Replay a remembered success; claim a remembered failure again.
+    ReturnCachedIfSuccess,
+    /// Refuse a repeat of a completed call (`ErrorKind::RepeatRefused`).
+    FailFast,
+}
+
+impl OnCacheHit {
+    pub fn as_sql(self) -> &'static str {
+        match self {
+            OnCacheHit::ReturnCached => "return_cached",
+            OnCacheHit::ReturnCachedIfSuccess => "return_cached_if_success",
+            OnCacheHit::FailFast => "fail_fast",
+        }
+    }
+}
+
+/// What a repeat with a different request gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMismatch {
+    /// `ErrorKind::Mismatch` (the default).
+    Reject,
+    /// Treated as the same call: the key alone names it.
+    Ignore,
+}
+
+impl OnMismatch {
+    pub fn as_sql(self) -> &'static str {
+        match self {
+            OnMismatch::Reject => "reject",
+            OnMismatch::Ignore => "ignore",
+        }
+    }
+}
+
+/// The optional arguments of `begin`; `None` leaves a setting to the scope's policy (where
+/// the store has policies) and then to the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct BeginOptions {
+    /// The call's input: its canonical SHA-256 is the fingerprint checked for mismatches.
+    pub request: Option<Value>,
+    pub ttl: Option<Duration>,
+    pub lease: Option<Duration>,
+    pub on_cache_hit: Option<OnCacheHit>,
+    pub on_mismatch: Option<OnMismatch>,
+    /// How long to wait for a live holder's result instead of answering `InProgress`.
+    pub wait: Duration,
+}
+
+/// This call holds the key: do the work, then complete (or release) with `fence`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    pub fence: i64,
+    pub attempt: i32,
+    /// A lapsed lease was taken over: the earlier attempt's outcome is unknown.
+    pub recovered: bool,
+    /// Stable across takeovers: send it upstream as `Idempotency-Key`.
+    pub upstream_key: Uuid,
+    pub lease_until: SystemTime,
+    pub expires_at: SystemTime,
+}
+
+/// The call already ran: its remembered result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replay {
+    pub succeeded: bool,
+    pub response: Option<Value>,
+    pub attempt: i32,
+    pub upstream_key: Uuid,
+    pub expires_at: SystemTime,
+}
+
+/// Another attempt holds the call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InProgress {
+    pub attempt: i32,
+    pub upstream_key: Uuid,
+    /// Until the holder's lease lapses.
+    pub retry_after: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Begin {
+    Claimed(Claim),
+    Replay(Replay),
+    InProgress(InProgress),
+}
+
+/// The state a completion left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completed {
+    Succeeded,
+    Failed,
+    /// An uncached failure: nothing is remembered, a retry runs the call again.
+    Absent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    InProgress,
+    Succeeded,
+    Failed,
+}
+
+impl State {
+    pub fn parse(s: &str) -> State {
+        match s {
+            "in_progress" => State::InProgress,
+            "succeeded" => State::Succeeded,
+            _ => State::Failed,
+        }
+    }
+}
+
+/// A record, as `lookup` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub state: State,
+    pub fence: i64,
+    pub attempt: i32,
+    pub fingerprint: Option<[u8; 32]>,
+    pub upstream_key: Uuid,
+    pub response: Option<Value>,
+    pub created_at: SystemTime,
+    pub completed_at: Option<SystemTime>,
+    pub lease_until: Option<SystemTime>,
+    pub expires_at: SystemTime,
+}

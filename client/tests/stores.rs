@@ -1,0 +1,359 @@
+//! One behaviour suite over every store: the same scenarios against `MemoryStore` and
+//! against `PgStore` on a real PostgreSQL with the extension (`PGIDEM_DSN`, by default the
+//! private PostgreSQL 18 cluster's `pgidem_it` database).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use idempotency::*;
+use serde_json::json;
+
+fn dsn() -> String {
+    std::env::var("PGIDEM_DSN").unwrap_or_else(|_| {
+        let root = env!("CARGO_MANIFEST_DIR").trim_end_matches("/client");
+        format!("host={root}/target/clusters/pg18/socket port=54818 user=postgres dbname=pgidem_it")
+    })
+}
+
+fn pool() -> deadpool_postgres::Pool {
+    let config: tokio_postgres::Config = dsn().parse().expect("PGIDEM_DSN");
+    let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+    deadpool_postgres::Pool::builder(manager)
+        .max_size(32)
+        .build()
+        .expect("pool")
+}
+
+/// A scope of its own for each scenario, so runs and stores never meet.
+fn scope(name: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{name}-{}-{t}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn claimed(b: Begin) -> Claim {
+    match b {
+        Begin::Claimed(c) => c,
+        other => panic!("expected a claim, got {other:?}"),
+    }
+}
+
+fn opts() -> BeginOptions {
+    BeginOptions::default()
+}
+
+async fn a_retry_replays_and_a_duplicate_waits(s: Arc<dyn IdempotencyStore>) {
+    let sc = scope("replay");
+    let o = BeginOptions {
+        request: Some(json!({"to": "ann@example.com"})),
+        ..opts()
+    };
+    let c = claimed(s.begin(&sc, "k", &o).await.unwrap());
+    assert_eq!(c.attempt, 1);
+    match s.begin(&sc, "k", &o).await.unwrap() {
+        Begin::InProgress(p) => {
+            assert_eq!(p.upstream_key, c.upstream_key);
+            assert!(p.retry_after > Duration::ZERO);
+        }
+        other => panic!("{other:?}"),
+    }
+    let done = s
+        .complete(&sc, "k", c.fence, Some(&json!({"id": 7})), true, None)
+        .await
+        .unwrap();
+    assert_eq!(done, Completed::Succeeded);
+    // Completing again with the same fence keeps the stored result.
+    s.complete(&sc, "k", c.fence, Some(&json!({"id": 8})), true, None)
+        .await
+        .unwrap();
+    match s.begin(&sc, "k", &o).await.unwrap() {
+        Begin::Replay(r) => {
+            assert!(r.succeeded);
+            assert_eq!(r.response, Some(json!({"id": 7})));
+            assert_eq!(r.upstream_key, c.upstream_key);
+        }
+        other => panic!("{other:?}"),
+    }
+    let rec = s.lookup(&sc, "k").await.unwrap().unwrap();
+    assert_eq!(rec.state, State::Succeeded);
+    assert_eq!(
+        rec.fingerprint,
+        Some(canon::hash_value(&json!({"to": "ann@example.com"})).unwrap())
+    );
+}
+
+async fn failures_are_rerun_unless_cached(s: Arc<dyn IdempotencyStore>) {
+    let sc = scope("failures");
+    let c = claimed(s.begin(&sc, "k", &opts()).await.unwrap());
+    assert_eq!(
+        s.complete(&sc, "k", c.fence, None, false, None)
+            .await
+            .unwrap(),
+        Completed::Absent
+    );
+    let c = claimed(s.begin(&sc, "k", &opts()).await.unwrap());
+    assert_eq!(c.attempt, 1);
+    assert_eq!(
+        s.complete(
+            &sc,
+            "k",
+            c.fence,
+            Some(&json!("declined")),
+            false,
+            Some(true)
+        )
+        .await
+        .unwrap(),
+        Completed::Failed
+    );
+    match s.begin(&sc, "k", &opts()).await.unwrap() {
+        Begin::Replay(r) => assert!(!r.succeeded),
+        other => panic!("{other:?}"),
+    }
+    let ff = BeginOptions {
+        on_cache_hit: Some(OnCacheHit::FailFast),
+        ..opts()
+    };
+    assert_eq!(
+        s.begin(&sc, "k", &ff).await.unwrap_err().kind,
+        ErrorKind::RepeatRefused
+    );
+    let rerun = BeginOptions {
+        on_cache_hit: Some(OnCacheHit::ReturnCachedIfSuccess),
+        ..opts()
+    };
+    let again = claimed(s.begin(&sc, "k", &rerun).await.unwrap());
+    assert_eq!(again.attempt, 2);
+    assert!(!again.recovered);
+    assert_eq!(again.upstream_key, c.upstream_key);
+}
+
+async fn a_different_request_is_a_mismatch(s: Arc<dyn IdempotencyStore>) {
+    let sc = scope("mismatch");
+    let one = BeginOptions {
+        request: Some(json!({"amount": 1})),
+        ..opts()
+    };
+    let two = BeginOptions {
+        request: Some(json!({"amount": 2})),
+        ..opts()
+    };
+    claimed(s.begin(&sc, "k", &one).await.unwrap());
+    assert_eq!(
+        s.begin(&sc, "k", &two).await.unwrap_err().kind,
+        ErrorKind::Mismatch
+    );
+    let ignore = BeginOptions {
+        on_mismatch: Some(OnMismatch::Ignore),
+        ..two
+    };
+    assert!(matches!(
+        s.begin(&sc, "k", &ignore).await.unwrap(),
+        Begin::InProgress(_)
+    ));
+}
+
+async fn a_lapsed_lease_is_taken_over_and_the_old_fence_refused(s: Arc<dyn IdempotencyStore>) {
+    let sc = scope("takeover");
+    let short = BeginOptions {
+        lease: Some(Duration::from_millis(100)),
+        ..opts()
+    };
+    let first = claimed(s.begin(&sc, "k", &short).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = claimed(s.begin(&sc, "k", &opts()).await.unwrap());
+    assert!(second.recovered);
+    assert_eq!(second.attempt, 2);
+    assert!(second.fence > first.fence);
+    assert_eq!(second.upstream_key, first.upstream_key);
+    for e in [
+        s.complete(&sc, "k", first.fence, None, true, None)
+            .await
+            .unwrap_err(),
+        s.release(&sc, "k", first.fence).await.unwrap_err(),
+        s.extend(&sc, "k", first.fence, None).await.unwrap_err(),
+    ] {
+        assert_eq!(e.kind, ErrorKind::LeaseLost);
+    }
+    assert!(s
+        .extend(&sc, "k", second.fence, Some(Duration::from_secs(120)))
+        .await
+        .is_ok());
+    s.release(&sc, "k", second.fence).await.unwrap();
+    assert!(s.lookup(&sc, "k").await.unwrap().is_none());
+}
+
+async fn a_waiting_duplicate_gets_the_replay(s: Arc<dyn IdempotencyStore>) {
+    let sc = scope("wait");
+    let c = claimed(s.begin(&sc, "k", &opts()).await.unwrap());
+    let (s2, sc2) = (s.clone(), sc.clone());
+    let waiter = tokio::spawn(async move {
+        let o = BeginOptions {
+            wait: Duration::from_secs(10),
+            ..BeginOptions::default()
+        };
+        s2.begin(&sc2, "k", &o).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.complete(&sc, "k", c.fence, Some(&json!(1)), true, None)
+        .await
+        .unwrap();
+    match waiter.await.unwrap().unwrap() {
+        Begin::Replay(r) => assert_eq!(r.response, Some(json!(1))),
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn concurrent_begins_give_one_claim(s: Arc<dyn IdempotencyStore>) {
+    let sc = scope("race");
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (s, sc) = (s.clone(), sc.clone());
+            tokio::spawn(async move { s.begin(&sc, "k", &BeginOptions::default()).await })
+        })
+        .collect();
+    let mut claims = 0;
+    for t in tasks {
+        if let Begin::Claimed(_) = t.await.unwrap().unwrap() {
+            claims += 1;
+        }
+    }
+    assert_eq!(claims, 1);
+}
+
+async fn bad_arguments_are_refused(s: Arc<dyn IdempotencyStore>) {
+    let sc = scope("bad");
+    assert_eq!(
+        s.begin(&sc, " ", &opts()).await.unwrap_err().kind,
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        s.begin("", "k", &opts()).await.unwrap_err().kind,
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        s.begin(&sc, &"k".repeat(513), &opts())
+            .await
+            .unwrap_err()
+            .kind,
+        ErrorKind::InvalidArgument
+    );
+    let bad = BeginOptions {
+        ttl: Some(Duration::from_secs(60)),
+        lease: Some(Duration::from_secs(120)),
+        ..opts()
+    };
+    assert_eq!(
+        s.begin(&sc, "k", &bad).await.unwrap_err().kind,
+        ErrorKind::InvalidArgument
+    );
+    assert!(s.lookup(&sc, "k").await.unwrap().is_none());
+}
+
+async fn expired_records_are_absent_and_purged(s: Arc<dyn IdempotencyStore>) {
+    let sc = scope("expiry");
+    let short = BeginOptions {
+        ttl: Some(Duration::from_millis(100)),
+        ..opts()
+    };
+    let first = claimed(s.begin(&sc, "k", &short).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(s.lookup(&sc, "k").await.unwrap().is_none());
+    assert!(s.purge().await.unwrap() >= 1);
+    let fresh = claimed(s.begin(&sc, "k", &opts()).await.unwrap());
+    assert_eq!(fresh.attempt, 1);
+    assert_ne!(fresh.upstream_key, first.upstream_key);
+}
+
+macro_rules! suite {
+    ($store:ident, $make:expr) => {
+        mod $store {
+            use super::*;
+            async fn store() -> Arc<dyn IdempotencyStore> {
+                $make
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn replay() {
+                a_retry_replays_and_a_duplicate_waits(store().await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn failures() {
+                failures_are_rerun_unless_cached(store().await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn mismatch() {
+                a_different_request_is_a_mismatch(store().await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn takeover() {
+                a_lapsed_lease_is_taken_over_and_the_old_fence_refused(store().await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn wait() {
+                a_waiting_duplicate_gets_the_replay(store().await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn race() {
+                concurrent_begins_give_one_claim(store().await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn bad_arguments() {
+                bad_arguments_are_refused(store().await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn expiry() {
+                expired_records_are_absent_and_purged(store().await).await
+            }
+        }
+    };
+}
+
+suite!(memory, Arc::new(MemoryStore::new()));
+suite!(postgres, {
+    let store = PgStore::new(pool());
+    store
+        .check_installed()
+        .await
+        .expect("pg_idempotency installed in PGIDEM_DSN");
+    Arc::new(store)
+});
+
+/// A claim in the caller's own transaction: rolled back, it vanishes.
+#[tokio::test]
+async fn postgres_claims_inside_the_callers_transaction() {
+    let (mut client, conn) = tokio_postgres::connect(&dsn(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let sc = scope("tx");
+    {
+        let tx = client.transaction().await.unwrap();
+        let store = PgStore::new(&tx);
+        claimed(store.begin(&sc, "k", &opts()).await.unwrap());
+        tx.rollback().await.unwrap();
+    }
+    let store = PgStore::new(&client);
+    assert!(store.lookup(&sc, "k").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn postgres_without_the_extension_fails_fast() {
+    let (client, conn) = tokio_postgres::connect(&dsn(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute("SET search_path = pg_catalog")
+        .await
+        .unwrap();
+    let e = PgStore::new(&client).check_installed().await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotInstalled);
+}
