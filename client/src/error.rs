@@ -27,6 +27,12 @@ pub enum ErrorKind {
     Database,
     /// The store call (with the tool's work) took longer than its timeout.
     Timeout,
+    /// The tool failed (now, or in the remembered attempt that is replayed).
+    ToolFailed,
+    /// No tool of that name is registered.
+    UnknownTool,
+    /// The call was still running elsewhere after every retry.
+    InProgress,
 }
 
 impl ErrorKind {
@@ -67,6 +73,10 @@ pub struct Error {
     pub message: String,
     pub detail: Option<String>,
     pub hint: Option<String>,
+    /// For `ToolFailed`: what the tool reported (also what is cached and replayed).
+    pub response: Option<serde_json::Value>,
+    /// For `ToolFailed`: the tool said another attempt may succeed.
+    pub retryable: bool,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -77,6 +87,8 @@ impl Error {
             message: message.into(),
             detail: None,
             hint: None,
+            response: None,
+            retryable: false,
             source: None,
         }
     }
@@ -130,6 +142,8 @@ impl From<tokio_postgres::Error> for Error {
             message,
             detail,
             hint,
+            response: None,
+            retryable: false,
             source: Some(Box::new(e)),
         }
     }
@@ -142,6 +156,8 @@ impl From<canon::CanonError> for Error {
             message: "request has no canonical form".into(),
             detail: Some(e.to_string()),
             hint: None,
+            response: None,
+            retryable: false,
             source: Some(Box::new(e)),
         }
     }
@@ -157,6 +173,8 @@ impl From<deadpool_postgres::PoolError> for Error {
                 message: other.to_string(),
                 detail: None,
                 hint: None,
+                response: None,
+                retryable: false,
                 source: Some(Box::new(other)),
             },
         }

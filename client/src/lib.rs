@@ -6,14 +6,20 @@
 //!
 //! Both implement [`IdempotencyStore`]; one behaviour suite (`client/tests/`) runs over both.
 
+mod dispatcher;
 mod error;
 mod memory;
 mod pg;
+mod policy;
+mod retry;
 mod store;
 mod types;
 
+pub use dispatcher::{tool_fn, Dispatched, Dispatcher, IdempotencyHint, Tool, ToolError, ToolSpec};
 pub use error::{Error, ErrorKind, Result};
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};
+pub use policy::{KeyStrategy, KeySupplier, Policy};
+pub use retry::{Attempt, Retry};
 pub use store::IdempotencyStore;
 pub use types::*;

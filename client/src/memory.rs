@@ -340,6 +340,10 @@ impl IdempotencyStore for MemoryStore {
             }))
     }
 
+    fn durable(&self) -> bool {
+        false
+    }
+
     async fn purge(&self) -> Result<u64> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let now = SystemTime::now();

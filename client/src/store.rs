@@ -43,4 +43,9 @@ pub trait IdempotencyStore: Send + Sync {
 
     /// Removes expired records; returns how many.
     async fn purge(&self) -> Result<u64>;
+
+    /// Whether what the store remembers survives a crash and is shared between processes.
+    fn durable(&self) -> bool {
+        true
+    }
 }

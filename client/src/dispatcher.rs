@@ -1,0 +1,346 @@
+//! The tool dispatcher: a registry of named async tools (JSON in, JSON out) whose calls are
+//! deduplicated by an idempotency store, so that an agent re-running a tool call gets the
+//! first run's result instead of a second side effect.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::policy::{KeyStrategy, Policy};
+use crate::store::IdempotencyStore;
+use crate::types::{Begin, BeginOptions, Claim};
+
+/// A tool's own failure: what to report (and, if the policy caches failures, replay).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError {
+    pub message: String,
+    pub response: Option<Value>,
+    /// Another attempt may succeed (a timeout upstream, a 503).
+    pub retryable: bool,
+}
+
+impl ToolError {
+    pub fn new(message: impl Into<String>) -> ToolError {
+        ToolError {
+            message: message.into(),
+            response: None,
+            retryable: false,
+        }
+    }
+}
+
+#[async_trait]
+pub trait Tool: Send + Sync {
+    async fn call(&self, input: Value) -> std::result::Result<Value, ToolError>;
+}
+
+struct FnTool<F>(F);
+
+#[async_trait]
+impl<F, Fut> Tool for FnTool<F>
+where
+    F: Fn(Value) -> Fut + Send + Sync,
+    Fut: Future<Output = std::result::Result<Value, ToolError>> + Send,
+{
+    async fn call(&self, input: Value) -> std::result::Result<Value, ToolError> {
+        (self.0)(input).await
+    }
+}
+
+/// A tool from an async closure.
+pub fn tool_fn<F, Fut>(f: F) -> Arc<dyn Tool>
+where
+    F: Fn(Value) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<Value, ToolError>> + Send + 'static,
+{
+    Arc::new(FnTool(f))
+}
+
+/// How much a tool needs deduplication.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdempotencyHint {
+    /// A repeat must not repeat the side effect: the tool must be deduplicated.
+    Required,
+    /// Deduplicated when its policy says so.
+    BestEffort,
+}
+
+/// A tool and how its calls are handled.
+#[derive(Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub tool: Arc<dyn Tool>,
+    /// None: the dispatcher's default policy.
+    pub policy: Option<Policy>,
+    pub side_effect: bool,
+    pub hint: IdempotencyHint,
+}
+
+impl ToolSpec {
+    pub fn new(name: impl Into<String>, tool: Arc<dyn Tool>) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            tool,
+            policy: None,
+            side_effect: true,
+            hint: IdempotencyHint::Required,
+        }
+    }
+    pub fn policy(mut self, policy: Policy) -> ToolSpec {
+        self.policy = Some(policy);
+        self
+    }
+    pub fn side_effect(mut self, side_effect: bool) -> ToolSpec {
+        self.side_effect = side_effect;
+        self
+    }
+    pub fn hint(mut self, hint: IdempotencyHint) -> ToolSpec {
+        self.hint = hint;
+        self
+    }
+}
+
+/// What a dispatch did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dispatched {
+    /// The tool ran now.
+    Ran(Value),
+    /// An earlier call's result.
+    Replayed(Value),
+    /// Another attempt is running the call: ask again after `retry_after`.
+    InProgress { retry_after: Duration },
+}
+
+pub struct Dispatcher {
+    store: Arc<dyn IdempotencyStore>,
+    default_policy: Policy,
+    tools: RwLock<HashMap<String, Arc<ToolSpec>>>,
+    warned: AtomicBool,
+}
+
+/// Aborts the tool's task if the dispatch is dropped (its timeout fired).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn tool_failed(e: ToolError) -> Error {
+    let mut err = Error::new(ErrorKind::ToolFailed, e.message);
+    err.response = e.response;
+    err.retryable = e.retryable;
+    err
+}
+
+impl Dispatcher {
+    pub fn new(store: Arc<dyn IdempotencyStore>) -> Dispatcher {
+        Dispatcher {
+            store,
+            default_policy: Policy::default(),
+            tools: RwLock::default(),
+            warned: AtomicBool::new(false),
+        }
+    }
+
+    /// The policy of tools registered without one of their own.
+    pub fn with_default_policy(mut self, policy: Policy) -> Dispatcher {
+        self.default_policy = policy;
+        self
+    }
+
+    /// Registers a tool. A tool with a side effect whose idempotency is Required must be
+    /// deduplicated (HashInput or Explicit) with a positive ttl: refused here, not at its
+    /// first call.
+    pub fn register(&self, spec: ToolSpec) -> Result<()> {
+        let policy = spec.policy.as_ref().unwrap_or(&self.default_policy);
+        if spec.side_effect && spec.hint == IdempotencyHint::Required {
+            if !policy.strategy.deduplicates() {
+                return Err(Error::invalid(format!("tool {} requires idempotency but its key strategy is {:?}", spec.name, policy.strategy))
+                    .with_hint("Use KeyStrategy::HashInput or KeyStrategy::Explicit for a tool with a side effect."));
+            }
+            if policy.ttl.is_zero() {
+                return Err(Error::invalid(format!(
+                    "tool {} requires idempotency but its ttl is zero",
+                    spec.name
+                )));
+            }
+        }
+        let mut tools = self.tools.write().unwrap_or_else(|p| p.into_inner());
+        tools.insert(spec.name.clone(), Arc::new(spec));
+        Ok(())
+    }
+
+    /// Runs a call of tool `name`, or answers it from the store.
+    pub async fn dispatch(&self, name: &str, input: Value) -> Result<Dispatched> {
+        let spec = {
+            let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
+            tools.get(name).cloned()
+        }
+        .ok_or_else(|| Error::new(ErrorKind::UnknownTool, format!("no tool named {name}")))?;
+        let policy = spec
+            .policy
+            .clone()
+            .unwrap_or_else(|| self.default_policy.clone());
+        if spec.hint == IdempotencyHint::Required
+            && !self.store.durable()
+            && !self.warned.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(tool = name, "a tool that requires idempotency runs on an in-memory store: repeats are caught only within this process, and not after a restart");
+        }
+        let span = tracing::info_span!(
+            "idempotent_call",
+            scope = name,
+            outcome = tracing::field::Empty,
+            attempt = tracing::field::Empty
+        );
+        let work = self.call(&spec, &policy, input).instrument(span);
+        match policy.timeout {
+            Some(limit) => tokio::time::timeout(limit, work).await.map_err(|_| {
+                Error::new(ErrorKind::Timeout, format!("tool {name} timed out after {limit:?}"))
+                    .with_hint("The claim stays held until its lease lapses; a retry after that takes it over.")
+            })?,
+            None => work.await,
+        }
+    }
+
+    async fn call(&self, spec: &ToolSpec, policy: &Policy, input: Value) -> Result<Dispatched> {
+        let key = match &policy.strategy {
+            KeyStrategy::HashInput => canon::key_of(&canon::hash_value(&input)?),
+            KeyStrategy::Explicit(supplier) => match supplier(&input) {
+                Some(k) if !k.trim().is_empty() => k,
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "tool {} got a blank key from its key supplier",
+                        spec.name
+                    ))
+                    .with_hint("An Explicit key strategy must name every call."))
+                }
+            },
+            KeyStrategy::Uuid | KeyStrategy::None => {
+                let v = spec.tool.call(input).await.map_err(tool_failed)?;
+                return Ok(Dispatched::Ran(v));
+            }
+        };
+        tracing::debug!(key = %key, "idempotency key");
+        let options = BeginOptions {
+            request: Some(input.clone()),
+            ttl: Some(policy.ttl),
+            lease: policy.lease,
+            on_cache_hit: Some(policy.on_cache_hit),
+            on_mismatch: policy.on_mismatch,
+            wait: Duration::ZERO,
+        };
+        let span = tracing::Span::current();
+        match self.store.begin(&spec.name, &key, &options).await? {
+            Begin::Claimed(claim) => {
+                span.record("outcome", "claimed");
+                span.record("attempt", claim.attempt);
+                self.run(spec, policy, &key, claim, input).await
+            }
+            Begin::Replay(r) => {
+                span.record("outcome", "replay");
+                span.record("attempt", r.attempt);
+                if r.succeeded {
+                    Ok(Dispatched::Replayed(r.response.unwrap_or(Value::Null)))
+                } else {
+                    let mut e = Error::new(
+                        ErrorKind::ToolFailed,
+                        format!("tool {} failed (remembered)", spec.name),
+                    );
+                    e.response = r.response;
+                    Err(e)
+                }
+            }
+            Begin::InProgress(p) => {
+                span.record("outcome", "in_progress");
+                span.record("attempt", p.attempt);
+                Ok(Dispatched::InProgress {
+                    retry_after: p.retry_after,
+                })
+            }
+        }
+    }
+
+    /// Runs a claimed call, extending its lease while it runs, and records the result.
+    async fn run(
+        &self,
+        spec: &ToolSpec,
+        policy: &Policy,
+        key: &str,
+        claim: Claim,
+        input: Value,
+    ) -> Result<Dispatched> {
+        let tool = spec.tool.clone();
+        let task = tokio::spawn(async move { tool.call(input).await });
+        let _abort = AbortOnDrop(task.abort_handle());
+        let lease = claim
+            .lease_until
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::from_secs(1));
+        let beat = (lease / 3).max(Duration::from_millis(50));
+        tokio::pin!(task);
+        let outcome = loop {
+            tokio::select! {
+                done = &mut task => break done,
+                _ = tokio::time::sleep(beat) => {
+                    // A heartbeat: the lease is extended while the tool runs.
+                    if let Err(e) = self.store.extend(&spec.name, key, claim.fence, policy.lease).await {
+                        tracing::warn!(error = %e, "could not extend the lease");
+                    }
+                }
+            }
+        };
+        match outcome {
+            Ok(Ok(v)) => {
+                self.store
+                    .complete(&spec.name, key, claim.fence, Some(&v), true, None)
+                    .await?;
+                Ok(Dispatched::Ran(v))
+            }
+            Ok(Err(e)) => {
+                self.store
+                    .complete(
+                        &spec.name,
+                        key,
+                        claim.fence,
+                        e.response.as_ref(),
+                        false,
+                        Some(policy.cache_failures),
+                    )
+                    .await?;
+                Err(tool_failed(e))
+            }
+            Err(join) => {
+                // A panic: the side effect's fate is unknown. Cached failures record it;
+                // otherwise the claim is released so that a retry runs the call again.
+                let message = format!("tool {} panicked", spec.name);
+                if policy.cache_failures {
+                    let response = serde_json::json!({"error": message});
+                    self.store
+                        .complete(
+                            &spec.name,
+                            key,
+                            claim.fence,
+                            Some(&response),
+                            false,
+                            Some(true),
+                        )
+                        .await?;
+                } else {
+                    self.store.release(&spec.name, key, claim.fence).await?;
+                }
+                tracing::error!(error = %join, "{message}");
+                Err(Error::new(ErrorKind::ToolFailed, message))
+            }
+        }
+    }
+}

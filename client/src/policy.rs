@@ -1,0 +1,78 @@
+//! How a tool's calls are deduplicated: the key strategy and the settings of its records.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::types::{OnCacheHit, OnMismatch};
+
+/// A function that names a call from its input (an order id, an issue title...).
+pub type KeySupplier = Arc<dyn Fn(&Value) -> Option<String> + Send + Sync>;
+
+/// Where a call's key comes from.
+#[derive(Clone)]
+pub enum KeyStrategy {
+    /// The canonical SHA-256 of the input (the same key SQL's HASH_INPUT computes).
+    HashInput,
+    /// A key supplier; a missing or blank key is an error.
+    Explicit(KeySupplier),
+    /// A fresh key per call, sent upstream as `Idempotency-Key`; nothing deduplicated here.
+    Uuid,
+    /// No key: every call runs.
+    None,
+}
+
+impl fmt::Debug for KeyStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KeyStrategy::HashInput => "HashInput",
+            KeyStrategy::Explicit(_) => "Explicit",
+            KeyStrategy::Uuid => "Uuid",
+            KeyStrategy::None => "None",
+        })
+    }
+}
+
+impl KeyStrategy {
+    /// Whether calls under this strategy are deduplicated by the store.
+    pub fn deduplicates(&self) -> bool {
+        matches!(self, KeyStrategy::HashInput | KeyStrategy::Explicit(_))
+    }
+
+    /// An explicit strategy from a closure.
+    pub fn explicit(f: impl Fn(&Value) -> Option<String> + Send + Sync + 'static) -> KeyStrategy {
+        KeyStrategy::Explicit(Arc::new(f))
+    }
+}
+
+/// The settings of a tool's (or a web action's) calls. The defaults: HashInput, a ttl of
+/// one hour, replay any remembered result, failures not cached.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub strategy: KeyStrategy,
+    pub ttl: Duration,
+    pub on_cache_hit: OnCacheHit,
+    pub cache_failures: bool,
+    /// None: the store's default (reject), or the scope's policy in the database.
+    pub on_mismatch: Option<OnMismatch>,
+    /// None: the store's default lease (one minute, capped by the ttl).
+    pub lease: Option<Duration>,
+    /// Covers the store calls and the tool's work together.
+    pub timeout: Option<Duration>,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            strategy: KeyStrategy::HashInput,
+            ttl: Duration::from_secs(3600),
+            on_cache_hit: OnCacheHit::ReturnCached,
+            cache_failures: false,
+            on_mismatch: None,
+            lease: None,
+            timeout: None,
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Retries with exponential backoff and jitter: "retry + idempotent = safe". A call that is
+//! in progress elsewhere, or failed transiently, is tried again; a mismatch, a refused
+//! repeat or an invalid argument never is.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::error::{Error, ErrorKind, Result};
+
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Retry {
+        Retry {
+            attempts: 5,
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What a retried attempt tells the loop.
+pub enum Attempt<T> {
+    Done(T),
+    /// Not done yet (in progress elsewhere): try again, not before `after` if given.
+    Again {
+        after: Option<Duration>,
+    },
+}
+
+/// Whether an error is worth another attempt.
+pub fn transient(e: &Error) -> bool {
+    matches!(
+        e.kind,
+        ErrorKind::Contention
+            | ErrorKind::Pool
+            | ErrorKind::Timeout
+            | ErrorKind::Database
+            | ErrorKind::ToolFailed
+    ) && !(e.kind == ErrorKind::ToolFailed && !e.retryable)
+}
+
+fn jitter(d: Duration, seed: u64) -> Duration {
+    // A cheap xorshift: spreading retries needs no cryptographic randomness.
+    let mut x = seed ^ 0x9E37_79B9_7F4A_7C15;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    d.mul_f64(0.5 + (x % 1000) as f64 / 2000.0)
+}
+
+impl Retry {
+    /// Runs `f` until it is done, fails for good, or runs out of attempts.
+    pub async fn run<T, F, Fut>(&self, mut f: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Attempt<T>>>,
+    {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        let mut last = None;
+        for n in 0..self.attempts.max(1) {
+            let backoff = jitter(
+                self.base.saturating_mul(1 << n.min(16)).min(self.max),
+                seed.wrapping_add(n as u64),
+            );
+            match f().await {
+                Ok(Attempt::Done(v)) => return Ok(v),
+                Ok(Attempt::Again { after }) => {
+                    last = None;
+                    if n + 1 < self.attempts {
+                        tokio::time::sleep(after.map_or(backoff, |a| a.min(self.max))).await;
+                    }
+                }
+                Err(e) if transient(&e) => {
+                    tracing::debug!(attempt = n + 1, error = %e, "retrying");
+                    last = Some(e);
+                    if n + 1 < self.attempts {
+                        tokio::time::sleep(backoff).await;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            Error::new(
+                ErrorKind::InProgress,
+                "the call was still in progress after every attempt",
+            )
+        }))
+    }
+}
