@@ -135,10 +135,9 @@ impl Drop for AbortOnDrop {
 }
 
 fn tool_failed(e: ToolError) -> Error {
-    let mut err = Error::new(ErrorKind::ToolFailed, e.message);
-    err.response = e.response;
-    err.retryable = e.retryable;
-    err
+    Error::new(ErrorKind::ToolFailed, e.message)
+        .with_response(e.response)
+        .with_retryable(e.retryable)
 }
 
 impl Dispatcher {
@@ -252,12 +251,11 @@ impl Dispatcher {
                 if r.succeeded {
                     Ok(Dispatched::Replayed(r.response.unwrap_or(Value::Null)))
                 } else {
-                    let mut e = Error::new(
+                    Err(Error::new(
                         ErrorKind::ToolFailed,
                         format!("tool {} failed (remembered)", spec.name),
-                    );
-                    e.response = r.response;
-                    Err(e)
+                    )
+                    .with_response(r.response))
                 }
             }
             Begin::InProgress(p) => {

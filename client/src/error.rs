@@ -71,12 +71,16 @@ impl ErrorKind {
 pub struct Error {
     pub kind: ErrorKind,
     pub message: String,
-    pub detail: Option<String>,
-    pub hint: Option<String>,
-    /// For `ToolFailed`: what the tool reported (also what is cached and replayed).
-    pub response: Option<serde_json::Value>,
-    /// For `ToolFailed`: the tool said another attempt may succeed.
-    pub retryable: bool,
+    // Kept behind a box so that a `Result` stays small on the success path.
+    extra: Box<Extra>,
+}
+
+#[derive(Debug, Default)]
+struct Extra {
+    detail: Option<String>,
+    hint: Option<String>,
+    response: Option<serde_json::Value>,
+    retryable: bool,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -85,33 +89,62 @@ impl Error {
         Error {
             kind,
             message: message.into(),
-            detail: None,
-            hint: None,
-            response: None,
-            retryable: false,
-            source: None,
+            extra: Box::default(),
         }
-    }
-
-    pub fn with_detail(mut self, detail: impl Into<String>) -> Error {
-        self.detail = Some(detail.into());
-        self
-    }
-
-    pub fn with_hint(mut self, hint: impl Into<String>) -> Error {
-        self.hint = Some(hint.into());
-        self
     }
 
     pub fn invalid(message: impl Into<String>) -> Error {
         Error::new(ErrorKind::InvalidArgument, message)
+    }
+
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Error {
+        self.extra.detail = Some(detail.into());
+        self
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Error {
+        self.extra.hint = Some(hint.into());
+        self
+    }
+
+    /// For `ToolFailed`: what the tool reported (also what is cached and replayed).
+    pub fn with_response(mut self, response: Option<serde_json::Value>) -> Error {
+        self.extra.response = response;
+        self
+    }
+
+    /// For `ToolFailed`: whether another attempt may succeed.
+    pub fn with_retryable(mut self, retryable: bool) -> Error {
+        self.extra.retryable = retryable;
+        self
+    }
+
+    fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Error {
+        self.extra.source = Some(Box::new(source));
+        self
+    }
+
+    pub fn detail(&self) -> Option<&str> {
+        self.extra.detail.as_deref()
+    }
+
+    pub fn hint(&self) -> Option<&str> {
+        self.extra.hint.as_deref()
+    }
+
+    pub fn response(&self) -> Option<&serde_json::Value> {
+        self.extra.response.as_ref()
+    }
+
+    pub fn retryable(&self) -> bool {
+        self.extra.retryable
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.message)?;
-        if let Some(d) = &self.detail {
+        if let Some(d) = &self.extra.detail {
             write!(f, " ({d})")?;
         }
         Ok(())
@@ -120,7 +153,8 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
+        self.extra
+            .source
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
     }
@@ -128,38 +162,27 @@ impl std::error::Error for Error {
 
 impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Error {
-        let (kind, message, detail, hint) = match e.as_db_error() {
-            Some(db) => (
-                ErrorKind::from_sqlstate(db.code().code()),
-                db.message().to_string(),
-                db.detail().map(str::to_string),
-                db.hint().map(str::to_string),
-            ),
-            None => (ErrorKind::Database, e.to_string(), None, None),
+        let err = match e.as_db_error() {
+            Some(db) => {
+                let mut err = Error::new(ErrorKind::from_sqlstate(db.code().code()), db.message());
+                err.extra.detail = db.detail().map(str::to_string);
+                err.extra.hint = db.hint().map(str::to_string);
+                err
+            }
+            None => Error::new(ErrorKind::Database, e.to_string()),
         };
-        Error {
-            kind,
-            message,
-            detail,
-            hint,
-            response: None,
-            retryable: false,
-            source: Some(Box::new(e)),
-        }
+        err.with_source(e)
     }
 }
 
 impl From<canon::CanonError> for Error {
     fn from(e: canon::CanonError) -> Error {
-        Error {
-            kind: ErrorKind::Uncanonicalizable,
-            message: "request has no canonical form".into(),
-            detail: Some(e.to_string()),
-            hint: None,
-            response: None,
-            retryable: false,
-            source: Some(Box::new(e)),
-        }
+        Error::new(
+            ErrorKind::Uncanonicalizable,
+            "request has no canonical form",
+        )
+        .with_detail(e.to_string())
+        .with_source(e)
     }
 }
 
@@ -168,15 +191,7 @@ impl From<deadpool_postgres::PoolError> for Error {
     fn from(e: deadpool_postgres::PoolError) -> Error {
         match e {
             deadpool_postgres::PoolError::Backend(db) => Error::from(db),
-            other => Error {
-                kind: ErrorKind::Pool,
-                message: other.to_string(),
-                detail: None,
-                hint: None,
-                response: None,
-                retryable: false,
-                source: Some(Box::new(other)),
-            },
+            other => Error::new(ErrorKind::Pool, "no connection from the pool").with_source(other),
         }
     }
 }

@@ -36,14 +36,12 @@ pub enum Attempt<T> {
 
 /// Whether an error is worth another attempt.
 pub fn transient(e: &Error) -> bool {
-    matches!(
-        e.kind,
-        ErrorKind::Contention
-            | ErrorKind::Pool
-            | ErrorKind::Timeout
-            | ErrorKind::Database
-            | ErrorKind::ToolFailed
-    ) && !(e.kind == ErrorKind::ToolFailed && !e.retryable)
+    match e.kind {
+        ErrorKind::Contention | ErrorKind::Pool | ErrorKind::Timeout | ErrorKind::Database => true,
+        // A tool's failure is retried only when the tool says another attempt may succeed.
+        ErrorKind::ToolFailed => e.retryable(),
+        _ => false,
+    }
 }
 
 fn jitter(d: Duration, seed: u64) -> Duration {

@@ -131,7 +131,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
     for _ in 0..2 {
         let e = d.dispatch(&tool, bounce.clone()).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::ToolFailed);
-        assert_eq!(e.response, Some(json!({"error": "bounced"})));
+        assert_eq!(e.response(), Some(&json!({"error": "bounced"})));
     }
     // Cached failures are replayed, not rerun (the replay says so).
     let cached = Policy {
