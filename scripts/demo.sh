@@ -11,6 +11,19 @@ cd "$ROOT"
 "$ROOT/scripts/cluster.sh" pg18 start
 
 psql=("$(bindir_of pg18)/psql" -X -q -v ON_ERROR_STOP=1)
+
+# Part one: an agent in Rust (client/examples/agent_demo.rs) whose send_email tool runs
+# through the dispatcher and PgStore.
+"${psql[@]}" "$(conninfo pg18) dbname=postgres" -c "SET client_min_messages = warning" \
+    -c "DROP DATABASE IF EXISTS pgidem_agent" -c "CREATE DATABASE pgidem_agent"
+"${psql[@]}" "$(conninfo pg18) dbname=pgidem_agent" -c "CREATE EXTENSION pg_idempotency"
+log "building the agent demo (client/examples/agent_demo.rs)"
+cargo build -q -p pg_idempotency_client --example agent_demo
+printf '\n\033[1m%s\033[0m\n' "An AI agent's send_email tool, in Rust (client/examples/agent_demo.rs)"
+cargo run -q -p pg_idempotency_client --example agent_demo -- "$(conninfo pg18) dbname=pgidem_agent"
+
+# Part two: the same guarantees from plain SQL, as any other service would use them.
+printf '\n\033[1m%s\033[0m\n' "The same from plain SQL (scripts/send_email.psql), as a service in any language would do it"
 db="$(conninfo pg18) dbname=pgidem_demo"
 "${psql[@]}" "$(conninfo pg18) dbname=postgres" -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS pgidem_demo" -c "CREATE DATABASE pgidem_demo"
 "${psql[@]}" "$db" -c "CREATE EXTENSION pg_idempotency" \
