@@ -36,9 +36,29 @@ impl ToolError {
     }
 }
 
+/// What a tool knows of the call it runs.
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    /// The call's idempotency key (a fresh uuid under `KeyStrategy::Uuid`; None under
+    /// `KeyStrategy::None`). The same on every attempt of the call, a takeover included.
+    pub key: Option<String>,
+    /// The record's upstream key (deduplicated calls only): stable across takeovers.
+    pub upstream_key: Option<uuid::Uuid>,
+    pub attempt: i32,
+}
+
 #[async_trait]
 pub trait Tool: Send + Sync {
     async fn call(&self, input: Value) -> std::result::Result<Value, ToolError>;
+
+    /// Runs the call knowing its keys; tools that send them upstream override this.
+    async fn call_with(
+        &self,
+        input: Value,
+        _ctx: CallContext,
+    ) -> std::result::Result<Value, ToolError> {
+        self.call(input).await
+    }
 }
 
 struct FnTool<F>(F);
@@ -225,7 +245,15 @@ impl Dispatcher {
                 }
             },
             KeyStrategy::Uuid | KeyStrategy::None => {
-                let v = spec.tool.call(input).await.map_err(tool_failed)?;
+                // Nothing is deduplicated here; a Uuid call still names itself upstream.
+                let key = matches!(policy.strategy, KeyStrategy::Uuid)
+                    .then(|| uuid::Uuid::new_v4().to_string());
+                let ctx = CallContext {
+                    key,
+                    upstream_key: None,
+                    attempt: 1,
+                };
+                let v = spec.tool.call_with(input, ctx).await.map_err(tool_failed)?;
                 return Ok(Dispatched::Ran(v));
             }
         };
@@ -278,7 +306,12 @@ impl Dispatcher {
         input: Value,
     ) -> Result<Dispatched> {
         let tool = spec.tool.clone();
-        let task = tokio::spawn(async move { tool.call(input).await });
+        let ctx = CallContext {
+            key: Some(key.to_string()),
+            upstream_key: Some(claim.upstream_key),
+            attempt: claim.attempt,
+        };
+        let task = tokio::spawn(async move { tool.call_with(input, ctx).await });
         let _abort = AbortOnDrop(task.abort_handle());
         let lease = claim
             .lease_until

@@ -14,8 +14,11 @@ mod policy;
 mod retry;
 mod store;
 mod types;
+mod web;
 
-pub use dispatcher::{tool_fn, Dispatched, Dispatcher, IdempotencyHint, Tool, ToolError, ToolSpec};
+pub use dispatcher::{
+    tool_fn, CallContext, Dispatched, Dispatcher, IdempotencyHint, Tool, ToolError, ToolSpec,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};
@@ -23,3 +26,7 @@ pub use policy::{KeyStrategy, KeySupplier, Policy};
 pub use retry::{Attempt, Retry};
 pub use store::IdempotencyStore;
 pub use types::*;
+pub use web::{Action, Params, UpstreamKey, WebExecutor};
+
+/// The HTTP method type of web actions.
+pub use reqwest::Method;
