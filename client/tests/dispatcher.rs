@@ -6,37 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+mod common;
+
+use common::*;
 use idempotency::*;
 use serde_json::{json, Value};
-
-fn dsn() -> String {
-    std::env::var("PGIDEM_DSN").unwrap_or_else(|_| {
-        let root = env!("CARGO_MANIFEST_DIR").trim_end_matches("/client");
-        format!("host={root}/target/clusters/pg18/socket port=54818 user=postgres dbname=pgidem_it")
-    })
-}
-
-fn pool() -> deadpool_postgres::Pool {
-    let config: tokio_postgres::Config = dsn().parse().expect("PGIDEM_DSN");
-    let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
-    deadpool_postgres::Pool::builder(manager)
-        .max_size(32)
-        .build()
-        .expect("pool")
-}
-
-fn unique(name: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "{name}-{}-{t}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
 
 /// A send_email tool that counts the emails it sends.
 fn send_email(sent: Arc<AtomicU32>, delay: Duration) -> Arc<dyn Tool> {

@@ -2,42 +2,14 @@
 //! against `PgStore` on a real PostgreSQL with the extension (`PGIDEM_DSN`, by default the
 //! private PostgreSQL 18 cluster's `pgidem_it` database).
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use common::*;
 use idempotency::*;
 use serde_json::json;
-
-fn dsn() -> String {
-    std::env::var("PGIDEM_DSN").unwrap_or_else(|_| {
-        let root = env!("CARGO_MANIFEST_DIR").trim_end_matches("/client");
-        format!("host={root}/target/clusters/pg18/socket port=54818 user=postgres dbname=pgidem_it")
-    })
-}
-
-fn pool() -> deadpool_postgres::Pool {
-    let config: tokio_postgres::Config = dsn().parse().expect("PGIDEM_DSN");
-    let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
-    deadpool_postgres::Pool::builder(manager)
-        .max_size(32)
-        .build()
-        .expect("pool")
-}
-
-/// A scope of its own for each scenario, so runs and stores never meet.
-fn scope(name: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "{name}-{}-{t}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
 
 fn claimed(b: Begin) -> Claim {
     match b {
@@ -51,7 +23,7 @@ fn opts() -> BeginOptions {
 }
 
 async fn a_retry_replays_and_a_duplicate_waits(s: Arc<dyn IdempotencyStore>) {
-    let sc = scope("replay");
+    let sc = unique("replay");
     let o = BeginOptions {
         request: Some(json!({"to": "ann@example.com"})),
         ..opts()
@@ -91,7 +63,7 @@ async fn a_retry_replays_and_a_duplicate_waits(s: Arc<dyn IdempotencyStore>) {
 }
 
 async fn failures_are_rerun_unless_cached(s: Arc<dyn IdempotencyStore>) {
-    let sc = scope("failures");
+    let sc = unique("failures");
     let c = claimed(s.begin(&sc, "k", &opts()).await.unwrap());
     assert_eq!(
         s.complete(&sc, "k", c.fence, None, false, None)
@@ -137,7 +109,7 @@ async fn failures_are_rerun_unless_cached(s: Arc<dyn IdempotencyStore>) {
 }
 
 async fn a_different_request_is_a_mismatch(s: Arc<dyn IdempotencyStore>) {
-    let sc = scope("mismatch");
+    let sc = unique("mismatch");
     let one = BeginOptions {
         request: Some(json!({"amount": 1})),
         ..opts()
@@ -162,7 +134,7 @@ async fn a_different_request_is_a_mismatch(s: Arc<dyn IdempotencyStore>) {
 }
 
 async fn a_lapsed_lease_is_taken_over_and_the_old_fence_refused(s: Arc<dyn IdempotencyStore>) {
-    let sc = scope("takeover");
+    let sc = unique("takeover");
     let short = BeginOptions {
         lease: Some(Duration::from_millis(100)),
         ..opts()
@@ -192,7 +164,7 @@ async fn a_lapsed_lease_is_taken_over_and_the_old_fence_refused(s: Arc<dyn Idemp
 }
 
 async fn a_waiting_duplicate_gets_the_replay(s: Arc<dyn IdempotencyStore>) {
-    let sc = scope("wait");
+    let sc = unique("wait");
     let c = claimed(s.begin(&sc, "k", &opts()).await.unwrap());
     let (s2, sc2) = (s.clone(), sc.clone());
     let waiter = tokio::spawn(async move {
@@ -213,7 +185,7 @@ async fn a_waiting_duplicate_gets_the_replay(s: Arc<dyn IdempotencyStore>) {
 }
 
 async fn concurrent_begins_give_one_claim(s: Arc<dyn IdempotencyStore>) {
-    let sc = scope("race");
+    let sc = unique("race");
     let tasks: Vec<_> = (0..16)
         .map(|_| {
             let (s, sc) = (s.clone(), sc.clone());
@@ -230,7 +202,7 @@ async fn concurrent_begins_give_one_claim(s: Arc<dyn IdempotencyStore>) {
 }
 
 async fn bad_arguments_are_refused(s: Arc<dyn IdempotencyStore>) {
-    let sc = scope("bad");
+    let sc = unique("bad");
     assert_eq!(
         s.begin(&sc, " ", &opts()).await.unwrap_err().kind,
         ErrorKind::InvalidArgument
@@ -259,7 +231,7 @@ async fn bad_arguments_are_refused(s: Arc<dyn IdempotencyStore>) {
 }
 
 async fn expired_records_are_absent_and_purged(s: Arc<dyn IdempotencyStore>) {
-    let sc = scope("expiry");
+    let sc = unique("expiry");
     let short = BeginOptions {
         ttl: Some(Duration::from_millis(100)),
         ..opts()
@@ -333,7 +305,7 @@ async fn postgres_claims_inside_the_callers_transaction() {
         .await
         .unwrap();
     tokio::spawn(conn);
-    let sc = scope("tx");
+    let sc = unique("tx");
     {
         let tx = client.transaction().await.unwrap();
         let store = PgStore::new(&tx);

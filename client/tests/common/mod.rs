@@ -1,0 +1,35 @@
+//! Shared by the client's suites: the database under test and unique names.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// `PGIDEM_DSN`, by default the private PostgreSQL 18 cluster's `pgidem_it` database.
+pub fn dsn() -> String {
+    std::env::var("PGIDEM_DSN").unwrap_or_else(|_| {
+        let root = env!("CARGO_MANIFEST_DIR").trim_end_matches("/client");
+        format!("host={root}/target/clusters/pg18/socket port=54818 user=postgres dbname=pgidem_it")
+    })
+}
+
+pub fn pool() -> deadpool_postgres::Pool {
+    let config: tokio_postgres::Config = dsn().parse().expect("PGIDEM_DSN");
+    let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+    deadpool_postgres::Pool::builder(manager)
+        .max_size(32)
+        .build()
+        .expect("pool")
+}
+
+/// A name no other test (or earlier run) uses, so suites and stores never meet.
+pub fn unique(name: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{name}-{}-{t}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
