@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde_json::Value;
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::{GenericClient, Row, Statement};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::IdempotencyStore;
@@ -19,10 +19,22 @@ use crate::types::{Begin, BeginOptions, Claim, Completed, InProgress, Record, Re
 /// `Arc` or borrowed), or a transaction.
 pub trait PgSource: Send + Sync {
     type Client: GenericClient + Send + Sync;
-    type Guard<'a>: Deref<Target = Self::Client> + Send
+    type Guard<'a>: Deref<Target = Self::Client> + Send + Sync
     where
         Self: 'a;
     fn client(&self) -> impl Future<Output = Result<Self::Guard<'_>>> + Send;
+
+    /// Prepares `sql` on a lent connection: from the connection's statement cache where it
+    /// has one (pooled connections), so that a call is one round trip.
+    fn prepare<'g>(
+        guard: &'g Self::Guard<'_>,
+        sql: &'g str,
+    ) -> impl Future<Output = Result<Statement>> + Send + 'g
+    where
+        Self: Sized,
+    {
+        async move { Ok(guard.prepare(sql).await?) }
+    }
 }
 
 impl PgSource for Arc<tokio_postgres::Client> {
@@ -73,6 +85,18 @@ impl PgSource for deadpool_postgres::Pool {
     type Guard<'a> = Pooled;
     async fn client(&self) -> Result<Pooled> {
         Ok(Pooled(self.get().await?))
+    }
+
+    // Written out (not `async fn`) to match the trait's `+ 'g` bound.
+    #[allow(clippy::manual_async_fn)]
+    fn prepare<'g>(
+        guard: &'g Self::Guard<'_>,
+        sql: &'g str,
+    ) -> impl Future<Output = Result<Statement>> + Send + 'g
+    where
+        Self: Sized,
+    {
+        async move { Ok(guard.0.prepare_cached(sql).await?) }
     }
 }
 
@@ -145,9 +169,10 @@ fn begin_row(row: &Row) -> Begin {
 impl<S: PgSource> IdempotencyStore for PgStore<S> {
     async fn begin(&self, scope: &str, key: &str, o: &BeginOptions) -> Result<Begin> {
         let c = self.source.client().await?;
+        let stmt = S::prepare(&c, BEGIN).await?;
         let row = c
             .query_one(
-                BEGIN,
+                &stmt,
                 &[
                     &scope,
                     &key,
@@ -173,9 +198,14 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         cache_failure: Option<bool>,
     ) -> Result<Completed> {
         let c = self.source.client().await?;
+        let stmt = S::prepare(
+            &c,
+            "SELECT state FROM idem_complete($1, $2, $3, $4::jsonb, $5, $6)",
+        )
+        .await?;
         let row = c
             .query_one(
-                "SELECT state FROM idem_complete($1, $2, $3, $4::jsonb, $5, $6)",
+                &stmt,
                 &[&scope, &key, &fence, &response, &succeeded, &cache_failure],
             )
             .await?;
