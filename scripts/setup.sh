@@ -8,7 +8,7 @@ source "$(dirname "$0")/env.sh"
 want="${1:-all}"
 
 debian_packages() {
-    local pkgs=(postgresql-15 postgresql-server-dev-15 postgresql-15-cron libclang-dev clang pkg-config sudo python3-venv)
+    local pkgs=(postgresql-15 postgresql-server-dev-15 postgresql-15-cron redis-server libclang-dev clang pkg-config sudo python3-venv)
     local missing=()
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

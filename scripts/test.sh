@@ -60,8 +60,12 @@ behaviour_suite() {
         -c "DROP DATABASE IF EXISTS pgidem_it" -c "CREATE DATABASE pgidem_it" &&
     "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo "$version") dbname=pgidem_it" \
         -c "CREATE EXTENSION pg_idempotency" &&
+    # RedisStore runs the client's suites too where Debian's redis-server is installed.
+    local features=()
+    if command -v redis-server >/dev/null && "$ROOT/scripts/redis.sh" start; then features=(--features redis); fi
     PGIDEM_DSN="$(conninfo "$version") dbname=pgidem_it" PGIDEM_BINDIR="$bindir" \
-        cargo test -p pg_idempotency_tests -p pg_idempotency_client -- --test-threads 4
+        REDIS_URL="$("$ROOT/scripts/redis.sh" url)" \
+        cargo test -p pg_idempotency_tests -p pg_idempotency_client "${features[@]}" -- --test-threads 4
 }
 
 bench_smoke() {

@@ -8,9 +8,12 @@
 
 mod dispatcher;
 mod error;
+mod limits;
 mod memory;
 mod pg;
 mod policy;
+#[cfg(feature = "redis")]
+mod redis;
 mod retry;
 mod store;
 mod types;
@@ -23,6 +26,8 @@ pub use error::{Error, ErrorKind, Result};
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};
 pub use policy::{KeyStrategy, KeySupplier, Policy};
+#[cfg(feature = "redis")]
+pub use redis::RedisStore;
 pub use retry::{Attempt, Retry};
 pub use store::IdempotencyStore;
 pub use types::*;

@@ -15,14 +15,9 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::limits::{duration, lease_for, scope_and_key, DEFAULT_TTL, MAX_TTL};
 use crate::store::IdempotencyStore;
 use crate::types::*;
-
-const MAX_KEY_BYTES: usize = 512;
-const MAX_SCOPE_BYTES: usize = 128;
-const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
-const DEFAULT_TTL: Duration = Duration::from_secs(3600);
-const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
 struct Entry {
     state: State,
@@ -43,39 +38,6 @@ pub struct MemoryStore {
     entries: Mutex<HashMap<(String, String), Entry>>,
     fences: AtomicI64,
     changed: Notify,
-}
-
-fn text(name: &str, value: &str, max: usize) -> Result<()> {
-    if value.trim().is_empty() {
-        return Err(Error::invalid(format!("{name} must not be blank")));
-    }
-    if value.len() > max {
-        return Err(
-            Error::invalid(format!("{name} is too long")).with_detail(format!(
-                "The {name} has {} bytes; the limit is {max}.",
-                value.len()
-            )),
-        );
-    }
-    Ok(())
-}
-
-fn duration(name: &str, d: Duration) -> Result<Duration> {
-    if d.is_zero() {
-        return Err(Error::invalid(format!("{name} must be positive")));
-    }
-    if d > MAX_TTL {
-        return Err(Error::invalid(format!("{name} is too long")));
-    }
-    Ok(d)
-}
-
-fn lease_for(lease: Option<Duration>, ttl: Duration) -> Result<Duration> {
-    match lease {
-        Some(l) if duration("lease", l)? > ttl => Err(Error::invalid("lease must not exceed ttl")),
-        Some(l) => Ok(l),
-        None => Ok(DEFAULT_LEASE.min(ttl)),
-    }
 }
 
 fn lease_lost(detail: &str) -> Error {
@@ -119,8 +81,7 @@ impl MemoryStore {
 #[async_trait]
 impl IdempotencyStore for MemoryStore {
     async fn begin(&self, scope: &str, key: &str, o: &BeginOptions) -> Result<Begin> {
-        text("scope", scope, MAX_SCOPE_BYTES)?;
-        text("key", key, MAX_KEY_BYTES)?;
+        scope_and_key(scope, key)?;
         let ttl = duration("ttl", o.ttl.unwrap_or(DEFAULT_TTL))?;
         let lease = lease_for(o.lease, ttl)?;
         if o.wait > MAX_TTL {

@@ -372,44 +372,46 @@ macro_rules! suite {
     ($store:ident, $make:expr) => {
         mod $store {
             use super::*;
-            fn store() -> Arc<dyn IdempotencyStore> {
+            async fn store() -> Arc<dyn IdempotencyStore> {
                 $make
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn three_retries() {
-                three_retries_send_one_email(store()).await
+                three_retries_send_one_email(store().await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn concurrent() {
-                concurrent_dispatches_run_once(store()).await
+                concurrent_dispatches_run_once(store().await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn failures() {
-                failures_rerun_unless_cached(store()).await
+                failures_rerun_unless_cached(store().await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn explicit() {
-                explicit_keys(store()).await
+                explicit_keys(store().await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn takeover() {
-                a_crashed_holder_is_taken_over(store()).await
+                a_crashed_holder_is_taken_over(store().await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn timeout_tool() {
-                a_timeout_covers_the_tool(store()).await
+                a_timeout_covers_the_tool(store().await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn timeout_store() {
-                a_timeout_covers_a_slow_store(store()).await
+                a_timeout_covers_a_slow_store(store().await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn retries() {
-                retries_wait_out_a_running_call(store()).await
+                retries_wait_out_a_running_call(store().await).await
             }
         }
     };
 }
 
 suite!(memory, Arc::new(MemoryStore::new()));
+#[cfg(feature = "redis")]
+suite!(redis, redis_store().await);
 suite!(postgres, Arc::new(PgStore::new(pool())));

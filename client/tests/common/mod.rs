@@ -33,3 +33,18 @@ pub fn unique(name: &str) -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// A RedisStore on the test Redis (`REDIS_URL`, by default scripts/redis.sh's), under a
+/// prefix of its own.
+#[cfg(feature = "redis")]
+pub async fn redis_store() -> std::sync::Arc<dyn idempotency::IdempotencyStore> {
+    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:56379/".into());
+    let client = redis::Client::open(url.as_str()).expect("REDIS_URL");
+    let conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|e| {
+            panic!("cannot connect to {url}: {e}; start it with scripts/redis.sh start")
+        });
+    std::sync::Arc::new(idempotency::RedisStore::new(conn, unique("idem") + ":"))
+}

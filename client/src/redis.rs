@@ -1,0 +1,313 @@
+//! `RedisStore` (cargo feature `redis`): the same semantics on a Redis the caller owns.
+//! Records are JSON under `<prefix><scope length>:<scope>:<key>` with Redis expiry at their
+//! `expires_at`; a new key is claimed with `SET NX PXAT`, and every decision that reads and
+//! writes a record (claim again, complete, release, extend) is one server-side script, so
+//! it is atomic. Times come from the Redis server's clock. Expired records are removed by
+//! Redis itself, so `purge` has nothing to do.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use redis::aio::MultiplexedConnection;
+use redis::Script;
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::limits::{duration, lease_for, scope_and_key, DEFAULT_TTL, MAX_TTL};
+use crate::store::IdempotencyStore;
+use crate::types::*;
+
+const BEGIN: &str = include_str!("redis_lua/begin.lua");
+const HELD: &str = include_str!("redis_lua/held.lua");
+const LOOKUP: &str = include_str!("redis_lua/lookup.lua");
+
+pub struct RedisStore {
+    conn: MultiplexedConnection,
+    prefix: String,
+    begin: Script,
+    held: Script,
+    lookup: Script,
+}
+
+fn at(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
+}
+
+fn redis_err(e: redis::RedisError) -> Error {
+    Error::new(ErrorKind::Database, format!("redis: {e}"))
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    o: String,
+    fence: Option<i64>,
+    attempt: Option<i32>,
+    recovered: Option<bool>,
+    up: Option<String>,
+    lease: Option<i64>,
+    exp: Option<i64>,
+    retry: Option<i64>,
+    ok: Option<bool>,
+    resp: Option<String>,
+    stored: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Stored {
+    state: String,
+    fence: i64,
+    attempt: i32,
+    fp: String,
+    up: String,
+    resp: Option<String>,
+    created: i64,
+    completed: Option<i64>,
+    lease: Option<i64>,
+    exp: i64,
+}
+
+fn uuid(s: Option<&str>) -> Uuid {
+    s.and_then(|s| Uuid::parse_str(s).ok()).unwrap_or_default()
+}
+
+fn json(text: Option<&str>) -> Option<Value> {
+    text.and_then(|t| serde_json::from_str(t).ok())
+}
+
+fn lease_lost(code: &str) -> Error {
+    Error::new(
+        ErrorKind::LeaseLost,
+        "lease lost: this fence does not hold the record",
+    )
+    .with_detail(match code {
+        "lost:fence" => "The record is held under a different fence.",
+        "lost:completed" => "The call was already completed.",
+        _ => "The key has no live record.",
+    })
+}
+
+impl RedisStore {
+    /// A store on the caller's connection; `prefix` keeps its keys apart from others on a
+    /// shared Redis (for example `"idem:"`).
+    pub fn new(conn: MultiplexedConnection, prefix: impl Into<String>) -> RedisStore {
+        RedisStore {
+            conn,
+            prefix: prefix.into(),
+            begin: Script::new(BEGIN),
+            held: Script::new(HELD),
+            lookup: Script::new(LOOKUP),
+        }
+    }
+
+    fn key(&self, scope: &str, key: &str) -> String {
+        format!("{}{}:{scope}:{key}", self.prefix, scope.len())
+    }
+
+    async fn held(&self, scope: &str, key: &str, args: &[String]) -> Result<String> {
+        let mut conn = self.conn.clone();
+        let mut call = self.held.key(self.key(scope, key));
+        for a in args {
+            call.arg(a);
+        }
+        call.invoke_async(&mut conn).await.map_err(redis_err)
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for RedisStore {
+    async fn begin(&self, scope: &str, key: &str, o: &BeginOptions) -> Result<Begin> {
+        scope_and_key(scope, key)?;
+        let ttl = duration("ttl", o.ttl.unwrap_or(DEFAULT_TTL))?;
+        let lease = lease_for(o.lease, ttl)?;
+        if o.wait > MAX_TTL {
+            return Err(Error::invalid("wait is too long"));
+        }
+        let fp = o
+            .request
+            .as_ref()
+            .map(canon::hash_value)
+            .transpose()?
+            .map(|f| hex_of(&f))
+            .unwrap_or_default();
+        let deadline = tokio::time::Instant::now() + o.wait;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let mut conn = self.conn.clone();
+            let raw: String = self
+                .begin
+                .key(self.key(scope, key))
+                .key(format!("{}fence", self.prefix))
+                .arg(&fp)
+                .arg(ttl.as_millis() as u64)
+                .arg(lease.as_millis() as u64)
+                .arg(o.on_cache_hit.unwrap_or(OnCacheHit::ReturnCached).as_sql())
+                .arg(o.on_mismatch.unwrap_or(OnMismatch::Reject).as_sql())
+                .arg(Uuid::new_v4().to_string())
+                .invoke_async(&mut conn)
+                .await
+                .map_err(redis_err)?;
+            let a: Answer = serde_json::from_str(&raw)
+                .map_err(|e| Error::new(ErrorKind::Database, format!("redis answer: {e}")))?;
+            return Ok(match a.o.as_str() {
+                "claimed" => Begin::Claimed(Claim {
+                    fence: a.fence.unwrap_or_default(),
+                    attempt: a.attempt.unwrap_or(1),
+                    recovered: a.recovered.unwrap_or(false),
+                    upstream_key: uuid(a.up.as_deref()),
+                    lease_until: at(a.lease.unwrap_or_default()),
+                    expires_at: at(a.exp.unwrap_or_default()),
+                }),
+                "replay" => Begin::Replay(Replay {
+                    succeeded: a.ok.unwrap_or(false),
+                    response: json(a.resp.as_deref()),
+                    attempt: a.attempt.unwrap_or(1),
+                    upstream_key: uuid(a.up.as_deref()),
+                    expires_at: at(a.exp.unwrap_or_default()),
+                }),
+                "mismatch" => {
+                    return Err(Error::new(
+                        ErrorKind::Mismatch,
+                        "idempotency key reused with a different request",
+                    )
+                    .with_detail(format!(
+                        "The key was first used with a request of fingerprint {}.",
+                        a.stored.unwrap_or_default()
+                    )))
+                }
+                "refused" => {
+                    return Err(Error::new(
+                        ErrorKind::RepeatRefused,
+                        "repeat of a completed call refused",
+                    ))
+                }
+                _ => {
+                    let retry_after = Duration::from_millis(a.retry.unwrap_or(0).max(0) as u64);
+                    let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    if !remaining.is_zero() {
+                        tokio::time::sleep(
+                            pause
+                                .min(remaining)
+                                .min(retry_after.max(Duration::from_millis(1))),
+                        )
+                        .await;
+                        pause = (pause * 2).min(Duration::from_millis(100));
+                        continue;
+                    }
+                    Begin::InProgress(InProgress {
+                        attempt: a.attempt.unwrap_or(1),
+                        upstream_key: uuid(a.up.as_deref()),
+                        retry_after,
+                    })
+                }
+            });
+        }
+    }
+
+    async fn complete(
+        &self,
+        scope: &str,
+        key: &str,
+        fence: i64,
+        response: Option<&Value>,
+        succeeded: bool,
+        cache_failure: Option<bool>,
+    ) -> Result<Completed> {
+        scope_and_key(scope, key)?;
+        let flag = |b: bool| if b { "1".to_string() } else { "0".to_string() };
+        let args = [
+            "complete".to_string(),
+            fence.to_string(),
+            flag(succeeded),
+            flag(cache_failure.unwrap_or(false)),
+            flag(response.is_some()),
+            response.map(Value::to_string).unwrap_or_default(),
+        ];
+        match self.held(scope, key, &args).await?.as_str() {
+            "succeeded" => Ok(Completed::Succeeded),
+            "failed" => Ok(Completed::Failed),
+            "absent" => Ok(Completed::Absent),
+            lost => Err(lease_lost(lost)),
+        }
+    }
+
+    async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {
+        scope_and_key(scope, key)?;
+        match self
+            .held(scope, key, &["release".into(), fence.to_string()])
+            .await?
+            .as_str()
+        {
+            "released" => Ok(()),
+            lost => Err(lease_lost(lost)),
+        }
+    }
+
+    async fn extend(
+        &self,
+        scope: &str,
+        key: &str,
+        fence: i64,
+        lease: Option<Duration>,
+    ) -> Result<SystemTime> {
+        scope_and_key(scope, key)?;
+        if let Some(l) = lease {
+            duration("lease", l)?;
+        }
+        let ms = lease.map(|l| l.as_millis().to_string()).unwrap_or_default();
+        let answer = self
+            .held(scope, key, &["extend".into(), fence.to_string(), ms])
+            .await?;
+        match answer.split_once(':') {
+            Some(("extended", until)) => Ok(at(until.parse::<f64>().unwrap_or(0.0) as i64)),
+            Some(("invalid", _)) => Err(Error::invalid("lease must not exceed ttl")),
+            _ => Err(lease_lost(&answer)),
+        }
+    }
+
+    async fn lookup(&self, scope: &str, key: &str) -> Result<Option<Record>> {
+        scope_and_key(scope, key)?;
+        let mut conn = self.conn.clone();
+        let raw: Option<String> = self
+            .lookup
+            .key(self.key(scope, key))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(redis_err)?;
+        let Some(raw) = raw else { return Ok(None) };
+        let s: Stored = serde_json::from_str(&raw)
+            .map_err(|e| Error::new(ErrorKind::Database, format!("redis record: {e}")))?;
+        Ok(Some(Record {
+            state: State::parse(&s.state),
+            fence: s.fence,
+            attempt: s.attempt,
+            fingerprint: hex_decode(&s.fp),
+            upstream_key: uuid(Some(&s.up)),
+            response: json(s.resp.as_deref()),
+            created_at: at(s.created),
+            completed_at: s.completed.map(at),
+            lease_until: s.lease.map(at),
+            expires_at: at(s.exp),
+        }))
+    }
+
+    async fn purge(&self) -> Result<u64> {
+        Ok(0)
+    }
+}
+
+fn hex_of(b: &[u8; 32]) -> String {
+    canon::key_of(b)
+}
+
+fn hex_decode(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}

@@ -1,0 +1,48 @@
+-- Claim, or answer from the record. KEYS: record, fence counter.
+-- ARGV: fingerprint (hex or ''), ttl ms, lease ms, on_cache_hit, on_mismatch, a fresh uuid.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local fp, ttl, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local hit, mis, uuid = ARGV[4], ARGV[5], ARGV[6]
+local raw = redis.call('GET', KEYS[1])
+local e = nil
+if raw then
+  e = cjson.decode(raw)
+  if e.exp <= now then e = nil end
+end
+local function claim(attempt, up, created, rfp, recovered, prev)
+  local fence = redis.call('INCR', KEYS[2])
+  if prev and fence <= prev.fence then
+    fence = prev.fence + 1
+    redis.call('SET', KEYS[2], fence)
+  end
+  local exp = now + ttl
+  if prev and prev.exp > exp then exp = prev.exp end
+  local rec = {state = 'in_progress', fence = fence, attempt = attempt, fp = rfp, up = up,
+               created = created, lease = now + lease, exp = exp, ttl = ttl}
+  -- A new key is claimed with SET NX; an expired row still present, or a record claimed
+  -- again, is replaced (this script runs atomically).
+  if prev or not redis.call('SET', KEYS[1], cjson.encode(rec), 'NX', 'PXAT', exp) then
+    redis.call('SET', KEYS[1], cjson.encode(rec), 'PXAT', exp)
+  end
+  return cjson.encode({o = 'claimed', fence = fence, attempt = attempt, recovered = recovered,
+                       up = up, lease = now + lease, exp = exp})
+end
+if not e then return claim(1, uuid, now, fp, false, nil) end
+if fp ~= '' and e.fp ~= '' and fp ~= e.fp and mis ~= 'ignore' then
+  return cjson.encode({o = 'mismatch', stored = e.fp})
+end
+local first_fp = e.fp
+if first_fp == '' then first_fp = fp end
+if e.state == 'in_progress' then
+  if e.lease > now then
+    return cjson.encode({o = 'in_progress', attempt = e.attempt, up = e.up, retry = e.lease - now})
+  end
+  return claim(e.attempt + 1, e.up, e.created, first_fp, true, e)
+end
+if hit == 'fail_fast' then return cjson.encode({o = 'refused', state = e.state}) end
+if e.state == 'failed' and hit == 'return_cached_if_success' then
+  return claim(e.attempt + 1, e.up, e.created, first_fp, false, e)
+end
+return cjson.encode({o = 'replay', ok = (e.state == 'succeeded'), resp = e.resp,
+                     attempt = e.attempt, up = e.up, exp = e.exp})

@@ -1,0 +1,39 @@
+-- What only the holder may do. KEYS: record. ARGV: op (complete | release | extend), fence,
+-- then for complete: succeeded (1/0), cache failure (1/0), has response (1/0), response;
+-- for extend: lease ms or ''.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local raw = redis.call('GET', KEYS[1])
+if not raw then return 'lost:absent' end
+local e = cjson.decode(raw)
+if e.exp <= now then return 'lost:absent' end
+if e.fence ~= tonumber(ARGV[2]) then return 'lost:fence' end
+local op = ARGV[1]
+if e.state ~= 'in_progress' then
+  if op == 'complete' then return e.state end
+  return 'lost:completed'
+end
+if op == 'release' then
+  redis.call('DEL', KEYS[1])
+  return 'released'
+end
+if op == 'extend' then
+  local lease = tonumber(ARGV[3])
+  if lease == nil then lease = math.min(60000, e.ttl) end
+  if lease > e.ttl then return 'invalid:lease' end
+  e.lease = now + lease
+  if e.lease > e.exp then e.exp = e.lease end
+  redis.call('SET', KEYS[1], cjson.encode(e), 'PXAT', e.exp)
+  return 'extended:' .. tostring(e.lease)
+end
+if ARGV[3] == '0' and ARGV[4] == '0' then
+  redis.call('DEL', KEYS[1])
+  return 'absent'
+end
+if ARGV[3] == '1' then e.state = 'succeeded' else e.state = 'failed' end
+if ARGV[5] == '1' then e.resp = ARGV[6] end
+e.completed = now
+e.lease = nil
+e.exp = now + e.ttl
+redis.call('SET', KEYS[1], cjson.encode(e), 'PXAT', e.exp)
+return e.state
