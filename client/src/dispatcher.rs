@@ -20,6 +20,8 @@ use crate::types::{Begin, BeginOptions, Claim};
 /// A tool's own failure: what to report (and, if the policy caches failures, replay).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolError {
+    /// `ToolFailed` unless the tool knows better (a web action reports `Http`).
+    pub kind: ErrorKind,
     pub message: String,
     pub response: Option<Value>,
     /// Another attempt may succeed (a timeout upstream, a 503).
@@ -29,6 +31,7 @@ pub struct ToolError {
 impl ToolError {
     pub fn new(message: impl Into<String>) -> ToolError {
         ToolError {
+            kind: ErrorKind::ToolFailed,
             message: message.into(),
             response: None,
             retryable: false,

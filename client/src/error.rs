@@ -29,6 +29,10 @@ pub enum ErrorKind {
     Timeout,
     /// The tool failed (now, or in the remembered attempt that is replayed).
     ToolFailed,
+    /// A web action's request failed, or its provider answered with an error status.
+    Http,
+    /// A value could not be encoded or decoded (a stored record, a store's answer).
+    Serialization,
     /// No tool of that name is registered.
     UnknownTool,
     /// The call was still running elsewhere after every retry.

@@ -149,7 +149,7 @@ impl IdempotencyStore for RedisStore {
                 .await
                 .map_err(redis_err)?;
             let a: Answer = serde_json::from_str(&raw)
-                .map_err(|e| Error::new(ErrorKind::Database, format!("redis answer: {e}")))?;
+                .map_err(|e| Error::new(ErrorKind::Serialization, format!("redis answer: {e}")))?;
             return Ok(match a.o.as_str() {
                 "claimed" => Begin::Claimed(Claim {
                     fence: a.fence.unwrap_or_default(),
@@ -277,7 +277,7 @@ impl IdempotencyStore for RedisStore {
             .map_err(redis_err)?;
         let Some(raw) = raw else { return Ok(None) };
         let s: Stored = serde_json::from_str(&raw)
-            .map_err(|e| Error::new(ErrorKind::Database, format!("redis record: {e}")))?;
+            .map_err(|e| Error::new(ErrorKind::Serialization, format!("redis record: {e}")))?;
         Ok(Some(Record {
             state: State::parse(&s.state),
             fence: s.fence,

@@ -39,7 +39,7 @@ pub fn transient(e: &Error) -> bool {
     match e.kind {
         ErrorKind::Contention | ErrorKind::Pool | ErrorKind::Timeout | ErrorKind::Database => true,
         // A tool's failure is retried only when the tool says another attempt may succeed.
-        ErrorKind::ToolFailed => e.retryable(),
+        ErrorKind::ToolFailed | ErrorKind::Http => e.retryable(),
         _ => false,
     }
 }

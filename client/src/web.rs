@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::dispatcher::{
     CallContext, Dispatched, Dispatcher, IdempotencyHint, Tool, ToolError, ToolSpec,
 };
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use crate::policy::Policy;
 use crate::store::IdempotencyStore;
 
@@ -135,12 +135,14 @@ impl Tool for HttpTool {
             }
         }
         let resp = req.send().await.map_err(|e| ToolError {
+            kind: ErrorKind::Http,
             message: e.to_string(),
             response: None,
             retryable: true,
         })?;
         let status = resp.status();
         let text = resp.text().await.map_err(|e| ToolError {
+            kind: ErrorKind::Http,
             message: e.to_string(),
             response: None,
             retryable: true,
@@ -151,6 +153,7 @@ impl Tool for HttpTool {
         } else {
             // A server error may pass; a client error will not.
             Err(ToolError {
+                kind: ErrorKind::Http,
                 message: format!("{} {} answered {status}", a.method, a.endpoint),
                 response: Some(serde_json::json!({"status": status.as_u16(), "body": body})),
                 retryable: status.is_server_error() || status.as_u16() == 429,

@@ -20,6 +20,7 @@ fn send_email(sent: Arc<AtomicU32>, delay: Duration) -> Arc<dyn Tool> {
             tokio::time::sleep(delay).await;
             if input["to"] == "bounce@example.com" {
                 return Err(ToolError {
+                    kind: ErrorKind::ToolFailed,
                     message: "mailbox full".into(),
                     response: Some(json!({"error": "bounced"})),
                     retryable: true,

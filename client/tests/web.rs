@@ -228,3 +228,27 @@ async fn the_key_supplier_is_called_once_per_call() {
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     assert_eq!(seen.lock().unwrap()[0].key.as_deref(), Some("o-1"));
 }
+
+#[tokio::test]
+async fn an_unreachable_provider_is_an_http_error_worth_retrying() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gone = format!("http://{}/charges", listener.local_addr().unwrap());
+    drop(listener);
+    let web = WebExecutor::new(store());
+    web.register(Action::new("charge", Method::POST, gone))
+        .unwrap();
+    let e = web
+        .execute("charge", json!({"amount": 1}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Http);
+    assert!(e.retryable());
+    // The failure was not cached: the next attempt runs again (and fails the same way).
+    assert_eq!(
+        web.execute("charge", json!({"amount": 1}))
+            .await
+            .unwrap_err()
+            .kind,
+        ErrorKind::Http
+    );
+}
