@@ -158,7 +158,7 @@ impl Drop for AbortOnDrop {
 }
 
 fn tool_failed(e: ToolError) -> Error {
-    Error::new(ErrorKind::ToolFailed, e.message)
+    Error::new(e.kind, e.message)
         .with_response(e.response)
         .with_retryable(e.retryable)
 }
