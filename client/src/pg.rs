@@ -218,8 +218,8 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
 
     async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {
         let c = self.source.client().await?;
-        c.execute("SELECT idem_release($1, $2, $3)", &[&scope, &key, &fence])
-            .await?;
+        let stmt = S::prepare(&c, "SELECT idem_release($1, $2, $3)").await?;
+        c.execute(&stmt, &[&scope, &key, &fence]).await?;
         Ok(())
     }
 
@@ -231,24 +231,26 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         lease: Option<Duration>,
     ) -> Result<SystemTime> {
         let c = self.source.client().await?;
+        let stmt = S::prepare(
+            &c,
+            "SELECT lease_until FROM idem_extend($1, $2, $3, $4::text::interval)",
+        )
+        .await?;
         let row = c
-            .query_one(
-                "SELECT lease_until FROM idem_extend($1, $2, $3, $4::text::interval)",
-                &[&scope, &key, &fence, &lease.map(interval)],
-            )
+            .query_one(&stmt, &[&scope, &key, &fence, &lease.map(interval)])
             .await?;
         Ok(row.get(0))
     }
 
     async fn lookup(&self, scope: &str, key: &str) -> Result<Option<Record>> {
         let c = self.source.client().await?;
-        let row = c
-            .query_opt(
-                "SELECT state, fence, attempt, fingerprint, upstream_key, response, created_at, \
-                        completed_at, lease_until, expires_at FROM idem_lookup($1, $2)",
-                &[&scope, &key],
-            )
-            .await?;
+        let stmt = S::prepare(
+            &c,
+            "SELECT state, fence, attempt, fingerprint, upstream_key, response, created_at, \
+                    completed_at, lease_until, expires_at FROM idem_lookup($1, $2)",
+        )
+        .await?;
+        let row = c.query_opt(&stmt, &[&scope, &key]).await?;
         Ok(row.map(|r| Record {
             state: State::parse(r.get(0)),
             fence: r.get(1),
