@@ -13,6 +13,7 @@ use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
 use pgrx::prelude::*;
+use pgrx::PgTryBuilder;
 
 use crate::clock;
 use crate::gucs;
@@ -59,27 +60,49 @@ pub extern "C-unwind" fn idem_purge_worker_main(_arg: pg_sys::Datum) {
             continue;
         }
         waited = Duration::ZERO;
-        if !extension_exists() {
-            if !missing_logged {
-                pgrx::debug1!(
-                    "{NAME}: extension pg_idempotency not created in \"{database}\" yet; waiting"
-                );
-                missing_logged = true;
-            }
-            continue;
-        }
-        missing_logged = false;
-        let purged = purge_all();
-        if purged > 0 {
-            pgrx::log!("{NAME}: purged {purged} expired records in \"{database}\"");
-        } else {
-            pgrx::debug1!("{NAME}: nothing to purge in \"{database}\"");
-        }
+        run_once(&database, &mut missing_logged);
     }
     pgrx::log!("{NAME} stopping");
     // Exit code 1, not 0: the postmaster restarts a worker that exits with 1 unless the
     // server is shutting down (pg_terminate_backend must not leave us without a purger).
     unsafe { pg_sys::proc_exit(1) };
+}
+
+/// One run. An error (the extension dropped mid-purge, a lock timeout) is logged and the
+/// transaction rolled back; the worker carries on at its next interval instead of exiting.
+fn run_once(database: &str, missing_logged: &mut bool) {
+    let outcome = PgTryBuilder::new(|| {
+        if !extension_exists() {
+            return None;
+        }
+        Some(purge_all())
+    })
+    .catch_others(|e| {
+        unsafe { pg_sys::AbortCurrentTransaction() };
+        pgrx::warning!(
+            "{NAME}: purge in \"{database}\" failed, retrying at the next interval: {e:?}"
+        );
+        Some(0)
+    })
+    .execute();
+    match outcome {
+        None => {
+            if !*missing_logged {
+                pgrx::debug1!(
+                    "{NAME}: extension pg_idempotency not created in \"{database}\" yet; waiting"
+                );
+                *missing_logged = true;
+            }
+        }
+        Some(purged) => {
+            *missing_logged = false;
+            if purged > 0 {
+                pgrx::log!("{NAME}: purged {purged} expired records in \"{database}\"");
+            } else {
+                pgrx::debug1!("{NAME}: nothing to purge in \"{database}\"");
+            }
+        }
+    }
 }
 
 fn extension_exists() -> bool {
