@@ -62,7 +62,11 @@ behaviour_suite() {
         -c "CREATE EXTENSION pg_idempotency" &&
     # RedisStore runs the client's suites too where Debian's redis-server is installed.
     local features=()
-    if command -v redis-server >/dev/null && "$ROOT/scripts/redis.sh" start; then features=(--features redis); fi
+    if command -v redis-server >/dev/null && "$ROOT/scripts/redis.sh" start; then
+        features=(--features redis)
+    else
+        log "redis-server is not installed (it needs root): RedisStore is not tested"
+    fi
     PGIDEM_DSN="$(conninfo "$version") dbname=pgidem_it" PGIDEM_BINDIR="$bindir" \
         REDIS_URL="$("$ROOT/scripts/redis.sh" url)" \
         cargo test -p pg_idempotency_tests -p pg_idempotency_client "${features[@]}" -- --test-threads 4
