@@ -66,3 +66,26 @@ socket_dir() { echo "$(cluster_dir "$1")/socket"; }
 
 # Connection options for clients of a private cluster.
 conninfo() { echo "host=$(socket_dir "$1") port=$(port_of "$1") user=postgres"; }
+
+# The two backends of the SQL API: the extension, or the portable SQL variant (sql/).
+BACKENDS=(extension portable)
+
+# Installs a backend into database $3 of cluster $1: CREATE EXTENSION, or the portable
+# install script in one transaction (as the docs tell users to run it).
+install_backend() {
+    local version="$1" backend="$2" db="$3"
+    local psql=("$(bindir_of "$version")/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo "$version") dbname=$db")
+    case "$backend" in
+        extension) "${psql[@]}" -c "CREATE EXTENSION pg_idempotency" ;;
+        portable) "${psql[@]}" --single-transaction -f "$ROOT/sql/pg_idempotency.sql" ;;
+        *) die "unknown backend '$backend' (extension or portable)" ;;
+    esac
+}
+
+# A fresh database $2 on cluster $1 with backend $3 installed.
+fresh_database() {
+    local version="$1" db="$2" backend="$3"
+    "$(bindir_of "$version")/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo "$version") dbname=postgres" \
+        -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" &&
+    install_backend "$version" "$backend" "$db"
+}

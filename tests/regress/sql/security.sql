@@ -1,4 +1,5 @@
--- Security: privileges, search_path immunity, durable commits, install hygiene.
+-- Security: privileges, search_path immunity, durable commits. (Install hygiene: install.sql
+-- for the extension, tests/tests/portable.rs for the portable variant.)
 \set SHOW_CONTEXT never
 
 -- Execute is not granted to PUBLIC; members of idempotency_user may call the API.
@@ -100,16 +101,6 @@ SET LOCAL synchronous_commit = off;
 SELECT count(*) FROM idem_lookup('durable', 'd1');
 SHOW synchronous_commit;
 COMMIT;
-
--- Install hygiene: a schema of our name made by someone else makes the install fail.
-DROP EXTENSION pg_idempotency;
-CREATE SCHEMA idempotency;
-\set VERBOSITY sqlstate
-CREATE EXTENSION pg_idempotency;
-\set VERBOSITY verbose
-DROP SCHEMA idempotency;
-CREATE EXTENSION pg_idempotency;
-SELECT outcome FROM idem_begin('fresh', 'k');
 
 DROP ROLE idem_stranger;
 DROP ROLE idem_ops;
