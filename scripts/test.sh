@@ -5,6 +5,8 @@
 #   2. golden SQL        the SQL surface                   (pg_regress)
 #   3. isolation specs   sessions racing on one key        (pg_isolation_regress)
 #   4. behaviour suite   tests/ and the client's store suite against the private cluster
+# Layers 2 to 4 run twice per version: against the extension and against the portable SQL
+# variant (sql/), installed into a database where the extension is absent.
 # and, once, the canon crate's own tests and a smoke run of the benchmark harness.
 #
 #   scripts/test.sh [pg18|pg15 ...]
@@ -54,12 +56,9 @@ serve() {
 }
 
 behaviour_suite() {
-    local version="$1" bindir
+    local version="$1" backend="$2" bindir
     bindir=$(bindir_of "$version")
-    "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo "$version") dbname=postgres" \
-        -c "DROP DATABASE IF EXISTS pgidem_it" -c "CREATE DATABASE pgidem_it" &&
-    "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo "$version") dbname=pgidem_it" \
-        -c "CREATE EXTENSION pg_idempotency" &&
+    fresh_database "$version" pgidem_it "$backend" &&
     # RedisStore runs the client's suites too where Debian's redis-server is installed.
     local features=()
     if command -v redis-server >/dev/null && "$ROOT/scripts/redis.sh" start; then
@@ -68,17 +67,14 @@ behaviour_suite() {
         log "redis-server is not installed (it needs root): RedisStore is not tested"
     fi
     PGIDEM_DSN="$(conninfo "$version") dbname=pgidem_it" PGIDEM_BINDIR="$bindir" \
-        REDIS_URL="$("$ROOT/scripts/redis.sh" url)" \
+        PGIDEM_BACKEND="$backend" REDIS_URL="$("$ROOT/scripts/redis.sh" url)" \
         cargo test -p pg_idempotency_tests -p pg_idempotency_client "${features[@]}" -- --test-threads 4
 }
 
 bench_smoke() {
     local bindir
     bindir=$(bindir_of pg18)
-    "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo pg18) dbname=postgres" \
-        -c "DROP DATABASE IF EXISTS pgidem_bench" -c "CREATE DATABASE pgidem_bench" &&
-    "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo pg18) dbname=pgidem_bench" \
-        -c "CREATE EXTENSION pg_idempotency" &&
+    fresh_database pg18 pgidem_bench extension &&
     cargo run -q -p pg_idempotency_bench -- --dsn "$(conninfo pg18) dbname=pgidem_bench" \
         --smoke --out "$TARGET/benchmarks-smoke.md"
 }
@@ -88,8 +84,10 @@ step "canonical JSON (canon crate: vectors, numbers, properties)" cargo test -p 
 for v in "${versions[@]}"; do
     step "$v: #[pg_test] (Rust inside the server)" pg_tests "$v"
     step "$v: build, install and start the private cluster" serve "$v"
-    step "$v: golden SQL and isolation specs" "$ROOT/scripts/test-sql.sh" "$v"
-    step "$v: behaviour suite (tests/)" behaviour_suite "$v"
+    for b in "${BACKENDS[@]}"; do
+        step "$v ($b): golden SQL and isolation specs" "$ROOT/scripts/test-sql.sh" "$v" "$b"
+        step "$v ($b): behaviour suite (tests/)" behaviour_suite "$v" "$b"
+    done
     if [ "$v" = pg18 ]; then step "benchmark harness smoke run" bench_smoke; fi
 done
 

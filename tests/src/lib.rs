@@ -154,3 +154,85 @@ pub fn server_major(c: &mut Client) -> i32 {
         .unwrap_or_default();
     v.parse::<i32>().unwrap_or(0) / 10000
 }
+
+/// Which implementation of the SQL API the suite runs against (`PGIDEM_BACKEND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `CREATE EXTENSION pg_idempotency`.
+    Extension,
+    /// The portable SQL variant, `sql/pg_idempotency.sql`.
+    Portable,
+}
+
+/// The backend under test: `PGIDEM_BACKEND` = `extension` (the default) or `portable`.
+pub fn backend() -> Backend {
+    match std::env::var("PGIDEM_BACKEND").as_deref() {
+        Ok("portable") => Backend::Portable,
+        Ok("extension") | Err(_) => Backend::Extension,
+        Ok(other) => panic!("PGIDEM_BACKEND is '{other}': extension or portable"),
+    }
+}
+
+/// The folder of the server's own client programs (psql, pg_dump: they must match it).
+pub fn bindir() -> String {
+    std::env::var("PGIDEM_BINDIR")
+        .expect("PGIDEM_BINDIR names the server's bin folder (scripts/test.sh sets it)")
+}
+
+/// The repository's root folder.
+pub fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or_default()
+}
+
+/// Runs a file of the portable variant (sql/) with psql, as its docs say: in one
+/// transaction, stopping at the first error, with `vars` as psql variables. Returns
+/// whether it succeeded, and what psql printed.
+pub fn run_sql_file(dsn: &str, file: &str, vars: &[(&str, &str)], env: &[(&str, &str)]) -> (bool, String) {
+    let mut cmd = std::process::Command::new(format!("{}/psql", bindir()));
+    cmd.args(["-X", "-q", "--single-transaction", "-v", "ON_ERROR_STOP=1"]);
+    for (name, value) in vars {
+        cmd.arg("-v").arg(format!("{name}={value}"));
+    }
+    cmd.arg("-f").arg(root().join("sql").join(file)).arg(dsn);
+    cmd.envs(env.iter().copied());
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run psql: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Installs the backend under test into the (empty) database of `dsn`.
+pub fn install(dsn: &str) {
+    match backend() {
+        Backend::Extension => connect_to(dsn)
+            .batch_execute("CREATE EXTENSION pg_idempotency")
+            .unwrap_or_else(|e| panic!("CREATE EXTENSION: {e}")),
+        Backend::Portable => {
+            let (ok, out) = run_sql_file(dsn, "pg_idempotency.sql", &[], &[]);
+            assert!(ok, "portable install failed:\n{out}");
+        }
+    }
+}
+
+/// Removes whichever backend the database of `dsn` has, then installs the one under test.
+pub fn reinstall(dsn: &str) {
+    let mut c = connect_to(dsn);
+    let portable: bool = c
+        .query_one("SELECT to_regclass('idempotency.installed') IS NOT NULL", &[])
+        .map(|r| r.get(0))
+        .unwrap_or(false);
+    if portable {
+        let (ok, out) = run_sql_file(dsn, "uninstall.sql", &[], &[]);
+        assert!(ok, "portable uninstall failed:\n{out}");
+    }
+    c.batch_execute("DROP EXTENSION IF EXISTS pg_idempotency")
+        .unwrap();
+    drop(c);
+    install(dsn);
+}

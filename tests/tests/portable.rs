@@ -1,0 +1,208 @@
+//! The portable variant's own scripts (sql/): install into chosen schemas, install hygiene,
+//! uninstall, and the move to the extension. They run in the portable pass of the suite
+//! (`PGIDEM_BACKEND=portable`), each in a database of its own; the rest of the suite runs
+//! the API itself against both backends.
+
+use pg_idempotency_tests::*;
+
+fn portable_pass() -> bool {
+    if backend() != Backend::Portable {
+        eprintln!("the portable variant's scripts are tested in the portable pass");
+        return false;
+    }
+    true
+}
+
+/// A fresh, empty database.
+fn fresh(db: &str) -> String {
+    let mut admin = connect_to(&with_db(&dsn(), "postgres"));
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+        .unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+    with_db(&dsn(), db)
+}
+
+fn drop_db(db: &str) {
+    let mut admin = connect_to(&with_db(&dsn(), "postgres"));
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+        .unwrap();
+}
+
+fn count(c: &mut Client, sql: &str) -> i64 {
+    c.query_one(sql, &[]).unwrap().get(0)
+}
+
+const OUR_FUNCTIONS: &str =
+    "SELECT count(*) FROM pg_proc WHERE proname LIKE 'idem\\_%' OR proname LIKE '\\_idem\\_%'";
+
+#[test]
+fn installs_into_chosen_schemas_and_uninstalls_cleanly() {
+    if !portable_pass() {
+        return;
+    }
+    let db = "pgidem_portable_schemas";
+    let dsn = fresh(db);
+    let mut c = connect_to(&dsn);
+    c.batch_execute(r#"CREATE SCHEMA "my app""#).unwrap();
+    let vars = [("schema", "my app"), ("storage", "idem \"store\"")];
+    let (ok, out) = run_sql_file(&dsn, "pg_idempotency.sql", &vars, &[]);
+    assert!(ok, "install failed:\n{out}");
+
+    let claimed: String = c
+        .query_one(r#"SELECT outcome FROM "my app".idem_begin('s', 'k')"#, &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(claimed, "claimed");
+    assert_eq!(count(&mut c, r#"SELECT count(*) FROM "idem ""store""".records"#), 1);
+    assert_eq!(
+        count(&mut c, "SELECT count(*) FROM pg_proc WHERE proname LIKE 'idem\\_%' AND pronamespace = 'public'::regnamespace"),
+        0,
+        "nothing goes to public when another schema is chosen"
+    );
+    let version: String = c
+        .query_one(r#"SELECT version FROM "idem ""store""".installed"#, &[])
+        .unwrap()
+        .get(0);
+    assert!(!version.is_empty());
+
+    let (ok, out) = run_sql_file(&dsn, "uninstall.sql", &vars, &[]);
+    assert!(ok, "uninstall failed:\n{out}");
+    assert_eq!(count(&mut c, OUR_FUNCTIONS), 0, "functions left behind");
+    assert_eq!(
+        count(&mut c, "SELECT count(*) FROM pg_namespace WHERE nspname = 'idem \"store\"'"),
+        0
+    );
+    assert_eq!(
+        count(&mut c, "SELECT count(*) FROM pg_namespace WHERE nspname = 'my app'"),
+        1,
+        "the API schema is the user's: it stays"
+    );
+    drop(c);
+    drop_db(db);
+}
+
+#[test]
+fn a_storage_schema_someone_else_made_fails_the_install_and_changes_nothing() {
+    if !portable_pass() {
+        return;
+    }
+    let db = "pgidem_portable_taken";
+    let dsn = fresh(db);
+    let mut c = connect_to(&dsn);
+    c.batch_execute("CREATE SCHEMA idempotency; CREATE TABLE idempotency.mine (x int)")
+        .unwrap();
+    let (ok, out) = run_sql_file(&dsn, "pg_idempotency.sql", &[], &[]);
+    assert!(!ok, "the install adopted a schema it did not create:\n{out}");
+    assert!(out.contains("already exists"), "{out}");
+    assert_eq!(count(&mut c, OUR_FUNCTIONS), 0);
+    assert_eq!(count(&mut c, "SELECT count(*) FROM idempotency.mine"), 0);
+
+    // Uninstall refuses a schema that is not a portable install.
+    let (ok, out) = run_sql_file(&dsn, "uninstall.sql", &[], &[]);
+    assert!(!ok, "uninstall removed a schema it did not install:\n{out}");
+    assert!(out.contains("no portable pg_idempotency install"), "{out}");
+    assert_eq!(count(&mut c, "SELECT count(*) FROM idempotency.mine"), 0);
+    drop(c);
+    drop_db(db);
+}
+
+#[test]
+fn the_installers_search_path_cannot_reach_into_the_functions() {
+    if !portable_pass() {
+        return;
+    }
+    let db = "pgidem_portable_hijack";
+    let dsn = fresh(db);
+    let mut c = connect_to(&dsn);
+    // A hostile schema first on the installer's path: its sha256, convert_to and = would be
+    // bound into the functions if the script resolved names through that path.
+    c.batch_execute(
+        "CREATE SCHEMA evil; CREATE TABLE evil.calls (what text); \
+         CREATE FUNCTION evil.sha256(bytea) RETURNS bytea LANGUAGE plpgsql AS \
+           $$ BEGIN INSERT INTO evil.calls VALUES ('sha256'); RETURN '\\x00'; END $$; \
+         CREATE FUNCTION evil.convert_to(text, name) RETURNS bytea LANGUAGE plpgsql AS \
+           $$ BEGIN INSERT INTO evil.calls VALUES ('convert_to'); RETURN '\\x00'; END $$; \
+         CREATE FUNCTION evil.texteq(a text, b text) RETURNS boolean LANGUAGE plpgsql AS \
+           $$ BEGIN INSERT INTO evil.calls VALUES ('='); RETURN true; END $$; \
+         CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.texteq)",
+    )
+    .unwrap();
+    let (ok, out) = run_sql_file(
+        &dsn,
+        "pg_idempotency.sql",
+        &[],
+        &[("PGOPTIONS", "-c search_path=evil,public,pg_catalog")],
+    );
+    assert!(ok, "install failed:\n{out}");
+    let same: bool = c
+        .query_one(
+            "SELECT public.idem_hash('{\"a\": [1, \"x\"]}') = pg_catalog.sha256(pg_catalog.convert_to('{\"a\":[1,\"x\"]}', 'UTF8'))",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(same);
+    let b: String = c
+        .query_one("SELECT outcome FROM public.idem_begin('s', 'k', '{\"a\": 1}')", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(b, "claimed");
+    assert_eq!(count(&mut c, "SELECT count(*) FROM evil.calls"), 0);
+    drop(c);
+    drop_db(db);
+}
+
+#[test]
+fn moving_to_the_extension_keeps_records_policies_and_fences() {
+    if !portable_pass() {
+        return;
+    }
+    let db = "pgidem_portable_move";
+    let dsn = fresh(db);
+    install(&dsn);
+    let mut c = connect_to(&dsn);
+    let done = begin(&mut c, "move", "done");
+    complete(&mut c, "move", "done", done.fence.unwrap(), r#"{"sent": 1}"#).unwrap();
+    let running = begin(&mut c, "move", "running");
+    for i in 0..10 {
+        begin(&mut c, "move", &format!("filler-{i}"));
+    }
+    c.batch_execute("SELECT idem_set_policy('move', ttl => '2 hours')")
+        .unwrap();
+    let max_fence = count(&mut c, "SELECT max(fence) FROM idempotency.records");
+    drop(c);
+
+    let (ok, out) = run_sql_file(&dsn, "migrate-to-extension.sql", &[], &[]);
+    assert!(ok, "migration failed:\n{out}");
+
+    let mut c = connect_to(&dsn);
+    assert_eq!(
+        count(&mut c, "SELECT count(*) FROM pg_extension WHERE extname = 'pg_idempotency'"),
+        1
+    );
+    assert_eq!(
+        count(&mut c, "SELECT count(*) FROM pg_namespace WHERE nspname = '_idem_migrating'"),
+        0
+    );
+    let replay = begin(&mut c, "move", "done");
+    assert_eq!(replay.outcome, "replay");
+    assert_eq!(replay.response.as_deref(), Some(r#"{"sent": 1}"#));
+    assert_eq!(replay.upstream_key, done.upstream_key);
+    let dup = begin(&mut c, "move", "running");
+    assert_eq!(dup.outcome, "in_progress");
+    // The holder that claimed before the move completes with its fence.
+    let state = complete(&mut c, "move", "running", running.fence.unwrap(), "{}").unwrap();
+    assert_eq!(state, "succeeded");
+    let fresh_claim = begin(&mut c, "move", "new");
+    assert!(fresh_claim.fence.unwrap() > max_fence);
+    let ttl: String = c
+        .query_one("SELECT ttl::text FROM idem_policies() WHERE scope = 'move'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(ttl, "02:00:00");
+    assert_eq!(count(&mut c, "SELECT count(*) FROM idempotency.records"), 13);
+    drop(c);
+    drop_db(db);
+}
