@@ -72,10 +72,10 @@ behaviour_suite() {
 }
 
 bench_smoke() {
-    local bindir
-    bindir=$(bindir_of pg18)
     fresh_database pg18 pgidem_bench extension &&
+    fresh_database pg18 pgidem_bench_portable portable &&
     cargo run -q -p pg_idempotency_bench -- --dsn "$(conninfo pg18) dbname=pgidem_bench" \
+        --portable-dsn "$(conninfo pg18) dbname=pgidem_bench_portable" \
         --smoke --out "$TARGET/benchmarks-smoke.md"
 }
 

@@ -12,30 +12,40 @@ mod workloads;
 
 use std::time::Duration;
 
-use harness::Plan;
+use harness::{BenchResult, Plan};
 
 struct Options {
     dsn: String,
+    /// A database of the same server with the portable SQL variant installed.
+    portable_dsn: Option<String>,
     smoke: bool,
     out: Option<String>,
-    /// Run only this workload (hashing, churn).
-    only: Option<String>,
+    /// Run only these workloads.
+    only: Vec<String>,
 }
+
+const WORKLOADS: &str = "calls, fsync, hot_key, hashing, portable, client, growth, churn";
 
 fn options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
     let mut o = Options {
         dsn: String::new(),
+        portable_dsn: None,
         smoke: false,
         out: None,
-        only: None,
+        only: Vec::new(),
     };
     while let Some(a) = args.next() {
         match a.as_str() {
             "--dsn" => o.dsn = args.next().ok_or("--dsn needs a value")?,
+            "--portable-dsn" => {
+                o.portable_dsn = Some(args.next().ok_or("--portable-dsn needs a value")?)
+            }
             "--out" => o.out = Some(args.next().ok_or("--out needs a value")?),
             "--smoke" => o.smoke = true,
-            "--only" => o.only = Some(args.next().ok_or("--only needs a workload name")?),
+            "--only" => o
+                .only
+                .push(args.next().ok_or("--only needs a workload name")?),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -50,17 +60,41 @@ async fn main() {
     let o = match options() {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}\nusage: pg_idempotency_bench --dsn <conninfo> [--smoke] [--only hashing|churn] [--out FILE]");
+            eprintln!("{e}\nusage: pg_idempotency_bench --dsn <conninfo> [--portable-dsn <conninfo>] [--smoke] [--only <workload>]... [--out FILE]\nworkloads: {WORKLOADS}");
             std::process::exit(2);
         }
     };
     if let Err(e) = run(&o).await {
-        eprintln!("benchmark failed: {e}");
+        // tokio-postgres says "db error" and keeps the server's message in its source.
+        let mut message = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            message.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        eprintln!("benchmark failed: {message}");
         std::process::exit(1);
     }
 }
 
-async fn run(o: &Options) -> Result<(), Box<dyn std::error::Error>> {
+/// Runs `f` with `fsync = off` on the server (a reload, no restart), and turns it back on
+/// whatever happens.
+async fn without_fsync<T>(
+    dsn: &str,
+    f: impl std::future::Future<Output = BenchResult<T>>,
+) -> BenchResult<T> {
+    let c = harness::connect(dsn).await?;
+    c.batch_execute("ALTER SYSTEM SET fsync = off").await?;
+    c.batch_execute("SELECT pg_reload_conf()").await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let result = f.await;
+    c.batch_execute("ALTER SYSTEM RESET fsync").await?;
+    c.batch_execute("SELECT pg_reload_conf()").await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    result
+}
+
+async fn run(o: &Options) -> BenchResult<()> {
     let plan = if o.smoke {
         Plan {
             clients: 1,
@@ -77,32 +111,89 @@ async fn run(o: &Options) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let (docs_1k, docs_64k) = if o.smoke { (5, 2) } else { (200, 20) };
-    let wanted = |name: &str| o.only.as_deref().is_none_or(|w| w == name);
+    let wanted = |name: &str| o.only.is_empty() || o.only.iter().any(|w| w == name);
+    let mut dsns = vec![o.dsn.as_str()];
+    dsns.extend(o.portable_dsn.as_deref());
+
     let mut rows = Vec::new();
+    workloads::calls::setup(&dsns).await?;
+    if wanted("calls") {
+        rows.extend(workloads::calls::run_claims(&o.dsn, plan, "", 0.85).await?);
+        rows.extend(workloads::calls::run_replay_and_naive(&o.dsn, plan).await?);
+    }
+    if wanted("fsync") {
+        let fsync_rows = without_fsync(
+            &o.dsn,
+            workloads::calls::run_claims(&o.dsn, plan, ", `fsync = off`", 0.7),
+        )
+        .await?;
+        rows.extend(fsync_rows);
+    }
+    if wanted("hashing") || wanted("portable") {
+        for dsn in &dsns {
+            workloads::hashing::setup(dsn, docs_1k, docs_64k).await?;
+        }
+    }
     if wanted("hashing") {
-        workloads::hashing::setup(&o.dsn, docs_1k, docs_64k).await?;
         rows.extend(workloads::hashing::run(&o.dsn, plan).await?);
     }
-    if rows.iter().any(|r| r.ours.ops == 0 || r.baseline.ops == 0) {
-        return Err("a workload completed no operation".into());
+    if wanted("portable") {
+        match &o.portable_dsn {
+            Some(p) => rows.extend(workloads::calls::run_portable(p, &o.dsn, plan).await?),
+            None => eprintln!("no --portable-dsn: the portable variant is not measured"),
+        }
     }
-    let churn = workloads::churn::Churn {
-        ttl: if o.smoke {
-            Duration::from_millis(200)
-        } else {
-            Duration::from_secs(20)
-        },
-        cycles: 10,
-        writers: 2,
-        purge_every: if o.smoke {
-            Duration::from_millis(100)
-        } else {
-            Duration::from_secs(2)
-        },
-    };
-    let (ttl, cycles) = (churn.ttl, churn.cycles);
+    if wanted("client") {
+        rows.extend(workloads::client_overhead::run(&o.dsn, plan).await?);
+    }
+    if let Some(r) = rows.iter().find(|r| r.ours.ops == 0 || r.baseline.ops == 0) {
+        return Err(format!("workload '{}' completed no operation", r.workload).into());
+    }
     let mut markdown = report::markdown(&o.dsn, plan, o.smoke, &rows).await?;
+
+    if wanted("hot_key") {
+        let (sessions, rounds) = if o.smoke { (8, 2) } else { (64, 50) };
+        let hot = workloads::hot_key::run(&o.dsn, sessions, rounds).await?;
+        markdown.push_str(&report::hot_key(&hot));
+        if hot.one_claim != hot.rounds {
+            return Err(format!(
+                "hot key: {} of {} rounds had exactly one claim",
+                hot.one_claim, hot.rounds
+            )
+            .into());
+        }
+    }
+    if wanted("growth") {
+        let (small, large) = if o.smoke {
+            (1_000, 5_000)
+        } else {
+            (10_000, 10_000_000)
+        };
+        let growth_plan = Plan {
+            clients: 1,
+            warmup: plan.warmup,
+            duration: plan.duration,
+            rounds: 2.min(plan.rounds),
+        };
+        let grown = workloads::growth::run(&o.dsn, growth_plan, small, large).await?;
+        markdown.push_str(&report::growth(&grown));
+    }
     if wanted("churn") {
+        let churn = workloads::churn::Churn {
+            ttl: if o.smoke {
+                Duration::from_millis(200)
+            } else {
+                Duration::from_secs(20)
+            },
+            cycles: 10,
+            writers: 2,
+            purge_every: if o.smoke {
+                Duration::from_millis(100)
+            } else {
+                Duration::from_secs(2)
+            },
+        };
+        let (ttl, cycles) = (churn.ttl, churn.cycles);
         let churned = workloads::churn::run(&o.dsn, churn).await?;
         if churned.calls == 0 {
             return Err("the churn run completed no call".into());

@@ -50,7 +50,7 @@ pub async fn markdown(
     if smoke {
         let _ = writeln!(s, "**Smoke run: tiny counts, the figures mean nothing.**\n");
     }
-    let _ = writeln!(s, "Written by `scripts/bench.sh`. Ours and its baseline run alternately, {} round(s) of {:?} each after a {:?} warm-up, from {} connection(s), against the same server in the same run. The ratio is ours / baseline in operations per second: above 1 is faster than the baseline.\n", plan.rounds, plan.duration, plan.warmup, plan.clients);
+    let _ = writeln!(s, "Written by `scripts/bench.sh`. Ours and its baseline run alternately, {} round(s) of {:?} each after a {:?} warm-up, from {} connection(s) unless the workload names more, against the same server in the same run. The ratio is ours / baseline in operations per second: above 1 is faster than the baseline.\n", plan.rounds, plan.duration, plan.warmup, plan.clients);
     let _ = writeln!(s, "- machine: {}", cpu());
     let _ = writeln!(s, "- server: {version}");
     let _ = writeln!(s, "- settings: {}\n", settings.join(", "));
@@ -105,5 +105,71 @@ pub fn churn(ttl: Duration, cycles: u32, r: &ChurnReport) -> String {
         r.live_rows, mb(r.live_bytes), mb(r.max_bytes), mb(r.end_bytes), r.ratio(),
         if r.ratio() <= 2.0 { "(met)" } else { "(missed)" }, hot, r.updates, r.dead_tuples_end
     );
+    s
+}
+
+/// The hot-key section: a correctness figure, with the latency of the stampede.
+pub fn hot_key(r: &crate::workloads::hot_key::HotKeyReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "\n## Hot key\n");
+    let _ = writeln!(s, "{} sessions call `idem_begin` on one new key at the same moment (a barrier releases them), {} times with a new key each time.\n", r.sessions, r.rounds);
+    let _ = writeln!(
+        s,
+        "| rounds with exactly one claim | claims | in_progress answers | p50 ms | p99 ms | goal |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    let _ = writeln!(
+        s,
+        "| {} of {} | {} | {} | {} | {} | exactly one claim {} |",
+        r.one_claim,
+        r.rounds,
+        r.claims,
+        r.in_progress,
+        ms(r.p50),
+        ms(r.p99),
+        if r.one_claim == r.rounds {
+            "(met)"
+        } else {
+            "(missed)"
+        }
+    );
+    s
+}
+
+/// The growth section: latency with a large table over latency with a small one.
+pub fn growth(r: &crate::workloads::growth::GrowthReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "\n## Growth\n");
+    let _ = writeln!(s, "`idem_begin` from one client with {} records in the table, then again after loading it to {} records ({:.0} s to load; {} with its index at the end). New keys and stored keys are hex digests, spread over the whole key index.\n", r.small_rows, r.large_rows, r.load_seconds, mb(r.table_bytes));
+    let _ = writeln!(s, "| call | p50 ms, {} rows | p50 ms, {} rows | ratio | goal | p99 ms, small | p99 ms, large |", r.small_rows, r.large_rows);
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    for (name, small, large, goal) in [
+        (
+            "`idem_begin`, new key (claim)",
+            &r.claim_small,
+            &r.claim_large,
+            Some(1.3),
+        ),
+        (
+            "`idem_begin`, stored key (replay)",
+            &r.replay_small,
+            &r.replay_large,
+            None,
+        ),
+    ] {
+        let ratio = large.p50.as_secs_f64() / small.p50.as_secs_f64().max(1e-9);
+        let goal = match goal {
+            Some(g) => format!("≤ {g}x {}", if ratio <= g { "(met)" } else { "(missed)" }),
+            None => "report".into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {name} | {} | {} | {ratio:.2}x | {goal} | {} | {} |",
+            ms(small.p50),
+            ms(large.p50),
+            ms(small.p99),
+            ms(large.p99)
+        );
+    }
     s
 }

@@ -190,7 +190,12 @@ pub fn root() -> std::path::PathBuf {
 /// Runs a file of the portable variant (sql/) with psql, as its docs say: in one
 /// transaction, stopping at the first error, with `vars` as psql variables. Returns
 /// whether it succeeded, and what psql printed.
-pub fn run_sql_file(dsn: &str, file: &str, vars: &[(&str, &str)], env: &[(&str, &str)]) -> (bool, String) {
+pub fn run_sql_file(
+    dsn: &str,
+    file: &str,
+    vars: &[(&str, &str)],
+    env: &[(&str, &str)],
+) -> (bool, String) {
     let mut cmd = std::process::Command::new(format!("{}/psql", bindir()));
     cmd.args(["-X", "-q", "--single-transaction", "-v", "ON_ERROR_STOP=1"]);
     for (name, value) in vars {
@@ -198,7 +203,9 @@ pub fn run_sql_file(dsn: &str, file: &str, vars: &[(&str, &str)], env: &[(&str, 
     }
     cmd.arg("-f").arg(root().join("sql").join(file)).arg(dsn);
     cmd.envs(env.iter().copied());
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run psql: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run psql: {e}"));
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -224,7 +231,10 @@ pub fn install(dsn: &str) {
 pub fn reinstall(dsn: &str) {
     let mut c = connect_to(dsn);
     let portable: bool = c
-        .query_one("SELECT to_regclass('idempotency.installed') IS NOT NULL", &[])
+        .query_one(
+            "SELECT to_regclass('idempotency.installed') IS NOT NULL",
+            &[],
+        )
         .map(|r| r.get(0))
         .unwrap_or(false);
     if portable {

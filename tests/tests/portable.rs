@@ -19,7 +19,9 @@ fn fresh(db: &str) -> String {
     admin
         .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
         .unwrap();
-    admin.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+    admin
+        .batch_execute(&format!("CREATE DATABASE {db}"))
+        .unwrap();
     with_db(&dsn(), db)
 }
 
@@ -55,7 +57,10 @@ fn installs_into_chosen_schemas_and_uninstalls_cleanly() {
         .unwrap()
         .get(0);
     assert_eq!(claimed, "claimed");
-    assert_eq!(count(&mut c, r#"SELECT count(*) FROM "idem ""store""".records"#), 1);
+    assert_eq!(
+        count(&mut c, r#"SELECT count(*) FROM "idem ""store""".records"#),
+        1
+    );
     assert_eq!(
         count(&mut c, "SELECT count(*) FROM pg_proc WHERE proname LIKE 'idem\\_%' AND pronamespace = 'public'::regnamespace"),
         0,
@@ -71,11 +76,17 @@ fn installs_into_chosen_schemas_and_uninstalls_cleanly() {
     assert!(ok, "uninstall failed:\n{out}");
     assert_eq!(count(&mut c, OUR_FUNCTIONS), 0, "functions left behind");
     assert_eq!(
-        count(&mut c, "SELECT count(*) FROM pg_namespace WHERE nspname = 'idem \"store\"'"),
+        count(
+            &mut c,
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'idem \"store\"'"
+        ),
         0
     );
     assert_eq!(
-        count(&mut c, "SELECT count(*) FROM pg_namespace WHERE nspname = 'my app'"),
+        count(
+            &mut c,
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'my app'"
+        ),
         1,
         "the API schema is the user's: it stays"
     );
@@ -94,7 +105,10 @@ fn a_storage_schema_someone_else_made_fails_the_install_and_changes_nothing() {
     c.batch_execute("CREATE SCHEMA idempotency; CREATE TABLE idempotency.mine (x int)")
         .unwrap();
     let (ok, out) = run_sql_file(&dsn, "pg_idempotency.sql", &[], &[]);
-    assert!(!ok, "the install adopted a schema it did not create:\n{out}");
+    assert!(
+        !ok,
+        "the install adopted a schema it did not create:\n{out}"
+    );
     assert!(out.contains("already exists"), "{out}");
     assert_eq!(count(&mut c, OUR_FUNCTIONS), 0);
     assert_eq!(count(&mut c, "SELECT count(*) FROM idempotency.mine"), 0);
@@ -145,7 +159,10 @@ fn the_installers_search_path_cannot_reach_into_the_functions() {
         .get(0);
     assert!(same);
     let b: String = c
-        .query_one("SELECT outcome FROM public.idem_begin('s', 'k', '{\"a\": 1}')", &[])
+        .query_one(
+            "SELECT outcome FROM public.idem_begin('s', 'k', '{\"a\": 1}')",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert_eq!(b, "claimed");
@@ -164,7 +181,14 @@ fn moving_to_the_extension_keeps_records_policies_and_fences() {
     install(&dsn);
     let mut c = connect_to(&dsn);
     let done = begin(&mut c, "move", "done");
-    complete(&mut c, "move", "done", done.fence.unwrap(), r#"{"sent": 1}"#).unwrap();
+    complete(
+        &mut c,
+        "move",
+        "done",
+        done.fence.unwrap(),
+        r#"{"sent": 1}"#,
+    )
+    .unwrap();
     let running = begin(&mut c, "move", "running");
     for i in 0..10 {
         begin(&mut c, "move", &format!("filler-{i}"));
@@ -179,11 +203,17 @@ fn moving_to_the_extension_keeps_records_policies_and_fences() {
 
     let mut c = connect_to(&dsn);
     assert_eq!(
-        count(&mut c, "SELECT count(*) FROM pg_extension WHERE extname = 'pg_idempotency'"),
+        count(
+            &mut c,
+            "SELECT count(*) FROM pg_extension WHERE extname = 'pg_idempotency'"
+        ),
         1
     );
     assert_eq!(
-        count(&mut c, "SELECT count(*) FROM pg_namespace WHERE nspname = '_idem_migrating'"),
+        count(
+            &mut c,
+            "SELECT count(*) FROM pg_namespace WHERE nspname = '_idem_migrating'"
+        ),
         0
     );
     let replay = begin(&mut c, "move", "done");
@@ -198,11 +228,17 @@ fn moving_to_the_extension_keeps_records_policies_and_fences() {
     let fresh_claim = begin(&mut c, "move", "new");
     assert!(fresh_claim.fence.unwrap() > max_fence);
     let ttl: String = c
-        .query_one("SELECT ttl::text FROM idem_policies() WHERE scope = 'move'", &[])
+        .query_one(
+            "SELECT ttl::text FROM idem_policies() WHERE scope = 'move'",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert_eq!(ttl, "02:00:00");
-    assert_eq!(count(&mut c, "SELECT count(*) FROM idempotency.records"), 13);
+    assert_eq!(
+        count(&mut c, "SELECT count(*) FROM idempotency.records"),
+        13
+    );
     drop(c);
     drop_db(db);
 }

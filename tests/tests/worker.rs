@@ -50,7 +50,9 @@ fn expired_rows(c: &mut Client) -> i64 {
 #[test]
 fn the_worker_purges_survives_termination_and_follows_its_interval() {
     if backend() == Backend::Portable {
-        eprintln!("extension only: the portable variant has no worker (pg_cron purges it: pg_cron.rs)");
+        eprintln!(
+            "extension only: the portable variant has no worker (pg_cron purges it: pg_cron.rs)"
+        );
         return;
     }
     let mut admin = connect_to(&with_db(&dsn(), "postgres"));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::Row;
-use crate::harness::{compare, connect, Op, Plan};
+use crate::harness::{compare, connect, BenchResult, Op, Plan};
 
 /// A document of about `bytes` bytes of JSON text, shaped like a tool call's input: nested
 /// objects, strings with non-ASCII text, integers and decimals.
@@ -32,11 +32,7 @@ fn document(bytes: usize, seed: u64) -> Value {
     json!({"tool": "send_email", "seed": seed, "items": items})
 }
 
-pub async fn setup(
-    dsn: &str,
-    docs_1k: usize,
-    docs_64k: usize,
-) -> Result<(), tokio_postgres::Error> {
+pub async fn setup(dsn: &str, docs_1k: usize, docs_64k: usize) -> BenchResult<()> {
     let c = connect(dsn).await?;
     c.batch_execute(
         "DROP TABLE IF EXISTS bench_docs; \
@@ -66,7 +62,7 @@ fn query(sql: &'static str, size: &'static str) -> Op {
     })
 }
 
-pub async fn run(dsn: &str, plan: Plan) -> Result<Vec<Row>, tokio_postgres::Error> {
+pub async fn run(dsn: &str, plan: Plan) -> BenchResult<Vec<Row>> {
     let mut rows = Vec::new();
     for size in ["1k", "64k"] {
         let ours = query(

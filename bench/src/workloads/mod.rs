@@ -1,7 +1,11 @@
 //! The workloads: each is ours beside its baseline, with a goal for the ratio.
 
+pub mod calls;
 pub mod churn;
+pub mod client_overhead;
+pub mod growth;
 pub mod hashing;
+pub mod hot_key;
 
 use crate::harness::Stats;
 
