@@ -5,8 +5,6 @@
 //! or an `UPDATE` guarded by the fence that was read for a row that can be claimed again.
 //! When that statement loses a race, the loop reads again and answers from what won.
 
-use pgrx::prelude::*;
-use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, IntoDatum};
 
 use crate::args::{self, micros_interval, OnCacheHit, OnMismatch};
@@ -106,7 +104,7 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
     if let (Some(lease), Some(ttl)) = (call.lease, call.ttl) {
         args::effective_lease(Some(lease), None, ttl)?;
     }
-    let outcome = Spi::connect_mut(|client| decide(client, &call));
+    let outcome = decide(&call);
     let counter = match &outcome {
         Ok(Outcome::Claimed { .. }) => Some(Counter::Claimed),
         Ok(Outcome::Replay(_)) => Some(Counter::Replay),
@@ -120,13 +118,13 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
     Ok(result(a, outcome?))
 }
 
-fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
+fn decide(call: &Call) -> IdemResult<Outcome> {
     let started = clock::now();
     let mut pause = 2_000;
     let mut settings: Option<Settings> = None;
     for _ in 0..MAX_RACES {
         let now = clock::now();
-        let (record, policy) = store::read(client, &call.scope, &call.key);
+        let (record, policy) = store::read(&call.scope, &call.key);
         let set = match &settings {
             Some(set) => set,
             None => settings.insert(Settings::resolve(call, &policy)?),
@@ -135,7 +133,7 @@ fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
             None => {
                 let claim = fresh_claim(call, set, now);
                 clock::ensure_durable_commit();
-                if store::insert(client, &call.scope, &call.key, &claim) {
+                if store::insert(&call.scope, &call.key, &claim) {
                     return Ok(claimed(claim, false));
                 }
                 continue;
@@ -143,7 +141,7 @@ fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
             Some(r) if !r.is_live(now) => {
                 let claim = fresh_claim(call, set, now);
                 clock::ensure_durable_commit();
-                if store::claim_again(client, &call.scope, &call.key, &r, &claim) {
+                if store::claim_again(&call.scope, &call.key, &r, &claim) {
                     return Ok(claimed(claim, false));
                 }
                 continue;
@@ -163,7 +161,7 @@ fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
             }
             (State::InProgress, _) => {
                 // The holder's lease lapsed: its outcome is unknown, the call is taken over.
-                if let Some(o) = take_over(client, call, set, &record, now, true) {
+                if let Some(o) = take_over(call, set, &record, now, true) {
                     return Ok(o);
                 }
             }
@@ -178,7 +176,7 @@ fn decide(client: &mut SpiClient<'_>, call: &Call) -> IdemResult<Outcome> {
                 ));
             }
             (State::Failed, OnCacheHit::ReturnCachedIfSuccess) => {
-                if let Some(o) = take_over(client, call, set, &record, now, false) {
+                if let Some(o) = take_over(call, set, &record, now, false) {
                     return Ok(o);
                 }
             }
@@ -210,7 +208,6 @@ fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
 /// Claims a live record again: after a lapsed lease (`recovered`) or to rerun a failure.
 /// The upstream key and creation time stay: it is the same call.
 fn take_over(
-    client: &mut SpiClient<'_>,
     call: &Call,
     set: &Settings,
     record: &Record,
@@ -236,7 +233,7 @@ fn take_over(
         owner: clock::caller(),
     };
     clock::ensure_durable_commit();
-    store::claim_again(client, &call.scope, &call.key, record, &claim)
+    store::claim_again(&call.scope, &call.key, record, &claim)
         .then(|| claimed(claim, recovered))
 }
 

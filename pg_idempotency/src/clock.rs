@@ -15,12 +15,8 @@ pub fn now() -> Micros {
 /// The next fence from `idempotency.fence_seq`. The sequence never cycles, so a fence is
 /// never handed out twice.
 pub fn next_fence() -> i64 {
+    let seq = crate::relations::oids().fence_seq;
     unsafe {
-        let nsp = pg_sys::get_namespace_oid(c"idempotency".as_ptr(), false);
-        let seq = pg_sys::get_relname_relid(c"fence_seq".as_ptr(), nsp);
-        if seq == pg_sys::InvalidOid {
-            pgrx::error!("pg_idempotency: sequence idempotency.fence_seq is missing");
-        }
         pgrx::direct_function_call::<i64>(pg_sys::nextval_oid, &[seq.into_datum()])
             .unwrap_or_else(|| pgrx::error!("pg_idempotency: nextval returned NULL"))
     }

@@ -74,23 +74,31 @@ pub(crate) use sql_function;
 /// One output column: its datum, or None for SQL NULL.
 pub type Column = Option<pg_sys::Datum>;
 
-/// The blessed result row type of the function being called, cached for the query.
+thread_local! {
+    /// Blessed result row types by function OID, for the backend's life: a function's result
+    /// type cannot change without a new function (and so a new OID).
+    static RESULT_TYPES: std::cell::RefCell<std::collections::HashMap<pg_sys::Oid, usize>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// The blessed result row type of the function being called.
 unsafe fn result_tupdesc(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::TupleDesc {
     unsafe {
-        let flinfo = (*fcinfo).flinfo;
-        if !(*flinfo).fn_extra.is_null() {
-            return (*flinfo).fn_extra.cast();
+        let fn_oid = (*(*fcinfo).flinfo).fn_oid;
+        if let Some(d) = RESULT_TYPES.with(|m| m.borrow().get(&fn_oid).copied()) {
+            return d as pg_sys::TupleDesc;
         }
-        let old = pg_sys::MemoryContextSwitchTo((*flinfo).fn_mcxt);
+        let old = pg_sys::MemoryContextSwitchTo(pg_sys::TopMemoryContext);
         let mut tupdesc: pg_sys::TupleDesc = std::ptr::null_mut();
         let kind = pg_sys::get_call_result_type(fcinfo, std::ptr::null_mut(), &mut tupdesc);
         if kind != pg_sys::TypeFuncClass::TYPEFUNC_COMPOSITE {
             pg_sys::MemoryContextSwitchTo(old);
             pgrx::error!("pg_idempotency: function must return a composite type");
         }
-        let blessed = pg_sys::BlessTupleDesc(tupdesc);
+        // get_call_result_type may hand out a descriptor it does not own: keep a copy.
+        let blessed = pg_sys::BlessTupleDesc(pg_sys::CreateTupleDescCopy(tupdesc));
         pg_sys::MemoryContextSwitchTo(old);
-        (*flinfo).fn_extra = blessed.cast();
+        RESULT_TYPES.with(|m| m.borrow_mut().insert(fn_oid, blessed as usize));
         blessed
     }
 }

@@ -5,8 +5,6 @@
 //! except completing again with the fence that completed the record (its first reply may
 //! have been lost), which keeps the stored result.
 
-use pgrx::prelude::*;
-use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, IntoDatum};
 
 use crate::args;
@@ -52,8 +50,8 @@ fn contention() -> IdemError {
 }
 
 /// The live record that `h.fence` holds (and its scope's policy), or why it does not.
-fn read_held(client: &mut SpiClient<'_>, h: &Held, now: Micros) -> IdemResult<(Record, Policy)> {
-    let (record, policy) = store::read(client, &h.scope, &h.key);
+fn read_held(h: &Held, now: Micros) -> IdemResult<(Record, Policy)> {
+    let (record, policy) = store::read(&h.scope, &h.key);
     let Some(record) = record.filter(|r| r.is_live(now)) else {
         return Err(lease_lost(
             "The key has no live record: it was released, forgotten, never claimed, or it expired.",
@@ -83,10 +81,10 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
     let cache_failure = a.get::<bool>(5);
 
     let (state, expires_at) =
-        Spi::connect_mut(|client| -> IdemResult<(&'static str, Option<Micros>)> {
+        (|| -> IdemResult<(&'static str, Option<Micros>)> {
             for _ in 0..MAX_RACES {
                 let now = clock::now();
-                let (record, policy) = read_held(client, &h, now)?;
+                let (record, policy) = read_held(&h, now)?;
                 if record.state != State::InProgress {
                     // Completed by this very fence before: keep what is stored.
                     return Ok((record.state.as_str(), Some(record.expires_at)));
@@ -96,7 +94,7 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
                 let cache_failure = cache_failure.or(policy.cache_failures).unwrap_or(false);
                 if !succeeded && !cache_failure {
                     // An uncached failure leaves nothing behind, so a retry runs the call again.
-                    if store::delete_held(client, &h.scope, &h.key, h.fence) {
+                    if store::delete_held(&h.scope, &h.key, h.fence) {
                         return Ok(("absent", None));
                     }
                     continue;
@@ -113,12 +111,12 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
                     completed_at: now,
                     expires_at,
                 };
-                if store::complete(client, &h.scope, &h.key, h.fence, &completion) {
+                if store::complete(&h.scope, &h.key, h.fence, &completion) {
                     return Ok((state.as_str(), Some(expires_at)));
                 }
             }
             Err(contention())
-        })?;
+        })()?;
     Ok(composite(
         a,
         &[state.into_datum(), expires_at.map(pg_sys::Datum::from)],
@@ -127,32 +125,32 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
 
 pub fn idem_release(a: &Args) -> IdemResult<pg_sys::Datum> {
     let h = held(a)?;
-    Spi::connect_mut(|client| -> IdemResult<()> {
+    (|| -> IdemResult<()> {
         for _ in 0..MAX_RACES {
             let now = clock::now();
-            let (record, _) = read_held(client, &h, now)?;
+            let (record, _) = read_held(&h, now)?;
             if record.state != State::InProgress {
                 return Err(lease_lost(
                     "The call was already completed; idem_forget removes a stored result.",
                 ));
             }
             clock::ensure_durable_commit();
-            if store::delete_held(client, &h.scope, &h.key, h.fence) {
+            if store::delete_held(&h.scope, &h.key, h.fence) {
                 return Ok(());
             }
         }
         Err(contention())
-    })?;
+    })()?;
     Ok(pg_sys::Datum::from(0usize))
 }
 
 pub fn idem_extend(a: &Args) -> IdemResult<pg_sys::Datum> {
     let h = held(a)?;
     let lease = args::lease(a.get::<pgrx::datum::Interval>(3))?;
-    let (lease_until, expires_at) = Spi::connect_mut(|client| -> IdemResult<(Micros, Micros)> {
+    let (lease_until, expires_at) = (|| -> IdemResult<(Micros, Micros)> {
         for _ in 0..MAX_RACES {
             let now = clock::now();
-            let (record, policy) = read_held(client, &h, now)?;
+            let (record, policy) = read_held(&h, now)?;
             if record.state != State::InProgress {
                 return Err(lease_lost(
                     "The call was already completed; there is no lease to extend.",
@@ -163,12 +161,12 @@ pub fn idem_extend(a: &Args) -> IdemResult<pg_sys::Datum> {
             // A record never expires while its lease is live.
             let expires_at = record.expires_at.max(lease_until);
             clock::ensure_durable_commit();
-            if store::extend(client, &h.scope, &h.key, h.fence, lease_until, expires_at) {
+            if store::extend(&h.scope, &h.key, h.fence, lease_until, expires_at) {
                 return Ok((lease_until, expires_at));
             }
         }
         Err(contention())
-    })?;
+    })()?;
     Ok(composite(
         a,
         &[

@@ -1,6 +1,5 @@
 //! What an operator uses: look at a record, or forget it.
 
-use pgrx::prelude::*;
 use pgrx::{pg_sys, IntoDatum};
 
 use crate::args::{self, micros_interval};
@@ -12,12 +11,8 @@ use crate::store;
 pub fn idem_lookup(a: &Args) -> IdemResult<pg_sys::Datum> {
     let scope = args::scope(a.get::<String>(0))?;
     let key = args::key(a.get::<String>(1))?;
-    let record = Spi::connect_mut(|client| {
-        let now = clock::now();
-        store::read(client, &scope, &key)
-            .0
-            .filter(|r| r.is_live(now))
-    });
+    let now = clock::now();
+    let record = store::read(&scope, &key).0.filter(|r| r.is_live(now));
     let ts = |m: i64| Some(pg_sys::Datum::from(m));
     let found: Vec<_> = record
         .into_iter()
@@ -46,6 +41,6 @@ pub fn idem_lookup(a: &Args) -> IdemResult<pg_sys::Datum> {
 pub fn idem_forget(a: &Args) -> IdemResult<pg_sys::Datum> {
     let scope = args::scope(a.get::<String>(0))?;
     let key = args::key(a.get::<String>(1))?;
-    let removed = Spi::connect_mut(|client| store::forget(client, &scope, &key, clock::now()));
+    let removed = store::forget(&scope, &key, clock::now());
     Ok(pg_sys::Datum::from(removed))
 }

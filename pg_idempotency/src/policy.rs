@@ -7,6 +7,7 @@ use pgrx::{pg_sys, IntoDatum};
 
 use crate::args::{self, OnCacheHit, OnMismatch};
 use crate::clock;
+use crate::policy_cache;
 use crate::entry::{composite, Args};
 use crate::error::IdemResult;
 
@@ -62,6 +63,7 @@ pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
             .update(UPSERT, None, &params)
             .unwrap_or_else(|e| panic!("pg_idempotency: cannot store policy: {e}"));
     });
+    policy_cache::invalidate();
     Ok(composite(
         a,
         &[
@@ -86,5 +88,6 @@ pub fn idem_drop_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
             .unwrap_or_else(|e| panic!("pg_idempotency: cannot drop policy: {e}"))
             .is_empty()
     });
+    policy_cache::invalidate();
     Ok(pg_sys::Datum::from(dropped))
 }

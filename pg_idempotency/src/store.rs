@@ -14,6 +14,7 @@ use pgrx::{pg_sys, PgOid};
 
 use crate::args::micros_interval;
 use crate::clock::Micros;
+use crate::{fetch, policy_cache, relations};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -64,15 +65,11 @@ impl Record {
     }
 }
 
-const COLUMNS: &str = "r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response, \
-     r.created_at, r.completed_at, r.lease_until, r.expires_at, r.ttl, r.owner::pg_catalog.oid, \
-     p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch";
 const WHERE_KEY: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2";
 const WHERE_HELD: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 \
      AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) 'in_progress'";
 
 struct Plans {
-    read: OwnedPreparedStatement,
     insert: OwnedPreparedStatement,
     claim_again: OwnedPreparedStatement,
     complete: OwnedPreparedStatement,
@@ -104,17 +101,6 @@ fn build_plans(client: &SpiClient<'_>) -> Plans {
     let key = [TEXTOID, TEXTOID];
     let held = [TEXTOID, TEXTOID, INT8OID];
     Plans {
-        read: prepare(
-            client,
-            // Always one row: the record if any, and the scope's policy if any.
-            &format!(
-                "SELECT {COLUMNS} FROM (SELECT) AS one \
-                 LEFT JOIN idempotency.records r \
-                     ON r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2 \
-                 LEFT JOIN idempotency.policies p ON p.scope OPERATOR(pg_catalog.=) $1"
-            ),
-            &key,
-        ),
         insert: prepare(
             client,
             "INSERT INTO idempotency.records AS r (scope, key, state, fence, attempt, fingerprint, \
@@ -183,6 +169,12 @@ fn run<'conn>(
         .unwrap_or_else(|e| panic!("pg_idempotency: statement failed: {e}"))
 }
 
+/// Runs one write through SPI (connected for it alone: a replay never connects) and returns
+/// how many rows it wrote.
+fn written(pick: fn(&Plans) -> &OwnedPreparedStatement, args: &[DatumWithOid<'_>]) -> usize {
+    Spi::connect_mut(|client| run(client, pick, args).len())
+}
+
 fn ts(m: Micros) -> DatumWithOid<'static> {
     unsafe { DatumWithOid::new(m, pg_sys::TIMESTAMPTZOID) }
 }
@@ -221,45 +213,52 @@ pub struct Policy {
     pub on_mismatch: Option<String>,
 }
 
-fn col_micros(t: &SpiTupleTable<'_>, n: usize) -> Option<i64> {
-    col::<pgrx::datum::Interval>(t, n)
-        .and_then(|iv| crate::args::interval_micros(&iv))
-        .map(|us| us as i64)
+/// The record of (scope, key), if any, and the scope's policy: an index probe and the
+/// backend's copy of the policies, no statement.
+pub fn read(scope: &str, key: &str) -> (Option<Record>, Policy) {
+    let oids = relations::oids();
+    let record = fetch::by_key(oids.records, oids.records_pkey, &[scope, key], &RECORD_COLUMNS)
+        .map(|v| record_of(&v));
+    (record, policy_cache::of(scope))
 }
 
-/// The record of (scope, key), if any, and the scope's policy.
-pub fn read(client: &mut SpiClient<'_>, scope: &str, key: &str) -> (Option<Record>, Policy) {
-    let table = run(client, |p| &p.read, &[scope.into(), key.into()]);
-    let t = table.first();
-    let policy = Policy {
-        ttl: col_micros(&t, 13),
-        lease: col_micros(&t, 14),
-        on_cache_hit: col(&t, 15),
-        cache_failures: col(&t, 16),
-        on_mismatch: col(&t, 17),
-    };
-    let Some(state) = col::<String>(&t, 1) else {
-        return (None, policy);
-    };
-    let response = t
-        .get_datum_by_ordinal(6)
-        .unwrap_or_else(|e| panic!("pg_idempotency: bad response column: {e}"))
-        .map(|d| unsafe { pg_sys::SPI_datumTransfer(d, false, -1) });
-    let record = Record {
-        state: State::parse(&state),
-        fence: col(&t, 2).unwrap_or_default(),
-        attempt: col(&t, 3).unwrap_or_default(),
-        fingerprint: col(&t, 4),
-        upstream_key: col(&t, 5).unwrap_or_else(|| pgrx::Uuid::from_bytes([0; 16])),
-        response,
-        created_at: col_ts(&t, 7).unwrap_or_default(),
-        completed_at: col_ts(&t, 8),
-        lease_until: col_ts(&t, 9),
-        expires_at: col_ts(&t, 10).unwrap_or_default(),
-        ttl: col_micros(&t, 11).unwrap_or_default(),
-        owner: col(&t, 12).unwrap_or(pg_sys::InvalidOid),
-    };
-    (Some(record), policy)
+static RECORD_COLUMNS: [&str; 12] = [
+    "state",
+    "fence",
+    "attempt",
+    "fingerprint",
+    "upstream_key",
+    "response",
+    "created_at",
+    "completed_at",
+    "lease_until",
+    "expires_at",
+    "ttl",
+    "owner",
+];
+
+fn record_of(v: &[Option<pg_sys::Datum>]) -> Record {
+    fn get<T: FromDatum>(d: Option<pg_sys::Datum>) -> Option<T> {
+        d.and_then(|d| unsafe { T::from_datum(d, false) })
+    }
+    // timestamptz is passed by value: the datum is the microseconds.
+    let micros = |d: Option<pg_sys::Datum>| d.map(|d| d.value() as i64);
+    Record {
+        state: State::parse(&get::<String>(v[0]).unwrap_or_default()),
+        fence: get(v[1]).unwrap_or_default(),
+        attempt: get(v[2]).unwrap_or_default(),
+        fingerprint: get(v[3]),
+        upstream_key: get(v[4]).unwrap_or_else(|| pgrx::Uuid::from_bytes([0; 16])),
+        response: v[5],
+        created_at: micros(v[6]).unwrap_or_default(),
+        completed_at: micros(v[7]),
+        lease_until: micros(v[8]),
+        expires_at: micros(v[9]).unwrap_or_default(),
+        ttl: get::<pgrx::datum::Interval>(v[10])
+            .and_then(|iv| crate::args::interval_micros(&iv))
+            .unwrap_or_default() as i64,
+        owner: v[11].map(|d| pg_sys::Oid::from(d.value() as u32)).unwrap_or(pg_sys::InvalidOid),
+    }
 }
 
 /// The values of a claim, computed before the statement that writes it.
@@ -276,7 +275,7 @@ pub struct Claim<'a> {
 }
 
 /// Claims an absent key: true when this call inserted the row.
-pub fn insert(client: &mut SpiClient<'_>, scope: &str, key: &str, c: &Claim<'_>) -> bool {
+pub fn insert(scope: &str, key: &str, c: &Claim<'_>) -> bool {
     let args = [
         scope.into(),
         key.into(),
@@ -289,14 +288,13 @@ pub fn insert(client: &mut SpiClient<'_>, scope: &str, key: &str, c: &Claim<'_>)
         ttl_arg(c.ttl),
         owner(c.owner),
     ];
-    !run(client, |p| &p.insert, &args).is_empty()
+    written(|p| &p.insert, &args) > 0
 }
 
 /// Claims a row that exists (expired, lapsed, or a failure to rerun) if it is still as it
 /// was read (same fence, state and lease: a completion or an extension in between wins):
 /// true when this call won.
 pub fn claim_again(
-    client: &mut SpiClient<'_>,
     scope: &str,
     key: &str,
     seen: &Record,
@@ -318,7 +316,7 @@ pub fn claim_again(
         seen.state.as_str().into(),
         ts(seen.lease_until.unwrap_or(i64::MIN)),
     ];
-    run(client, |p| &p.claim_again, &args).len() == 1
+    written(|p| &p.claim_again, &args) == 1
 }
 
 /// A completion's values, computed before the statement that writes it.
@@ -331,7 +329,6 @@ pub struct Completion {
 
 /// Records the result if `fence` still holds the record: true when it did.
 pub fn complete(
-    client: &mut SpiClient<'_>,
     scope: &str,
     key: &str,
     fence: i64,
@@ -350,21 +347,14 @@ pub fn complete(
         ts(c.completed_at),
         ts(c.expires_at),
     ];
-    run(client, |p| &p.complete, &args).len() == 1
+    written(|p| &p.complete, &args) == 1
 }
 
-pub fn delete_held(client: &mut SpiClient<'_>, scope: &str, key: &str, fence: i64) -> bool {
-    run(
-        client,
-        |p| &p.delete_held,
-        &[scope.into(), key.into(), fence.into()],
-    )
-    .len()
-        == 1
+pub fn delete_held(scope: &str, key: &str, fence: i64) -> bool {
+    written(|p| &p.delete_held, &[scope.into(), key.into(), fence.into()]) == 1
 }
 
 pub fn extend(
-    client: &mut SpiClient<'_>,
     scope: &str,
     key: &str,
     fence: i64,
@@ -378,14 +368,16 @@ pub fn extend(
         ts(lease_until),
         ts(expires_at),
     ];
-    run(client, |p| &p.extend, &args).len() == 1
+    written(|p| &p.extend, &args) == 1
 }
 
 /// Removes the record; true when it was live.
-pub fn forget(client: &mut SpiClient<'_>, scope: &str, key: &str, now: Micros) -> bool {
-    let table = run(client, |p| &p.forget, &[scope.into(), key.into()]);
-    if table.is_empty() {
-        return false;
-    }
-    col_ts(&table.first(), 1).is_some_and(|e| e > now)
+pub fn forget(scope: &str, key: &str, now: Micros) -> bool {
+    Spi::connect_mut(|client| {
+        let table = run(client, |p| &p.forget, &[scope.into(), key.into()]);
+        if table.is_empty() {
+            return false;
+        }
+        col_ts(&table.first(), 1).is_some_and(|e| e > now)
+    })
 }

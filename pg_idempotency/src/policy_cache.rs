@@ -1,0 +1,74 @@
+//! Each backend's copy of the scopes' policies, so that a call reads its policy from memory.
+//!
+//! `idem_set_policy` and `idem_drop_policy` send a relcache invalidation for the policies
+//! table when they commit; every backend drops its copy when it processes it (at its next
+//! transaction start at the latest), so a changed policy applies to every call that starts
+//! after the change committed. The copy is also dropped when the table itself changes (a
+//! drop and re-creation of the extension gives it a new OID).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+use pgrx::pg_sys;
+
+use crate::args::interval_micros;
+use crate::{fetch, relations};
+use crate::store::Policy;
+
+/// Enough for every scope of a real deployment; past it the copy starts over.
+const MAX_SCOPES: usize = 4096;
+
+thread_local! {
+    static ENTRIES: RefCell<HashMap<String, Policy>> = RefCell::new(HashMap::new());
+    static SEEN_EPOCH: Cell<u64> = const { Cell::new(u64::MAX) };
+}
+
+/// The policy of `scope` (all fields None when it has none).
+pub fn of(scope: &str) -> Policy {
+    let oids = relations::oids();
+    if SEEN_EPOCH.get() != relations::policy_epoch() {
+        ENTRIES.with(|e| e.borrow_mut().clear());
+        SEEN_EPOCH.set(relations::policy_epoch());
+    }
+    if let Some(p) = ENTRIES.with(|e| e.borrow().get(scope).cloned()) {
+        return p;
+    }
+    let before = relations::policy_epoch();
+    let policy = read(oids, scope);
+    // An invalidation that arrived while reading may be newer than what was read.
+    if relations::policy_epoch() == before {
+        ENTRIES.with(|e| {
+            let mut e = e.borrow_mut();
+            if e.len() >= MAX_SCOPES {
+                e.clear();
+            }
+            e.insert(scope.to_owned(), policy.clone());
+        });
+    }
+    policy
+}
+
+fn read(oids: relations::Oids, scope: &str) -> Policy {
+    static COLUMNS: [&str; 5] = ["ttl", "lease", "on_cache_hit", "cache_failures", "on_mismatch"];
+    let Some(v) = fetch::by_key(oids.policies, oids.policies_pkey, &[scope], &COLUMNS) else {
+        return Policy::default();
+    };
+    let micros = |d: Option<pg_sys::Datum>| {
+        d.and_then(|d| unsafe { <pgrx::datum::Interval as pgrx::FromDatum>::from_datum(d, false) })
+            .and_then(|iv| interval_micros(&iv))
+            .map(|us| us as i64)
+    };
+    let text = |d: Option<pg_sys::Datum>| d.and_then(|d| unsafe { <String as pgrx::FromDatum>::from_datum(d, false) });
+    Policy {
+        ttl: micros(v[0]),
+        lease: micros(v[1]),
+        on_cache_hit: text(v[2]),
+        cache_failures: v[3].map(|d| d.value() != 0),
+        on_mismatch: text(v[4]),
+    }
+}
+
+/// Tells every backend (this one included) to drop its copy once this transaction commits.
+pub fn invalidate() {
+    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relations::oids().policies) };
+}

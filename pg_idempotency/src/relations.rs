@@ -1,0 +1,78 @@
+//! The OIDs of the storage objects, looked up once per backend, and the invalidation that
+//! forgets them (and the backend's copy of the policies) when any of them changes: a drop
+//! and re-creation of the extension, a restore, an `idem_set_policy` elsewhere.
+
+use std::cell::Cell;
+use std::ffi::CStr;
+
+use pgrx::pg_sys;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Oids {
+    pub records: pg_sys::Oid,
+    pub records_pkey: pg_sys::Oid,
+    pub policies: pg_sys::Oid,
+    pub policies_pkey: pg_sys::Oid,
+    pub fence_seq: pg_sys::Oid,
+}
+
+thread_local! {
+    static OIDS: Cell<Option<Oids>> = const { Cell::new(None) };
+    /// Bumped whenever the policies table (or everything) is invalidated.
+    static POLICY_EPOCH: Cell<u64> = const { Cell::new(0) };
+    static REGISTERED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs while PostgreSQL processes invalidations: it must not error or allocate memory
+/// that PostgreSQL tracks, so it only sets cells.
+unsafe extern "C-unwind" fn invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    let Some(o) = OIDS.get() else {
+        return;
+    };
+    let ours = [o.records, o.records_pkey, o.policies, o.policies_pkey, o.fence_seq];
+    if relid == pg_sys::InvalidOid || ours.contains(&relid) {
+        OIDS.set(None);
+        POLICY_EPOCH.set(POLICY_EPOCH.get().wrapping_add(1));
+    }
+}
+
+fn relid(nsp: pg_sys::Oid, name: &CStr) -> pg_sys::Oid {
+    let oid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), nsp) };
+    if oid == pg_sys::InvalidOid {
+        pgrx::error!(
+            "pg_idempotency: idempotency.{} is missing",
+            name.to_string_lossy()
+        );
+    }
+    oid
+}
+
+/// The storage objects' OIDs (an error when the extension's schema is incomplete).
+pub fn oids() -> Oids {
+    if !REGISTERED.get() {
+        unsafe {
+            pg_sys::CacheRegisterRelcacheCallback(Some(invalidated), pg_sys::Datum::from(0usize))
+        };
+        REGISTERED.set(true);
+    }
+    if let Some(o) = OIDS.get() {
+        return o;
+    }
+    let nsp = unsafe { pg_sys::get_namespace_oid(c"idempotency".as_ptr(), false) };
+    let o = Oids {
+        records: relid(nsp, c"records"),
+        records_pkey: relid(nsp, c"records_pkey"),
+        policies: relid(nsp, c"policies"),
+        policies_pkey: relid(nsp, c"policies_pkey"),
+        fence_seq: relid(nsp, c"fence_seq"),
+    };
+    OIDS.set(Some(o));
+    // New objects: nothing remembered about the old ones applies.
+    POLICY_EPOCH.set(POLICY_EPOCH.get().wrapping_add(1));
+    o
+}
+
+/// Changes whenever what a backend remembers about the policies may be stale.
+pub fn policy_epoch() -> u64 {
+    POLICY_EPOCH.get()
+}
