@@ -14,6 +14,8 @@ pub struct Oids {
     pub policies: pg_sys::Oid,
     pub policies_pkey: pg_sys::Oid,
     pub fence_seq: pg_sys::Oid,
+    /// Citus is installed: the tables may be distributed, and only SQL reaches their rows.
+    pub distributed: bool,
 }
 
 thread_local! {
@@ -29,7 +31,13 @@ unsafe extern "C-unwind" fn invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid)
     let Some(o) = OIDS.get() else {
         return;
     };
-    let ours = [o.records, o.records_pkey, o.policies, o.policies_pkey, o.fence_seq];
+    let ours = [
+        o.records,
+        o.records_pkey,
+        o.policies,
+        o.policies_pkey,
+        o.fence_seq,
+    ];
     if relid == pg_sys::InvalidOid || ours.contains(&relid) {
         OIDS.set(None);
         POLICY_EPOCH.set(POLICY_EPOCH.get().wrapping_add(1));
@@ -65,6 +73,8 @@ pub fn oids() -> Oids {
         policies: relid(nsp, c"policies"),
         policies_pkey: relid(nsp, c"policies_pkey"),
         fence_seq: relid(nsp, c"fence_seq"),
+        distributed: unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) }
+            != pg_sys::InvalidOid,
     };
     OIDS.set(Some(o));
     // New objects: nothing remembered about the old ones applies.

@@ -65,11 +65,15 @@ impl Record {
     }
 }
 
+const READ_COLUMNS: &str = "r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response, \
+     r.created_at, r.completed_at, r.lease_until, r.expires_at, r.ttl, r.owner::pg_catalog.oid, \
+     p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch";
 const WHERE_KEY: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2";
 const WHERE_HELD: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 \
      AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) 'in_progress'";
 
 struct Plans {
+    read: OwnedPreparedStatement,
     insert: OwnedPreparedStatement,
     claim_again: OwnedPreparedStatement,
     complete: OwnedPreparedStatement,
@@ -101,6 +105,17 @@ fn build_plans(client: &SpiClient<'_>) -> Plans {
     let key = [TEXTOID, TEXTOID];
     let held = [TEXTOID, TEXTOID, INT8OID];
     Plans {
+        read: prepare(
+            client,
+            // Always one row: the record if any, and the scope's policy if any.
+            &format!(
+                "SELECT {READ_COLUMNS} FROM (SELECT) AS one \
+                 LEFT JOIN idempotency.records r \
+                     ON r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2 \
+                 LEFT JOIN idempotency.policies p ON p.scope OPERATOR(pg_catalog.=) $1"
+            ),
+            &key,
+        ),
         insert: prepare(
             client,
             "INSERT INTO idempotency.records AS r (scope, key, state, fence, attempt, fingerprint, \
@@ -217,9 +232,54 @@ pub struct Policy {
 /// backend's copy of the policies, no statement.
 pub fn read(scope: &str, key: &str) -> (Option<Record>, Policy) {
     let oids = relations::oids();
+    if oids.distributed {
+        return Spi::connect_mut(|client| read_by_statement(client, scope, key));
+    }
     let record = fetch::by_key(oids.records, oids.records_pkey, &[scope, key], &RECORD_COLUMNS)
         .map(|v| record_of(&v));
     (record, policy_cache::of(scope))
+}
+
+fn col_micros(t: &SpiTupleTable<'_>, n: usize) -> Option<i64> {
+    col::<pgrx::datum::Interval>(t, n)
+        .and_then(|iv| crate::args::interval_micros(&iv))
+        .map(|us| us as i64)
+}
+
+/// The same read as a statement, for a table that only SQL reaches correctly: one
+/// distributed by Citus, whose rows live in shards on other nodes.
+fn read_by_statement(client: &mut SpiClient<'_>, scope: &str, key: &str) -> (Option<Record>, Policy) {
+    let table = run(client, |p| &p.read, &[scope.into(), key.into()]);
+    let t = table.first();
+    let policy = Policy {
+        ttl: col_micros(&t, 13),
+        lease: col_micros(&t, 14),
+        on_cache_hit: col(&t, 15),
+        cache_failures: col(&t, 16),
+        on_mismatch: col(&t, 17),
+    };
+    let Some(state) = col::<String>(&t, 1) else {
+        return (None, policy);
+    };
+    let response = t
+        .get_datum_by_ordinal(6)
+        .unwrap_or_else(|e| panic!("pg_idempotency: bad response column: {e}"))
+        .map(|d| unsafe { pg_sys::SPI_datumTransfer(d, false, -1) });
+    let record = Record {
+        state: State::parse(&state),
+        fence: col(&t, 2).unwrap_or_default(),
+        attempt: col(&t, 3).unwrap_or_default(),
+        fingerprint: col(&t, 4),
+        upstream_key: col(&t, 5).unwrap_or_else(|| pgrx::Uuid::from_bytes([0; 16])),
+        response,
+        created_at: col_ts(&t, 7).unwrap_or_default(),
+        completed_at: col_ts(&t, 8),
+        lease_until: col_ts(&t, 9),
+        expires_at: col_ts(&t, 10).unwrap_or_default(),
+        ttl: col_micros(&t, 11).unwrap_or_default(),
+        owner: col(&t, 12).unwrap_or(pg_sys::InvalidOid),
+    };
+    (Some(record), policy)
 }
 
 static RECORD_COLUMNS: [&str; 12] = [
