@@ -12,16 +12,17 @@ pub const MICROS_PER_DAY: i128 = 86_400_000_000;
 /// Microseconds of an interval, or None when it is infinite.
 pub fn interval_micros(iv: &Interval) -> Option<i128> {
     let raw = iv.into_inner();
-    let infinite = (raw.month == i32::MAX && raw.day == i32::MAX && raw.time == i64::MAX)
-        || (raw.month == i32::MIN && raw.day == i32::MIN && raw.time == i64::MIN);
+    raw_interval_micros(raw.month, raw.day, raw.time)
+}
+
+/// The same, from an interval's three fields.
+pub fn raw_interval_micros(month: i32, day: i32, time: i64) -> Option<i128> {
+    let infinite = (month == i32::MAX && day == i32::MAX && time == i64::MAX)
+        || (month == i32::MIN && day == i32::MIN && time == i64::MIN);
     if infinite {
         return None;
     }
-    Some(
-        raw.month as i128 * 30 * MICROS_PER_DAY
-            + raw.day as i128 * MICROS_PER_DAY
-            + raw.time as i128,
-    )
+    Some(month as i128 * 30 * MICROS_PER_DAY + day as i128 * MICROS_PER_DAY + time as i128)
 }
 
 pub fn micros_interval(micros: i64) -> Interval {

@@ -122,8 +122,9 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
     let started = clock::now();
     let mut pause = 2_000;
     let mut settings: Option<Settings> = None;
-    for _ in 0..MAX_RACES {
-        let now = clock::now();
+    for race in 0..MAX_RACES {
+        // The first round uses the start time: one clock read for a replay.
+        let now = if race == 0 { started } else { clock::now() };
         let (record, policy) = store::read(&call.scope, &call.key);
         let set = match &settings {
             Some(set) => set,
@@ -233,8 +234,7 @@ fn take_over(
         owner: clock::caller(),
     };
     clock::ensure_durable_commit();
-    store::claim_again(&call.scope, &call.key, record, &claim)
-        .then(|| claimed(claim, recovered))
+    store::claim_again(&call.scope, &call.key, record, &claim).then(|| claimed(claim, recovered))
 }
 
 fn claimed(c: Claim<'_>, recovered: bool) -> Outcome {

@@ -6,24 +6,124 @@
 //! ones a statement would have: a fresh snapshot after `CommandCounterIncrement` (as SPI
 //! takes for each statement of a volatile function), the index's own collation, and the
 //! same table access method code, so predicate locks under SERIALIZABLE are taken as usual.
+//!
+//! Values are read in place, while the tuple's buffer is pinned, into Rust values; only a
+//! jsonb that must outlive the read is copied. Each call into PostgreSQL costs a guard
+//! (pgrx's setjmp), so the read makes as few as it can.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CStr;
 
-use pgrx::{pg_sys, IntoDatum};
+use pgrx::pg_sys;
+use pgrx::varlena;
 
-/// `columns` must be a static list (its address names it in a per-backend cache).
-///
-/// The values of `columns` (by name) of the row of `table` whose key index `index` holds
-/// `keys`, copied into the current memory context (varlena values detoasted); None when
-/// no row is visible.
-pub fn by_key(
+/// Where one asked-for column sits in the table's rows, and how it is stored.
+#[derive(Clone, Copy)]
+struct Place {
+    index: usize,
+    attlen: i16,
+    byval: bool,
+}
+
+/// The row found, readable while its buffer is pinned (inside [`by_key`]'s callback).
+pub struct Row<'a> {
+    slot: *mut pg_sys::TupleTableSlot,
+    places: &'a [Place],
+}
+
+impl Row<'_> {
+    fn datum(&self, column: usize) -> Option<pg_sys::Datum> {
+        let n = self.places[column].index;
+        unsafe {
+            if *(*self.slot).tts_isnull.add(n) {
+                None
+            } else {
+                Some(*(*self.slot).tts_values.add(n))
+            }
+        }
+    }
+
+    /// The bytes of a varlena column (detoasted only if compressed or stored out of line).
+    fn with_bytes<T>(&self, column: usize, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        let d = self.datum(column)?;
+        unsafe {
+            let mut ptr = d.cast_mut_ptr::<pg_sys::varlena>();
+            if varlena::varatt_is_1b_e(ptr) || varlena::varatt_is_4b_c(ptr) {
+                ptr = pg_sys::pg_detoast_datum_packed(ptr);
+            }
+            Some(f(varlena::varlena_to_byte_slice(ptr)))
+        }
+    }
+
+    pub fn text(&self, column: usize) -> Option<String> {
+        self.with_bytes(column, |b| String::from_utf8_lossy(b).into_owned())
+    }
+
+    pub fn bytes(&self, column: usize) -> Option<Vec<u8>> {
+        self.with_bytes(column, <[u8]>::to_vec)
+    }
+
+    /// int8, int4, bool, oid, timestamptz: passed by value.
+    pub fn int(&self, column: usize) -> Option<i64> {
+        debug_assert!(self.places[column].byval);
+        self.datum(column).map(|d| d.value() as i64)
+    }
+
+    pub fn uuid(&self, column: usize) -> Option<pgrx::Uuid> {
+        let d = self.datum(column)?;
+        let mut b = [0u8; 16];
+        unsafe { std::ptr::copy_nonoverlapping(d.cast_mut_ptr::<u8>(), b.as_mut_ptr(), 16) };
+        Some(pgrx::Uuid::from_bytes(b))
+    }
+
+    /// An interval, normalised to microseconds (None when NULL or infinite).
+    pub fn interval_micros(&self, column: usize) -> Option<i64> {
+        let d = self.datum(column)?;
+        let iv = unsafe { *d.cast_mut_ptr::<pg_sys::Interval>() };
+        crate::args::raw_interval_micros(iv.month, iv.day, iv.time).map(|us| us as i64)
+    }
+
+    /// A copy in the current memory context, for a value handed back to PostgreSQL.
+    pub fn copied(&self, column: usize) -> Option<pg_sys::Datum> {
+        let d = self.datum(column)?;
+        let place = self.places[column];
+        unsafe {
+            Some(if place.byval {
+                d
+            } else if place.attlen == -1 {
+                pg_sys::Datum::from(pg_sys::pg_detoast_datum_copy(d.cast_mut_ptr()))
+            } else {
+                let len = place.attlen as usize;
+                let to = pg_sys::palloc(len);
+                std::ptr::copy_nonoverlapping(d.cast_mut_ptr::<u8>(), to.cast::<u8>(), len);
+                pg_sys::Datum::from(to)
+            })
+        }
+    }
+}
+
+/// A text value as PostgreSQL lays it out (4-byte header), in Rust memory.
+fn text_varlena(s: &str) -> Vec<u8> {
+    let len = (s.len() + 4) as u32;
+    let mut v = Vec::with_capacity(len as usize);
+    // VARSIZE with a 4-byte header: the length shifted left by two (little-endian layout).
+    v.extend_from_slice(&(len << 2).to_le_bytes());
+    v.extend_from_slice(s.as_bytes());
+    v
+}
+
+/// Reads the row of `table` whose key index `index` holds `keys`, and hands `read` a view of
+/// its `columns` (by name; a static list, whose address names it in a per-backend cache).
+/// None when no row is visible.
+pub fn by_key<T>(
     table: pg_sys::Oid,
     index: pg_sys::Oid,
     keys: &[&str],
     columns: &'static [&'static str],
-) -> Option<Vec<Option<pg_sys::Datum>>> {
+    read: impl FnOnce(&Row<'_>) -> T,
+) -> Option<T> {
+    let key_values: Vec<Vec<u8>> = keys.iter().map(|k| text_varlena(k)).collect();
     unsafe {
         // Earlier commands of this transaction (the caller's own writes) are visible, as
         // they would be to the next statement.
@@ -34,14 +134,14 @@ pub fn by_key(
         let idx = pg_sys::index_open(index, lock);
 
         let mut scankeys: Vec<pg_sys::ScanKeyData> = Vec::with_capacity(keys.len());
-        for (i, key) in keys.iter().enumerate() {
+        for (i, value) in key_values.iter().enumerate() {
             let mut sk = pg_sys::ScanKeyData::default();
             pg_sys::ScanKeyInit(
                 &mut sk,
                 (i + 1) as pg_sys::AttrNumber,
                 pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
                 pg_sys::RegProcedure::from(pg_sys::F_TEXTEQ),
-                key.into_datum().unwrap_or(pg_sys::Datum::from(0usize)),
+                pg_sys::Datum::from(value.as_ptr()),
             );
             // The index is ordered by its own collation: the search must use it.
             sk.sk_collation = *(*idx).rd_indcollation.add(i);
@@ -55,23 +155,15 @@ pub fn by_key(
         pg_sys::index_rescan(scan, scankeys.as_mut_ptr(), nkeys, std::ptr::null_mut(), 0);
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
 
-        let found = pg_sys::index_getnext_slot(
-            scan,
-            pg_sys::ScanDirection::ForwardScanDirection,
-            slot,
-        );
-        let values = found.then(|| {
+        let found =
+            pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);
+        let result = found.then(|| {
             pg_sys::slot_getallattrs(slot);
-            let desc = (*rel).rd_att;
-            positions(table, desc, columns)
-                .into_iter()
-                .map(|n| {
-                    if *(*slot).tts_isnull.add(n) {
-                        return None;
-                    }
-                    Some(copy(*(*slot).tts_values.add(n), attribute(desc, n as i32)))
-                })
-                .collect()
+            let places = places(table, (*rel).rd_att, columns);
+            read(&Row {
+                slot,
+                places: &places,
+            })
         });
 
         pg_sys::ExecDropSingleTupleTableSlot(slot);
@@ -79,54 +171,43 @@ pub fn by_key(
         pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
         pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         pg_sys::UnregisterSnapshot(snapshot);
-        values
+        result
     }
 }
 
 thread_local! {
-    /// Where each asked-for column sits in a table's rows, by table and column list.
-    static POSITIONS: RefCell<HashMap<(pg_sys::Oid, usize), Vec<usize>>> = RefCell::new(HashMap::new());
+    /// Where each asked-for column sits, by table and column list.
+    static PLACES: RefCell<HashMap<(pg_sys::Oid, usize), Vec<Place>>> = RefCell::new(HashMap::new());
 }
 
-/// The attribute index of each of `columns` in `table` (whose descriptor is `desc`),
-/// worked out once per backend, table and column list (a new table has a new OID).
-unsafe fn positions(table: pg_sys::Oid, desc: pg_sys::TupleDesc, columns: &[&str]) -> Vec<usize> {
+/// The places of `columns` in `table` (whose descriptor is `desc`), worked out once per
+/// backend, table and column list (a new table has a new OID).
+unsafe fn places(table: pg_sys::Oid, desc: pg_sys::TupleDesc, columns: &[&str]) -> Vec<Place> {
     let id = (table, columns.as_ptr() as usize);
-    if let Some(p) = POSITIONS.with(|p| p.borrow().get(&id).cloned()) {
+    if let Some(p) = PLACES.with(|p| p.borrow().get(&id).cloned()) {
         return p;
     }
     let natts = unsafe { (*desc).natts };
-    let found: Vec<usize> = columns
+    let found: Vec<Place> = columns
         .iter()
         .map(|name| {
             (0..natts)
-                .map(|i| unsafe { attribute(desc, i) })
-                .position(|a| {
-                    !a.attisdropped
+                .find_map(|i| {
+                    let a = unsafe { attribute(desc, i) };
+                    let matches = !a.attisdropped
                         && unsafe { CStr::from_ptr(a.attname.data.as_ptr()) }.to_bytes()
-                            == name.as_bytes()
+                            == name.as_bytes();
+                    matches.then_some(Place {
+                        index: i as usize,
+                        attlen: a.attlen,
+                        byval: a.attbyval,
+                    })
                 })
                 .unwrap_or_else(|| pgrx::error!("pg_idempotency: column {name} is missing"))
         })
         .collect();
-    POSITIONS.with(|p| p.borrow_mut().insert(id, found.clone()));
+    PLACES.with(|p| p.borrow_mut().insert(id, found.clone()));
     found
-}
-
-/// A copy of a value that lives in a shared buffer, made while the snapshot still holds it.
-unsafe fn copy(value: pg_sys::Datum, attr: &pg_sys::FormData_pg_attribute) -> pg_sys::Datum {
-    unsafe {
-        if attr.attbyval {
-            value
-        } else if attr.attlen == -1 {
-            pg_sys::Datum::from(pg_sys::pg_detoast_datum_copy(value.cast_mut_ptr()))
-        } else {
-            let len = attr.attlen as usize;
-            let to = pg_sys::palloc(len);
-            std::ptr::copy_nonoverlapping(value.cast_mut_ptr::<u8>(), to.cast::<u8>(), len);
-            pg_sys::Datum::from(to)
-        }
-    }
 }
 
 #[cfg(feature = "pg18")]

@@ -80,43 +80,42 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
     })?;
     let cache_failure = a.get::<bool>(5);
 
-    let (state, expires_at) =
-        (|| -> IdemResult<(&'static str, Option<Micros>)> {
-            for _ in 0..MAX_RACES {
-                let now = clock::now();
-                let (record, policy) = read_held(&h, now)?;
-                if record.state != State::InProgress {
-                    // Completed by this very fence before: keep what is stored.
-                    return Ok((record.state.as_str(), Some(record.expires_at)));
-                }
-                clock::ensure_durable_commit();
-                // The call's word, else its scope's policy; failures are not cached by default.
-                let cache_failure = cache_failure.or(policy.cache_failures).unwrap_or(false);
-                if !succeeded && !cache_failure {
-                    // An uncached failure leaves nothing behind, so a retry runs the call again.
-                    if store::delete_held(&h.scope, &h.key, h.fence) {
-                        return Ok(("absent", None));
-                    }
-                    continue;
-                }
-                let state = if succeeded {
-                    State::Succeeded
-                } else {
-                    State::Failed
-                };
-                let expires_at = now + record.ttl;
-                let completion = Completion {
-                    state,
-                    response,
-                    completed_at: now,
-                    expires_at,
-                };
-                if store::complete(&h.scope, &h.key, h.fence, &completion) {
-                    return Ok((state.as_str(), Some(expires_at)));
-                }
+    let (state, expires_at) = (|| -> IdemResult<(&'static str, Option<Micros>)> {
+        for _ in 0..MAX_RACES {
+            let now = clock::now();
+            let (record, policy) = read_held(&h, now)?;
+            if record.state != State::InProgress {
+                // Completed by this very fence before: keep what is stored.
+                return Ok((record.state.as_str(), Some(record.expires_at)));
             }
-            Err(contention())
-        })()?;
+            clock::ensure_durable_commit();
+            // The call's word, else its scope's policy; failures are not cached by default.
+            let cache_failure = cache_failure.or(policy.cache_failures).unwrap_or(false);
+            if !succeeded && !cache_failure {
+                // An uncached failure leaves nothing behind, so a retry runs the call again.
+                if store::delete_held(&h.scope, &h.key, h.fence) {
+                    return Ok(("absent", None));
+                }
+                continue;
+            }
+            let state = if succeeded {
+                State::Succeeded
+            } else {
+                State::Failed
+            };
+            let expires_at = now + record.ttl;
+            let completion = Completion {
+                state,
+                response,
+                completed_at: now,
+                expires_at,
+            };
+            if store::complete(&h.scope, &h.key, h.fence, &completion) {
+                return Ok((state.as_str(), Some(expires_at)));
+            }
+        }
+        Err(contention())
+    })()?;
     Ok(composite(
         a,
         &[state.into_datum(), expires_at.map(pg_sys::Datum::from)],

@@ -7,9 +7,9 @@ use pgrx::{pg_sys, IntoDatum};
 
 use crate::args::{self, OnCacheHit, OnMismatch};
 use crate::clock;
-use crate::policy_cache;
 use crate::entry::{composite, Args};
 use crate::error::IdemResult;
+use crate::policy_cache;
 
 const UPSERT: &str = "INSERT INTO idempotency.policies AS p \
         (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by) \

@@ -11,9 +11,8 @@ use std::collections::HashMap;
 
 use pgrx::pg_sys;
 
-use crate::args::interval_micros;
-use crate::{fetch, relations};
 use crate::store::Policy;
+use crate::{fetch, relations};
 
 /// Enough for every scope of a real deployment; past it the copy starts over.
 const MAX_SCOPES: usize = 4096;
@@ -49,23 +48,27 @@ pub fn of(scope: &str) -> Policy {
 }
 
 fn read(oids: relations::Oids, scope: &str) -> Policy {
-    static COLUMNS: [&str; 5] = ["ttl", "lease", "on_cache_hit", "cache_failures", "on_mismatch"];
-    let Some(v) = fetch::by_key(oids.policies, oids.policies_pkey, &[scope], &COLUMNS) else {
-        return Policy::default();
-    };
-    let micros = |d: Option<pg_sys::Datum>| {
-        d.and_then(|d| unsafe { <pgrx::datum::Interval as pgrx::FromDatum>::from_datum(d, false) })
-            .and_then(|iv| interval_micros(&iv))
-            .map(|us| us as i64)
-    };
-    let text = |d: Option<pg_sys::Datum>| d.and_then(|d| unsafe { <String as pgrx::FromDatum>::from_datum(d, false) });
-    Policy {
-        ttl: micros(v[0]),
-        lease: micros(v[1]),
-        on_cache_hit: text(v[2]),
-        cache_failures: v[3].map(|d| d.value() != 0),
-        on_mismatch: text(v[4]),
-    }
+    static COLUMNS: [&str; 5] = [
+        "ttl",
+        "lease",
+        "on_cache_hit",
+        "cache_failures",
+        "on_mismatch",
+    ];
+    fetch::by_key(
+        oids.policies,
+        oids.policies_pkey,
+        &[scope],
+        &COLUMNS,
+        |row| Policy {
+            ttl: row.interval_micros(0),
+            lease: row.interval_micros(1),
+            on_cache_hit: row.text(2),
+            cache_failures: row.int(3).map(|b| b != 0),
+            on_mismatch: row.text(4),
+        },
+    )
+    .unwrap_or_default()
 }
 
 /// Tells every backend (this one included) to drop its copy once this transaction commits.

@@ -65,7 +65,8 @@ impl Record {
     }
 }
 
-const READ_COLUMNS: &str = "r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response, \
+const READ_COLUMNS: &str =
+    "r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response, \
      r.created_at, r.completed_at, r.lease_until, r.expires_at, r.ttl, r.owner::pg_catalog.oid, \
      p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch";
 const WHERE_KEY: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2";
@@ -235,8 +236,31 @@ pub fn read(scope: &str, key: &str) -> (Option<Record>, Policy) {
     if oids.distributed {
         return Spi::connect_mut(|client| read_by_statement(client, scope, key));
     }
-    let record = fetch::by_key(oids.records, oids.records_pkey, &[scope, key], &RECORD_COLUMNS)
-        .map(|v| record_of(&v));
+    let record = fetch::by_key(
+        oids.records,
+        oids.records_pkey,
+        &[scope, key],
+        &RECORD_COLUMNS,
+        |row| Record {
+            state: State::parse(&row.text(0).unwrap_or_default()),
+            fence: row.int(1).unwrap_or_default(),
+            attempt: row.int(2).unwrap_or_default() as i32,
+            fingerprint: row.bytes(3),
+            upstream_key: row
+                .uuid(4)
+                .unwrap_or_else(|| pgrx::Uuid::from_bytes([0; 16])),
+            response: row.copied(5),
+            created_at: row.int(6).unwrap_or_default(),
+            completed_at: row.int(7),
+            lease_until: row.int(8),
+            expires_at: row.int(9).unwrap_or_default(),
+            ttl: row.interval_micros(10).unwrap_or_default(),
+            owner: row
+                .int(11)
+                .map(|o| pg_sys::Oid::from(o as u32))
+                .unwrap_or(pg_sys::InvalidOid),
+        },
+    );
     (record, policy_cache::of(scope))
 }
 
@@ -248,7 +272,11 @@ fn col_micros(t: &SpiTupleTable<'_>, n: usize) -> Option<i64> {
 
 /// The same read as a statement, for a table that only SQL reaches correctly: one
 /// distributed by Citus, whose rows live in shards on other nodes.
-fn read_by_statement(client: &mut SpiClient<'_>, scope: &str, key: &str) -> (Option<Record>, Policy) {
+fn read_by_statement(
+    client: &mut SpiClient<'_>,
+    scope: &str,
+    key: &str,
+) -> (Option<Record>, Policy) {
     let table = run(client, |p| &p.read, &[scope.into(), key.into()]);
     let t = table.first();
     let policy = Policy {
@@ -297,30 +325,6 @@ static RECORD_COLUMNS: [&str; 12] = [
     "owner",
 ];
 
-fn record_of(v: &[Option<pg_sys::Datum>]) -> Record {
-    fn get<T: FromDatum>(d: Option<pg_sys::Datum>) -> Option<T> {
-        d.and_then(|d| unsafe { T::from_datum(d, false) })
-    }
-    // timestamptz is passed by value: the datum is the microseconds.
-    let micros = |d: Option<pg_sys::Datum>| d.map(|d| d.value() as i64);
-    Record {
-        state: State::parse(&get::<String>(v[0]).unwrap_or_default()),
-        fence: get(v[1]).unwrap_or_default(),
-        attempt: get(v[2]).unwrap_or_default(),
-        fingerprint: get(v[3]),
-        upstream_key: get(v[4]).unwrap_or_else(|| pgrx::Uuid::from_bytes([0; 16])),
-        response: v[5],
-        created_at: micros(v[6]).unwrap_or_default(),
-        completed_at: micros(v[7]),
-        lease_until: micros(v[8]),
-        expires_at: micros(v[9]).unwrap_or_default(),
-        ttl: get::<pgrx::datum::Interval>(v[10])
-            .and_then(|iv| crate::args::interval_micros(&iv))
-            .unwrap_or_default() as i64,
-        owner: v[11].map(|d| pg_sys::Oid::from(d.value() as u32)).unwrap_or(pg_sys::InvalidOid),
-    }
-}
-
 /// The values of a claim, computed before the statement that writes it.
 pub struct Claim<'a> {
     pub fence: i64,
@@ -354,12 +358,7 @@ pub fn insert(scope: &str, key: &str, c: &Claim<'_>) -> bool {
 /// Claims a row that exists (expired, lapsed, or a failure to rerun) if it is still as it
 /// was read (same fence, state and lease: a completion or an extension in between wins):
 /// true when this call won.
-pub fn claim_again(
-    scope: &str,
-    key: &str,
-    seen: &Record,
-    c: &Claim<'_>,
-) -> bool {
+pub fn claim_again(scope: &str, key: &str, seen: &Record, c: &Claim<'_>) -> bool {
     let args = [
         scope.into(),
         key.into(),
@@ -388,12 +387,7 @@ pub struct Completion {
 }
 
 /// Records the result if `fence` still holds the record: true when it did.
-pub fn complete(
-    scope: &str,
-    key: &str,
-    fence: i64,
-    c: &Completion,
-) -> bool {
+pub fn complete(scope: &str, key: &str, fence: i64, c: &Completion) -> bool {
     let response = match c.response {
         Some(d) => unsafe { DatumWithOid::new(d, pg_sys::JSONBOID) },
         None => DatumWithOid::null_oid(pg_sys::JSONBOID),
@@ -411,16 +405,13 @@ pub fn complete(
 }
 
 pub fn delete_held(scope: &str, key: &str, fence: i64) -> bool {
-    written(|p| &p.delete_held, &[scope.into(), key.into(), fence.into()]) == 1
+    written(
+        |p| &p.delete_held,
+        &[scope.into(), key.into(), fence.into()],
+    ) == 1
 }
 
-pub fn extend(
-    scope: &str,
-    key: &str,
-    fence: i64,
-    lease_until: Micros,
-    expires_at: Micros,
-) -> bool {
+pub fn extend(scope: &str, key: &str, fence: i64, lease_until: Micros, expires_at: Micros) -> bool {
     let args = [
         scope.into(),
         key.into(),
