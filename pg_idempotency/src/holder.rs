@@ -80,92 +80,82 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
     })?;
     let cache_failure = a.get::<bool>(5);
 
-    let (state, expires_at) = (|| -> IdemResult<(&'static str, Option<Micros>)> {
-        for _ in 0..MAX_RACES {
-            let now = clock::now();
-            let (record, policy) = read_held(&h, now)?;
-            if record.state != State::InProgress {
-                // Completed by this very fence before: keep what is stored.
-                return Ok((record.state.as_str(), Some(record.expires_at)));
-            }
-            clock::ensure_durable_commit();
-            // The call's word, else its scope's policy; failures are not cached by default.
-            let cache_failure = cache_failure.or(policy.cache_failures).unwrap_or(false);
-            if !succeeded && !cache_failure {
-                // An uncached failure leaves nothing behind, so a retry runs the call again.
-                if store::delete_held(&h.scope, &h.key, h.fence) {
-                    return Ok(("absent", None));
-                }
-                continue;
-            }
-            let state = if succeeded {
-                State::Succeeded
-            } else {
-                State::Failed
-            };
-            let expires_at = now + record.ttl;
-            let completion = Completion {
-                state,
-                response,
-                completed_at: now,
-                expires_at,
-            };
-            if store::complete(&h.scope, &h.key, h.fence, &completion) {
-                return Ok((state.as_str(), Some(expires_at)));
-            }
-        }
-        Err(contention())
-    })()?;
+    let (state, expires_at) = complete(&h, response, succeeded, cache_failure)?;
     Ok(composite(
         a,
         &[state.into_datum(), expires_at.map(pg_sys::Datum::from)],
     ))
 }
 
-pub fn idem_release(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let h = held(a)?;
-    (|| -> IdemResult<()> {
-        for _ in 0..MAX_RACES {
-            let now = clock::now();
-            let (record, _) = read_held(&h, now)?;
-            if record.state != State::InProgress {
-                return Err(lease_lost(
-                    "The call was already completed; idem_forget removes a stored result.",
-                ));
-            }
-            clock::ensure_durable_commit();
-            if store::delete_held(&h.scope, &h.key, h.fence) {
-                return Ok(());
-            }
+/// Records the result; returns the state left and its expiry.
+fn complete(
+    h: &Held,
+    response: Option<pg_sys::Datum>,
+    succeeded: bool,
+    cache_failure: Option<bool>,
+) -> IdemResult<(&'static str, Option<Micros>)> {
+    for _ in 0..MAX_RACES {
+        let now = clock::now();
+        let (record, policy) = read_held(h, now)?;
+        if record.state != State::InProgress {
+            // Completed by this very fence before: keep what is stored.
+            return Ok((record.state.as_str(), Some(record.expires_at)));
         }
-        Err(contention())
-    })()?;
+        clock::ensure_durable_commit();
+        // The call's word, else its scope's policy; failures are not cached by default.
+        let cache_failure = cache_failure.or(policy.cache_failures).unwrap_or(false);
+        if !succeeded && !cache_failure {
+            // An uncached failure leaves nothing behind, so a retry runs the call again.
+            if store::delete_held(&h.scope, &h.key, h.fence) {
+                return Ok(("absent", None));
+            }
+            continue;
+        }
+        let state = if succeeded {
+            State::Succeeded
+        } else {
+            State::Failed
+        };
+        let expires_at = now + record.ttl;
+        let completion = Completion {
+            state,
+            response,
+            completed_at: now,
+            expires_at,
+        };
+        if store::complete(&h.scope, &h.key, h.fence, &completion) {
+            return Ok((state.as_str(), Some(expires_at)));
+        }
+    }
+    Err(contention())
+}
+
+pub fn idem_release(a: &Args) -> IdemResult<pg_sys::Datum> {
+    release(&held(a)?)?;
     Ok(pg_sys::Datum::from(0usize))
+}
+
+fn release(h: &Held) -> IdemResult<()> {
+    for _ in 0..MAX_RACES {
+        let now = clock::now();
+        let (record, _) = read_held(h, now)?;
+        if record.state != State::InProgress {
+            return Err(lease_lost(
+                "The call was already completed; idem_forget removes a stored result.",
+            ));
+        }
+        clock::ensure_durable_commit();
+        if store::delete_held(&h.scope, &h.key, h.fence) {
+            return Ok(());
+        }
+    }
+    Err(contention())
 }
 
 pub fn idem_extend(a: &Args) -> IdemResult<pg_sys::Datum> {
     let h = held(a)?;
     let lease = args::lease(a.get::<pgrx::datum::Interval>(3))?;
-    let (lease_until, expires_at) = (|| -> IdemResult<(Micros, Micros)> {
-        for _ in 0..MAX_RACES {
-            let now = clock::now();
-            let (record, policy) = read_held(&h, now)?;
-            if record.state != State::InProgress {
-                return Err(lease_lost(
-                    "The call was already completed; there is no lease to extend.",
-                ));
-            }
-            let lease = args::effective_lease(lease, policy.lease, record.ttl)?;
-            let lease_until = now + lease;
-            // A record never expires while its lease is live.
-            let expires_at = record.expires_at.max(lease_until);
-            clock::ensure_durable_commit();
-            if store::extend(&h.scope, &h.key, h.fence, lease_until, expires_at) {
-                return Ok((lease_until, expires_at));
-            }
-        }
-        Err(contention())
-    })()?;
+    let (lease_until, expires_at) = extend(&h, lease)?;
     Ok(composite(
         a,
         &[
@@ -173,4 +163,26 @@ pub fn idem_extend(a: &Args) -> IdemResult<pg_sys::Datum> {
             Some(pg_sys::Datum::from(expires_at)),
         ],
     ))
+}
+
+/// Extends the lease; returns its new end and the record's expiry.
+fn extend(h: &Held, lease: Option<i64>) -> IdemResult<(Micros, Micros)> {
+    for _ in 0..MAX_RACES {
+        let now = clock::now();
+        let (record, policy) = read_held(h, now)?;
+        if record.state != State::InProgress {
+            return Err(lease_lost(
+                "The call was already completed; there is no lease to extend.",
+            ));
+        }
+        let lease = args::effective_lease(lease, policy.lease, record.ttl)?;
+        let lease_until = now + lease;
+        // A record never expires while its lease is live.
+        let expires_at = record.expires_at.max(lease_until);
+        clock::ensure_durable_commit();
+        if store::extend(&h.scope, &h.key, h.fence, lease_until, expires_at) {
+            return Ok((lease_until, expires_at));
+        }
+    }
+    Err(contention())
 }
