@@ -473,6 +473,40 @@ CREATE FUNCTION :"storage"._idem_hash(request jsonb) RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN sha256(convert_to(_idem_canonical_value(request, 1), 'UTF8'));
 
+-- Result rows: the extension's named composite types, in the storage schema.
+CREATE TYPE :"storage".begin_result AS (
+    outcome      text,
+    fence        bigint,
+    attempt      integer,
+    recovered    boolean,
+    upstream_key uuid,
+    succeeded    boolean,
+    response     jsonb,
+    lease_until  timestamptz,
+    expires_at   timestamptz,
+    retry_after  interval);
+COMMENT ON TYPE :"storage".begin_result IS 'What idem_begin answers';
+CREATE TYPE :"storage".complete_result AS (state text, expires_at timestamptz);
+COMMENT ON TYPE :"storage".complete_result IS 'What idem_complete answers';
+CREATE TYPE :"storage".extend_result AS (lease_until timestamptz, expires_at timestamptz);
+COMMENT ON TYPE :"storage".extend_result IS 'What idem_extend answers';
+CREATE TYPE :"storage".lookup_result AS (
+    scope        text,
+    key          text,
+    state        text,
+    fence        bigint,
+    attempt      integer,
+    fingerprint  bytea,
+    upstream_key uuid,
+    response     jsonb,
+    created_at   timestamptz,
+    completed_at timestamptz,
+    lease_until  timestamptz,
+    expires_at   timestamptz,
+    ttl          interval,
+    owner        regrole);
+COMMENT ON TYPE :"storage".lookup_result IS 'A record as idem_lookup shows it';
+
 -- ---------------------------------------------------------------------------------------
 -- The API: the extension's functions, parameters, result columns and errors.
 -- ---------------------------------------------------------------------------------------
@@ -486,23 +520,14 @@ CREATE FUNCTION :"schema".idem_begin(
     lease        interval DEFAULT NULL,
     on_cache_hit text     DEFAULT NULL,
     on_mismatch  text     DEFAULT NULL,
-    wait         interval DEFAULT '0',
-    OUT outcome      text,
-    OUT fence        bigint,
-    OUT attempt      integer,
-    OUT recovered    boolean,
-    OUT upstream_key uuid,
-    OUT succeeded    boolean,
-    OUT response     jsonb,
-    OUT lease_until  timestamptz,
-    OUT expires_at   timestamptz,
-    OUT retry_after  interval)
-RETURNS record
+    wait         interval DEFAULT '0')
+RETURNS :"storage".begin_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
+    res begin_result;
     -- The call, validated; durations in microseconds.
     c_scope text;
     c_key text;
@@ -613,14 +638,14 @@ BEGIN
             IF r_state = 'in_progress' AND r_lease_until > now THEN
                 remaining := c_wait - _idem_between(started, now);
                 IF remaining <= 0 THEN
-                    outcome := 'in_progress';
-                    attempt := r_attempt;
-                    recovered := false;
-                    upstream_key := r_upstream;
-                    lease_until := r_lease_until;
-                    expires_at := r_expires;
-                    retry_after := _idem_interval(greatest(_idem_between(now, r_lease_until), 0));
-                    RETURN;
+                    res.outcome := 'in_progress';
+                    res.attempt := r_attempt;
+                    res.recovered := false;
+                    res.upstream_key := r_upstream;
+                    res.lease_until := r_lease_until;
+                    res.expires_at := r_expires;
+                    res.retry_after := _idem_interval(greatest(_idem_between(now, r_lease_until), 0));
+                    RETURN res;
                 END IF;
                 PERFORM pg_sleep(least(greatest(least(pause, remaining) / 1000000, 0.001), 1));
                 pause := least(pause * 2, 100000);
@@ -644,15 +669,15 @@ BEGIN
                     format('The call %s at attempt %s; on_cache_hit is ''fail_fast''.', r_state, r_attempt),
                     'Look at the stored result with idem_lookup, or use a new key to run the call again.');
             ELSE
-                outcome := 'replay';
-                attempt := r_attempt;
-                recovered := false;
-                upstream_key := r_upstream;
-                succeeded := r_state = 'succeeded';
-                response := r_response;
-                lease_until := r_lease_until;
-                expires_at := r_expires;
-                RETURN;
+                res.outcome := 'replay';
+                res.attempt := r_attempt;
+                res.recovered := false;
+                res.upstream_key := r_upstream;
+                res.succeeded := r_state = 'succeeded';
+                res.response := r_response;
+                res.lease_until := r_lease_until;
+                res.expires_at := r_expires;
+                RETURN res;
             END IF;
         END IF;
 
@@ -678,14 +703,14 @@ BEGIN
             END IF;
             GET DIAGNOSTICS written = ROW_COUNT;
             IF written = 1 THEN
-                outcome := 'claimed';
-                fence := n_fence;
-                attempt := n_attempt;
-                recovered := n_recovered;
-                upstream_key := n_upstream;
-                lease_until := n_lease_until;
-                expires_at := n_expires;
-                RETURN;
+                res.outcome := 'claimed';
+                res.fence := n_fence;
+                res.attempt := n_attempt;
+                res.recovered := n_recovered;
+                res.upstream_key := n_upstream;
+                res.lease_until := n_lease_until;
+                res.expires_at := n_expires;
+                RETURN res;
             END IF;
         END IF;
     END LOOP;
@@ -733,15 +758,14 @@ CREATE FUNCTION :"schema".idem_complete(
     fence         bigint,
     response      jsonb,
     succeeded     boolean DEFAULT true,
-    cache_failure boolean DEFAULT NULL,
-    OUT state      text,
-    OUT expires_at timestamptz)
-RETURNS record
+    cache_failure boolean DEFAULT NULL)
+RETURNS :"storage".complete_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
+    res complete_result;
     c_scope text := _idem_scope(idem_complete.scope);
     c_key text := _idem_key(idem_complete.key);
     c_fence bigint := _idem_fence(idem_complete.fence);
@@ -778,9 +802,9 @@ BEGIN
         IF held.state <> 'in_progress' THEN
             -- Completed by this very fence before (its first reply may have been lost): keep
             -- what is stored.
-            state := held.state;
-            expires_at := held.expires_at;
-            RETURN;
+            res.state := held.state;
+            res.expires_at := held.expires_at;
+            RETURN res;
         END IF;
         PERFORM _idem_durable_commit();
         -- The call's word, else its scope's policy; failures are not cached by default.
@@ -791,8 +815,8 @@ BEGIN
             WHERE r.scope = c_scope AND r.key = c_key AND r.fence = c_fence AND r.state = 'in_progress';
             GET DIAGNOSTICS written = ROW_COUNT;
             IF written = 1 THEN
-                state := 'absent';
-                RETURN;
+                res.state := 'absent';
+                RETURN res;
             END IF;
             CONTINUE;
         END IF;
@@ -803,9 +827,9 @@ BEGIN
         WHERE r.scope = c_scope AND r.key = c_key AND r.fence = c_fence AND r.state = 'in_progress';
         GET DIAGNOSTICS written = ROW_COUNT;
         IF written = 1 THEN
-            state := new_state;
-            expires_at := now + held.ttl;
-            RETURN;
+            res.state := new_state;
+            res.expires_at := now + held.ttl;
+            RETURN res;
         END IF;
     END LOOP;
     PERFORM _idem_contention();
@@ -851,15 +875,14 @@ CREATE FUNCTION :"schema".idem_extend(
     scope text,
     key   text,
     fence bigint,
-    lease interval DEFAULT NULL,
-    OUT lease_until timestamptz,
-    OUT expires_at  timestamptz)
-RETURNS record
+    lease interval DEFAULT NULL)
+RETURNS :"storage".extend_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
+    res extend_result;
     c_scope text := _idem_scope(idem_extend.scope);
     c_key text := _idem_key(idem_extend.key);
     c_fence bigint := _idem_fence(idem_extend.fence);
@@ -887,9 +910,9 @@ BEGIN
         WHERE r.scope = c_scope AND r.key = c_key AND r.fence = c_fence AND r.state = 'in_progress';
         GET DIAGNOSTICS written = ROW_COUNT;
         IF written = 1 THEN
-            lease_until := n_lease_until;
-            expires_at := n_expires;
-            RETURN;
+            res.lease_until := n_lease_until;
+            res.expires_at := n_expires;
+            RETURN res;
         END IF;
     END LOOP;
     PERFORM _idem_contention();
@@ -900,7 +923,7 @@ COMMENT ON FUNCTION :"schema".idem_extend(text, text, bigint, interval) IS
 
 -- idem_lookup's body (PL/pgSQL refuses result columns named like the parameters).
 CREATE FUNCTION :"storage"._idem_lookup(p_scope text, p_key text)
-RETURNS SETOF :"storage".records
+RETURNS SETOF :"storage".lookup_result
 LANGUAGE plpgsql VOLATILE ROWS 1 AS $fn$
 DECLARE
     c_scope text := _idem_scope(p_scope);
@@ -914,21 +937,7 @@ END
 $fn$;
 
 CREATE FUNCTION :"schema".idem_lookup(scope text, key text)
-RETURNS TABLE (
-    scope        text,
-    key          text,
-    state        text,
-    fence        bigint,
-    attempt      integer,
-    fingerprint  bytea,
-    upstream_key uuid,
-    response     jsonb,
-    created_at   timestamptz,
-    completed_at timestamptz,
-    lease_until  timestamptz,
-    expires_at   timestamptz,
-    ttl          interval,
-    owner        regrole)
+RETURNS SETOF :"storage".lookup_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER ROWS 1
 SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE sql AS $fn$
