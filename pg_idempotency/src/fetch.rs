@@ -84,6 +84,11 @@ impl Row<'_> {
         crate::args::raw_interval_micros(iv.month, iv.day, iv.time).map(|us| us as i64)
     }
 
+    /// Where this row version lives.
+    pub fn tid(&self) -> pg_sys::ItemPointerData {
+        unsafe { (*self.slot).tts_tid }
+    }
+
     /// A copy in the current memory context, for a value handed back to PostgreSQL.
     pub fn copied(&self, column: usize) -> Option<pg_sys::Datum> {
         let d = self.datum(column)?;

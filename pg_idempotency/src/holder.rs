@@ -123,7 +123,7 @@ fn complete(
             completed_at: now,
             expires_at,
         };
-        if store::complete(&h.scope, &h.key, h.fence, &completion) {
+        if store::complete(&h.scope, &h.key, h.fence, &completion, record.tid) {
             return Ok((state.as_str(), Some(expires_at)));
         }
     }

@@ -56,6 +56,9 @@ pub struct Record {
     pub expires_at: Micros,
     pub ttl: i64,
     pub owner: pg_sys::Oid,
+    /// Where the row version that was read lives, when it was read from the index: a write
+    /// guarded by the same conditions can go straight to it.
+    pub tid: Option<pg_sys::ItemPointerData>,
 }
 
 impl Record {
@@ -75,6 +78,7 @@ const WHERE_HELD: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_ca
 
 struct Plans {
     read: OwnedPreparedStatement,
+    complete_at: OwnedPreparedStatement,
     insert: OwnedPreparedStatement,
     claim_again: OwnedPreparedStatement,
     complete: OwnedPreparedStatement,
@@ -100,8 +104,8 @@ fn prepare(client: &SpiClient<'_>, sql: &str, types: &[pg_sys::Oid]) -> OwnedPre
 
 fn build_plans(client: &SpiClient<'_>) -> Plans {
     use pg_sys::{
-        BYTEAOID, INT4OID, INT8OID, INTERVALOID, JSONBOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID,
-        UUIDOID,
+        BYTEAOID, INT4OID, INT8OID, INTERVALOID, JSONBOID, REGROLEOID, TEXTOID, TIDOID,
+        TIMESTAMPTZOID, UUIDOID,
     };
     let key = [TEXTOID, TEXTOID];
     let held = [TEXTOID, TEXTOID, INT8OID];
@@ -142,6 +146,17 @@ fn build_plans(client: &SpiClient<'_>) -> Plans {
                      lease_until = NULL, expires_at = $7 WHERE {WHERE_HELD}"
             ),
             &[TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID],
+        ),
+        // The same, at the row version that was read (a TID scan instead of an index probe;
+        // if the row changed meanwhile, the update follows it and checks the guard again).
+        complete_at: prepare(
+            client,
+            &format!(
+                "UPDATE idempotency.records SET state = $4, response = $5, completed_at = $6, \
+                     lease_until = NULL, expires_at = $7 \
+                 WHERE ctid OPERATOR(pg_catalog.=) $8 AND {WHERE_HELD}"
+            ),
+            &[TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIDOID],
         ),
         delete_held: prepare(
             client,
@@ -259,6 +274,7 @@ pub fn read(scope: &str, key: &str) -> (Option<Record>, Policy) {
                 .int(11)
                 .map(|o| pg_sys::Oid::from(o as u32))
                 .unwrap_or(pg_sys::InvalidOid),
+            tid: Some(row.tid()),
         },
     );
     (record, policy_cache::of(scope))
@@ -306,6 +322,7 @@ fn read_by_statement(
         expires_at: col_ts(&t, 10).unwrap_or_default(),
         ttl: col_micros(&t, 11).unwrap_or_default(),
         owner: col(&t, 12).unwrap_or(pg_sys::InvalidOid),
+        tid: None,
     };
     (Some(record), policy)
 }
@@ -386,13 +403,20 @@ pub struct Completion {
     pub expires_at: Micros,
 }
 
-/// Records the result if `fence` still holds the record: true when it did.
-pub fn complete(scope: &str, key: &str, fence: i64, c: &Completion) -> bool {
+/// Records the result if `fence` still holds the record (read at `tid`, if known): true
+/// when it did.
+pub fn complete(
+    scope: &str,
+    key: &str,
+    fence: i64,
+    c: &Completion,
+    tid: Option<pg_sys::ItemPointerData>,
+) -> bool {
     let response = match c.response {
         Some(d) => unsafe { DatumWithOid::new(d, pg_sys::JSONBOID) },
         None => DatumWithOid::null_oid(pg_sys::JSONBOID),
     };
-    let args = [
+    let mut args = vec![
         scope.into(),
         key.into(),
         fence.into(),
@@ -401,7 +425,13 @@ pub fn complete(scope: &str, key: &str, fence: i64, c: &Completion) -> bool {
         ts(c.completed_at),
         ts(c.expires_at),
     ];
-    written(|p| &p.complete, &args) == 1
+    match tid {
+        Some(tid) => {
+            args.push(DatumWithOid::from(tid));
+            written(|p| &p.complete_at, &args) == 1
+        }
+        None => written(|p| &p.complete, &args) == 1,
+    }
 }
 
 pub fn delete_held(scope: &str, key: &str, fence: i64) -> bool {
