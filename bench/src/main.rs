@@ -107,7 +107,8 @@ async fn run(o: &Options) -> BenchResult<()> {
             clients: 1,
             warmup: Duration::from_secs(2),
             duration: Duration::from_secs(5),
-            rounds: 3,
+            // fsync latency on a small VM moves 10-20% between runs: average over more.
+            rounds: 5,
         }
     };
     let (docs_1k, docs_64k) = if o.smoke { (5, 2) } else { (200, 20) };
