@@ -9,46 +9,14 @@
 -- schema; its storage is always the schema idempotency. Calls made while this runs wait for
 -- its locks; a call that waited gets an error once it commits (its function is gone) and
 -- its retry reaches the extension.
-\set ON_ERROR_STOP 1
-\if :{?schema}
-\else
-\set schema public
-\endif
-\if :{?storage}
-\else
-\set storage idempotency
-\endif
-SET LOCAL search_path = pg_catalog, pg_temp;
-
-SELECT pg_catalog.to_regclass(pg_catalog.format('%I.installed', :'storage')) IS NOT NULL
-    AS idem_found \gset
-\if :idem_found
-\else
-DO $$ BEGIN
-    RAISE EXCEPTION 'no portable pg_idempotency install in the storage schema given'
-        USING ERRCODE = 'undefined_object',
-              HINT = 'Pass -v storage=<schema> as at install.';
-END $$;
-\endif
+\ir include/find-install.sql
 
 -- Nobody writes records while they move.
 LOCK TABLE :"storage".records, :"storage".policies IN ACCESS EXCLUSIVE MODE;
 
 -- The portable storage steps aside (the extension creates the schema idempotency itself).
 ALTER SCHEMA :"storage" RENAME TO _idem_migrating;
-DROP FUNCTION :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval),
-    :"schema".idem_complete(text, text, bigint, jsonb, boolean, boolean),
-    :"schema".idem_release(text, text, bigint),
-    :"schema".idem_extend(text, text, bigint, interval),
-    :"schema".idem_lookup(text, text),
-    :"schema".idem_forget(text, text),
-    :"schema".idem_canonical(jsonb),
-    :"schema".idem_hash(jsonb),
-    :"schema".idem_purge_expired(integer),
-    :"schema".idem_set_policy(text, interval, interval, text, boolean, text),
-    :"schema".idem_drop_policy(text),
-    :"schema".idem_policies(),
-    :"schema".idem_metrics();
+\ir include/drop-api.sql
 
 CREATE EXTENSION pg_idempotency SCHEMA :"schema";
 

@@ -52,6 +52,22 @@ pub fn ensure_database(db: &str) {
     }
 }
 
+/// Drops `db` on the server under test if it exists (closing its sessions).
+pub fn drop_database(db: &str) {
+    connect_to(&with_db(&dsn(), "postgres"))
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+        .unwrap_or_else(|e| panic!("DROP DATABASE {db}: {e}"));
+}
+
+/// A new, empty `db` on the server under test (dropped first if it exists); its DSN.
+pub fn fresh_database(db: &str) -> String {
+    drop_database(db);
+    connect_to(&with_db(&dsn(), "postgres"))
+        .batch_execute(&format!("CREATE DATABASE {db}"))
+        .unwrap_or_else(|e| panic!("CREATE DATABASE {db}: {e}"));
+    with_db(&dsn(), db)
+}
+
 /// Polls `check` every 100 ms until it holds or `limit` passes; returns whether it held.
 pub fn eventually(limit: std::time::Duration, mut check: impl FnMut() -> bool) -> bool {
     let until = std::time::Instant::now() + limit;

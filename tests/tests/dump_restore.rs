@@ -8,19 +8,8 @@ use pg_idempotency_tests::*;
 
 #[test]
 fn records_and_fences_survive_dump_and_restore() {
-    let base = dsn();
-    let mut admin = connect_to(&with_db(&base, "postgres"));
-    // One statement each: DROP/CREATE DATABASE refuse to run in a transaction block.
-    for sql in [
-        "DROP DATABASE IF EXISTS pgidem_dump_src",
-        "DROP DATABASE IF EXISTS pgidem_dump_dst",
-        "CREATE DATABASE pgidem_dump_src",
-        "CREATE DATABASE pgidem_dump_dst",
-    ] {
-        admin.batch_execute(sql).unwrap();
-    }
-
-    let src_dsn = with_db(&base, "pgidem_dump_src");
+    let src_dsn = fresh_database("pgidem_dump_src");
+    let dst_dsn = fresh_database("pgidem_dump_dst");
     install(&src_dsn);
     let mut src = connect_to(&src_dsn);
     let done = begin(&mut src, "dump", "done");
@@ -48,7 +37,6 @@ fn records_and_fences_survive_dump_and_restore() {
         .status()
         .unwrap();
     assert!(status.success(), "pg_dump failed");
-    let dst_dsn = with_db(&base, "pgidem_dump_dst");
     let status = Command::new(format!("{}/pg_restore", bindir()))
         .args(["--exit-on-error", "-d", &dst_dsn, file.to_str().unwrap()])
         .status()
@@ -76,10 +64,6 @@ fn records_and_fences_survive_dump_and_restore() {
         .get(0);
     assert_eq!(rows, 23);
     drop(dst);
-    admin
-        .batch_execute("DROP DATABASE pgidem_dump_src")
-        .unwrap();
-    admin
-        .batch_execute("DROP DATABASE pgidem_dump_dst")
-        .unwrap();
+    drop_database("pgidem_dump_src");
+    drop_database("pgidem_dump_dst");
 }

@@ -13,25 +13,6 @@ fn portable_pass() -> bool {
     true
 }
 
-/// A fresh, empty database.
-fn fresh(db: &str) -> String {
-    let mut admin = connect_to(&with_db(&dsn(), "postgres"));
-    admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
-        .unwrap();
-    admin
-        .batch_execute(&format!("CREATE DATABASE {db}"))
-        .unwrap();
-    with_db(&dsn(), db)
-}
-
-fn drop_db(db: &str) {
-    let mut admin = connect_to(&with_db(&dsn(), "postgres"));
-    admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
-        .unwrap();
-}
-
 fn count(c: &mut Client, sql: &str) -> i64 {
     c.query_one(sql, &[]).unwrap().get(0)
 }
@@ -45,7 +26,7 @@ fn installs_into_chosen_schemas_and_uninstalls_cleanly() {
         return;
     }
     let db = "pgidem_portable_schemas";
-    let dsn = fresh(db);
+    let dsn = fresh_database(db);
     let mut c = connect_to(&dsn);
     c.batch_execute(r#"CREATE SCHEMA "my app""#).unwrap();
     let vars = [("schema", "my app"), ("storage", "idem \"store\"")];
@@ -91,7 +72,7 @@ fn installs_into_chosen_schemas_and_uninstalls_cleanly() {
         "the API schema is the user's: it stays"
     );
     drop(c);
-    drop_db(db);
+    drop_database(db);
 }
 
 #[test]
@@ -100,7 +81,7 @@ fn a_storage_schema_someone_else_made_fails_the_install_and_changes_nothing() {
         return;
     }
     let db = "pgidem_portable_taken";
-    let dsn = fresh(db);
+    let dsn = fresh_database(db);
     let mut c = connect_to(&dsn);
     c.batch_execute("CREATE SCHEMA idempotency; CREATE TABLE idempotency.mine (x int)")
         .unwrap();
@@ -119,7 +100,7 @@ fn a_storage_schema_someone_else_made_fails_the_install_and_changes_nothing() {
     assert!(out.contains("no portable pg_idempotency install"), "{out}");
     assert_eq!(count(&mut c, "SELECT count(*) FROM idempotency.mine"), 0);
     drop(c);
-    drop_db(db);
+    drop_database(db);
 }
 
 #[test]
@@ -128,7 +109,7 @@ fn the_installers_search_path_cannot_reach_into_the_functions() {
         return;
     }
     let db = "pgidem_portable_hijack";
-    let dsn = fresh(db);
+    let dsn = fresh_database(db);
     let mut c = connect_to(&dsn);
     // A hostile schema first on the installer's path: its sha256, convert_to and = would be
     // bound into the functions if the script resolved names through that path.
@@ -168,7 +149,7 @@ fn the_installers_search_path_cannot_reach_into_the_functions() {
     assert_eq!(b, "claimed");
     assert_eq!(count(&mut c, "SELECT count(*) FROM evil.calls"), 0);
     drop(c);
-    drop_db(db);
+    drop_database(db);
 }
 
 #[test]
@@ -177,7 +158,7 @@ fn moving_to_the_extension_keeps_records_policies_and_fences() {
         return;
     }
     let db = "pgidem_portable_move";
-    let dsn = fresh(db);
+    let dsn = fresh_database(db);
     install(&dsn);
     let mut c = connect_to(&dsn);
     let done = begin(&mut c, "move", "done");
@@ -240,5 +221,54 @@ fn moving_to_the_extension_keeps_records_policies_and_fences() {
         13
     );
     drop(c);
-    drop_db(db);
+    drop_database(db);
+}
+
+#[test]
+fn settings_are_read_with_their_units_and_a_bad_value_is_refused() {
+    if !portable_pass() {
+        return;
+    }
+    // The reader of the pg_idempotency.* settings, on a setting of its own (the private
+    // clusters preload the extension, which reserves the pg_idempotency prefix and checks
+    // those values itself when they are set).
+    let mut c = connect();
+    // Internal helpers run under the API functions' pinned search_path.
+    c.batch_execute("SET search_path = pg_catalog, idempotency, pg_temp")
+        .unwrap();
+    let read = |c: &mut Client, value: &str| {
+        c.batch_execute(&format!("SET idem_test.seconds = '{value}'"))
+            .unwrap();
+        c.query_one(
+            "SELECT idempotency._idem_setting('idem_test.seconds', 60, 's', 1, 86400)",
+            &[],
+        )
+        .map(|r| r.get::<_, i64>(0))
+    };
+    assert_eq!(read(&mut c, "").unwrap(), 60, "unset: the default");
+    assert_eq!(read(&mut c, "90").unwrap(), 90);
+    assert_eq!(read(&mut c, "2min").unwrap(), 120);
+    assert_eq!(read(&mut c, "1h").unwrap(), 3600);
+    assert_eq!(read(&mut c, "1500ms").unwrap(), 2);
+    for bad in ["soon", "5 parsecs", "0", "2d"] {
+        let err = read(&mut c, bad).unwrap_err();
+        assert_eq!(sqlstate(&err), "22023", "{bad}");
+        let db = err.as_db_error().unwrap();
+        assert!(
+            db.message().contains("idem_test.seconds"),
+            "{}",
+            db.message()
+        );
+        assert!(db.hint().is_some_and(|h| h.contains("RESET")), "{bad}");
+    }
+    // The bytes reader takes PostgreSQL's memory units.
+    c.batch_execute("SET idem_test.bytes = '64kB'").unwrap();
+    let bytes: i64 = c
+        .query_one(
+            "SELECT idempotency._idem_setting('idem_test.bytes', 1, 'B', 0, 1048576)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(bytes, 65536);
 }
