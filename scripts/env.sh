@@ -54,6 +54,36 @@ pg15_available() {
     [ -x "$PG15_PG_CONFIG" ] && [ -d "$("$PG15_PG_CONFIG" --includedir-server)" ]
 }
 
+# Debian packages of the whole test command: PostgreSQL 15 with its server headers and
+# pg_cron, Redis for the RedisStore tests, libclang for pgrx's bindgen, sudo for
+# `cargo pgrx test --runas`.
+TEST_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-15-cron redis-server libclang-dev pkg-config sudo)
+# What the demo's build needs from Debian: libclang for pgrx's bindgen (without root,
+# the PyPI wheel stands in for it, see below).
+DEMO_PACKAGES=(libclang-dev)
+
+pg15_missing_reason() {
+    echo "PostgreSQL 15 is not installed (Debian packages; a root user runs: apt-get install ${TEST_PACKAGES[*]})"
+}
+
+# pgrx's bindgen loads libclang. Debian's libclang-dev provides it (root); without root,
+# PyPI's libclang wheel (installed by setup.sh into the PostgreSQL 18 venv) does, with GCC's
+# own headers for stddef.h and friends.
+LIBCLANG_WHEEL="libclang==18.1.1"
+system_libclang() {  # the development link that libclang-dev installs
+    ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1
+}
+wheel_libclang_dir() {
+    local d
+    d=$(ls -d "$PG18_VENV"/lib/python3*/site-packages/clang/native 2>/dev/null | head -n1)
+    [ -n "$d" ] && [ -f "$d/libclang.so" ] && echo "$d"
+}
+if [ -z "${LIBCLANG_PATH:-}" ] && ! system_libclang && wheel_libclang_dir >/dev/null; then
+    LIBCLANG_PATH="$(wheel_libclang_dir)"
+    export LIBCLANG_PATH
+    export BINDGEN_EXTRA_CLANG_ARGS="${BINDGEN_EXTRA_CLANG_ARGS:-} -I$(gcc -print-file-name=include)"
+fi
+
 bindir_of() { "$(pg_config_of "$1")" --bindir; }
 
 # Runs a server-side command as the cluster's OS user: postgres when we are root (initdb

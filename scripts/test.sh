@@ -7,7 +7,10 @@
 #   4. behaviour suite   tests/ and the client's store suite against the private cluster
 # Layers 2 to 4 run twice per version: against the extension and against the portable SQL
 # variant (sql/), installed into a database where the extension is absent.
-# and, once, the canon crate's own tests and a smoke run of the benchmark harness.
+# The Python and Node.js examples (examples/) run against both backends too; the canon
+# crate's own tests and a smoke run of the benchmark harness run once. The command ends
+# with one line: N passed, N failed, N skipped (scripts/results.py; under CI=true a skip
+# for something setup installs counts as failed).
 #
 #   scripts/test.sh [pg18|pg15 ...]
 set -euo pipefail
@@ -17,23 +20,50 @@ cd "$ROOT"
 if [ $# -gt 0 ]; then
     versions=("$@")
 else
-    versions=(pg18)
-    if is_root || pg15_available; then versions+=(pg15); fi
+    # PostgreSQL 15 always: without root it cannot be installed, and is reported skipped.
+    versions=(pg18 pg15)
 fi
 "$ROOT/scripts/setup.sh" "$([ " ${versions[*]} " = " pg18 " ] && echo pg18 || echo all)"
+skipped_versions=()
 if [[ " ${versions[*]} " == *" pg15 "* ]] && ! pg15_available; then
-    log "PostgreSQL 15 is not installed and installing it needs root: running PostgreSQL 18 only"
+    log "$(pg15_missing_reason): running PostgreSQL 18 only"
     versions=(pg18)
+    skipped_versions=(pg15)
 fi
 
-failures=()
+# Every test's verdict goes to one results file (scripts/results.py), so the command ends
+# with one honest line: how many passed, failed and were skipped, and why each skip.
+export PGIDEM_RESULTS="$TARGET/test-results/results.tsv"
+rm -rf "$TARGET/test-results" && mkdir -p "$TARGET/test-results" && : > "$PGIDEM_RESULTS"
+results() { python3 "$ROOT/scripts/results.py" "$@"; }
+failed_count() { grep -c '^fail' "$PGIDEM_RESULTS" 2>/dev/null || true; }
+
 timings=()
+steps=0
+# step <how its tests are counted> <name> <command...>
+#   libtest  cargo test output: each test line, with the skips the tests recorded
+#   self     the command records its own tests (test-sql.sh, test-examples.sh)
+#   one      the step is one test
+#   setup    not a test: recorded only when it fails
 step() {
-    local name="$1"; shift
-    local start=$SECONDS
+    local how="$1" name="$2"; shift 2
+    local start=$SECONDS n=$((++steps)) before rc=0
+    local log="$TARGET/test-results/$n.log"
+    before=$(failed_count)
     log "$name"
-    if "$@"; then timings+=("ok    $name ($((SECONDS - start)) s)")
-    else failures+=("$name"); timings+=("FAIL  $name ($((SECONDS - start)) s)"); fi
+    export PGIDEM_SKIPS="$TARGET/test-results/$n.skips"
+    set +e
+    "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    case "$how" in
+        libtest) results libtest "$log" "$name" "$PGIDEM_SKIPS" ;;
+        one) [ $rc -eq 0 ] && results add pass "$name" "$name" ;;
+    esac
+    if [ $rc -ne 0 ] && [ "$(failed_count)" = "$before" ]; then
+        results add fail "$name" "(the step itself)" "exit status $rc; log: $log"
+    fi
+    timings+=("$([ $rc -eq 0 ] && echo 'ok  ' || echo 'FAIL')  $name ($((SECONDS - start)) s)")
 }
 
 pg_tests() {
@@ -56,19 +86,18 @@ serve() {
 }
 
 behaviour_suite() {
-    local version="$1" backend="$2" bindir
+    local version="$1" backend="$2" bindir redis=()
     bindir=$(bindir_of "$version")
-    fresh_database "$version" pgidem_it "$backend" &&
-    # RedisStore runs the client's suites too where Debian's redis-server is installed.
-    local features=()
+    fresh_database "$version" pgidem_it "$backend" || return 1
+    # RedisStore runs the client's suites too where Debian's redis-server is installed;
+    # without it, those tests are skipped (REDIS_URL unset).
     if command -v redis-server >/dev/null && "$ROOT/scripts/redis.sh" start; then
-        features=(--features redis)
-    else
-        log "redis-server is not installed (it needs root): RedisStore is not tested"
+        redis=(REDIS_URL="$("$ROOT/scripts/redis.sh" url)")
     fi
-    PGIDEM_DSN="$(conninfo "$version") dbname=pgidem_it" PGIDEM_BINDIR="$bindir" \
-        PGIDEM_BACKEND="$backend" REDIS_URL="$("$ROOT/scripts/redis.sh" url)" \
-        cargo test -p pg_idempotency_tests -p pg_idempotency_client "${features[@]}" -- --test-threads 4
+    env "${redis[@]}" PGIDEM_DSN="$(conninfo "$version") dbname=pgidem_it" PGIDEM_BINDIR="$bindir" \
+        PGIDEM_BACKEND="$backend" \
+        cargo test -p pg_idempotency_tests -p pg_idempotency_client --features pg_idempotency_client/redis \
+        -- --test-threads 4
 }
 
 bench_smoke() {
@@ -79,22 +108,22 @@ bench_smoke() {
         --smoke --out "$TARGET/benchmarks-smoke.md"
 }
 
-step "canonical JSON (canon crate: vectors, numbers, properties)" cargo test -p pg_idempotency_canon
+step libtest "canonical JSON (canon crate: vectors, numbers, properties)" cargo test -p pg_idempotency_canon
 
 for v in "${versions[@]}"; do
-    step "$v: #[pg_test] (Rust inside the server)" pg_tests "$v"
-    step "$v: build, install and start the private cluster" serve "$v"
+    step libtest "$v: #[pg_test] (Rust inside the server)" pg_tests "$v"
+    step setup "$v: build, install and start the private cluster" serve "$v"
     for b in "${BACKENDS[@]}"; do
-        step "$v ($b): golden SQL and isolation specs" "$ROOT/scripts/test-sql.sh" "$v" "$b"
-        step "$v ($b): behaviour suite (tests/)" behaviour_suite "$v" "$b"
+        step self "$v ($b): golden SQL and isolation specs" "$ROOT/scripts/test-sql.sh" "$v" "$b"
+        step libtest "$v ($b): behaviour suite (tests/, client/)" behaviour_suite "$v" "$b"
+        step self "$v ($b): Python and Node.js examples" "$ROOT/scripts/test-examples.sh" "$v" "$b"
     done
-    if [ "$v" = pg18 ]; then step "benchmark harness smoke run" bench_smoke; fi
+    if [ "$v" = pg18 ]; then step one "benchmark harness smoke run" bench_smoke; fi
+done
+for v in "${skipped_versions[@]}"; do
+    results add skip-missing "$v" "every layer" "$(pg15_missing_reason)"
 done
 
 echo
 printf '%s\n' "${timings[@]}"
-if [ ${#failures[@]} -gt 0 ]; then
-    echo "FAILED: ${failures[*]}" >&2
-    exit 1
-fi
-echo "all tests passed on: ${versions[*]}"
+results summary

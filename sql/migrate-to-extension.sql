@@ -2,7 +2,7 @@
 -- fences included, in one transaction. Needs a superuser (CREATE EXTENSION does) and the
 -- extension's files on the server (docs/installation.md).
 --
---   psql --single-transaction -v ON_ERROR_STOP=1 -f sql/migrate-to-extension.sql
+--   psql -f sql/migrate-to-extension.sql
 --   psql ... -v schema=app -v storage=app_idempotency -f sql/migrate-to-extension.sql
 --
 -- schema and storage are the ones given at install. The extension's API goes into the same
@@ -38,3 +38,7 @@ SELECT pg_catalog.setval('idempotency.fence_seq',
 FROM _idem_migrating.fence_seq AS s;
 
 DROP SCHEMA _idem_migrating CASCADE;
+
+\if :_idem_own_transaction
+COMMIT;
+\endif

@@ -1,7 +1,8 @@
 -- pg_idempotency, portable SQL variant: the extension's SQL API in PL/pgSQL and SQL only,
 -- for servers where a custom extension cannot be installed (docs/installation.md).
 --
---   psql --single-transaction -v ON_ERROR_STOP=1 -f sql/pg_idempotency.sql
+--   psql -f sql/pg_idempotency.sql            (one transaction: all of it or nothing)
+--   psql --single-transaction -v ON_ERROR_STOP=1 -f sql/pg_idempotency.sql   (the same)
 --   psql ... -v schema=app -v storage=app_idempotency -f sql/pg_idempotency.sql
 --
 -- schema:  where the idem_* functions go (default public; it must exist).
@@ -21,6 +22,16 @@
 \if :{?storage}
 \else
 \set storage idempotency
+\endif
+-- All or nothing, however psql runs this file: with --single-transaction (or inside the
+-- caller's own BEGIN) it is already in a transaction and leaves the commit to the caller;
+-- run plainly (psql -f, psql < file) it opens its own and commits at the end. Either way
+-- the first error stops psql and rolls everything back. A statement that starts its own
+-- transaction has transaction_timestamp() = statement_timestamp().
+SELECT pg_catalog.transaction_timestamp() OPERATOR(pg_catalog.=) pg_catalog.statement_timestamp()
+    AS _idem_own_transaction \gset
+\if :_idem_own_transaction
+BEGIN;
 \endif
 SET LOCAL search_path = pg_catalog, pg_temp;
 SET LOCAL client_min_messages = warning;
@@ -1170,3 +1181,7 @@ GRANT EXECUTE ON FUNCTION
     :"schema".idem_set_policy(text, interval, interval, text, boolean, text),
     :"schema".idem_drop_policy(text)
 TO idempotency_admin;
+
+\if :_idem_own_transaction
+COMMIT;
+\endif

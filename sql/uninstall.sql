@@ -1,7 +1,7 @@
 -- pg_idempotency, portable SQL variant: removes what sql/pg_idempotency.sql installed,
 -- records included. Give the same schema and storage as at install.
 --
---   psql --single-transaction -v ON_ERROR_STOP=1 -f sql/uninstall.sql
+--   psql -f sql/uninstall.sql
 --   psql ... -v schema=app -v storage=app_idempotency -f sql/uninstall.sql
 --
 -- The roles idempotency_user and idempotency_admin belong to the cluster and may serve
@@ -10,3 +10,7 @@
 
 \ir include/drop-api.sql
 DROP SCHEMA :"storage" CASCADE;
+
+\if :_idem_own_transaction
+COMMIT;
+\endif

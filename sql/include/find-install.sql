@@ -10,6 +10,13 @@
 \else
 \set storage idempotency
 \endif
+-- One transaction however psql runs the file (see pg_idempotency.sql); the including
+-- script commits at its end when the transaction is its own.
+SELECT pg_catalog.transaction_timestamp() OPERATOR(pg_catalog.=) pg_catalog.statement_timestamp()
+    AS _idem_own_transaction \gset
+\if :_idem_own_transaction
+BEGIN;
+\endif
 SET LOCAL search_path = pg_catalog, pg_temp;
 
 SELECT pg_catalog.to_regclass(pg_catalog.format('%I.installed', :'storage')) IS NOT NULL

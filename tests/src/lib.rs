@@ -7,6 +7,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use postgres::{Client, NoTls};
 
+mod skip;
+pub use skip::{skip, Skip};
+
 /// Connection string of the database under test: `PGIDEM_DSN`, or by default the private
 /// PostgreSQL 18 cluster's `pgidem_it` database.
 pub fn dsn() -> String {
@@ -212,12 +215,27 @@ pub fn run_sql_file(
     vars: &[(&str, &str)],
     env: &[(&str, &str)],
 ) -> (bool, String) {
-    let mut cmd = std::process::Command::new(format!("{}/psql", bindir()));
-    cmd.args(["-X", "-q", "--single-transaction", "-v", "ON_ERROR_STOP=1"]);
+    let mut args: Vec<String> = ["-q", "--single-transaction", "-v", "ON_ERROR_STOP=1"]
+        .map(String::from)
+        .to_vec();
     for (name, value) in vars {
-        cmd.arg("-v").arg(format!("{name}={value}"));
+        args.push("-v".into());
+        args.push(format!("{name}={value}"));
     }
-    cmd.arg("-f").arg(root().join("sql").join(file)).arg(dsn);
+    args.push("-f".into());
+    args.push(sql_file(file));
+    run_psql(dsn, &args, env)
+}
+
+/// The path of a file of the portable variant (sql/).
+pub fn sql_file(file: &str) -> String {
+    root().join("sql").join(file).to_string_lossy().into_owned()
+}
+
+/// Runs psql (no psqlrc) with `args` on `dsn`: whether it exited 0, and what it printed.
+pub fn run_psql(dsn: &str, args: &[String], env: &[(&str, &str)]) -> (bool, String) {
+    let mut cmd = std::process::Command::new(format!("{}/psql", bindir()));
+    cmd.arg("-X").args(args).arg(dsn);
     cmd.envs(env.iter().copied());
     let out = cmd
         .output()

@@ -2,7 +2,7 @@
 //! backend under test). pg_cron has
 //! minute granularity, so this test waits up to two minutes. It runs where the server has
 //! pg_cron (the private PostgreSQL 15 cluster preloads Debian's postgresql-15-cron, with
-//! `cron.database_name = 'pgidem_cron'`); elsewhere it says so and checks nothing.
+//! `cron.database_name = 'pgidem_cron'`); elsewhere it is skipped, with the reason.
 
 use std::time::Duration;
 
@@ -21,7 +21,16 @@ fn pg_cron_schedules_the_purge() {
         .unwrap()
         .map(|r| r.get(0));
     if cron_db.as_deref() != Some(DB) {
-        eprintln!("pg_cron is not loaded by this server: the scheduled purge is not tested here");
+        // Setup installs Debian's pg_cron for PostgreSQL 15, the version it packages; the
+        // embedded PostgreSQL 18 has no pg_cron build.
+        let why = if server_major(&mut admin) == 15 { Skip::Missing } else { Skip::NotApplicable };
+        skip(
+            why,
+            &format!(
+                "pg_cron is not loaded by this PostgreSQL {} server (setup installs Debian's postgresql-15-cron for PostgreSQL 15)",
+                server_major(&mut admin)
+            ),
+        );
         return;
     }
     ensure_database(DB);

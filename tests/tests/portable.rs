@@ -7,7 +7,10 @@ use pg_idempotency_tests::*;
 
 fn portable_pass() -> bool {
     if backend() != Backend::Portable {
-        eprintln!("the portable variant's scripts are tested in the portable pass");
+        skip(
+            Skip::NotApplicable,
+            "the portable variant's own scripts: tested in the portable pass",
+        );
         return false;
     }
     true
@@ -271,4 +274,85 @@ fn settings_are_read_with_their_units_and_a_bad_value_is_refused() {
         .unwrap()
         .get(0);
     assert_eq!(bytes, 65536);
+}
+
+/// Everything the portable install leaves in a database: its schemas, functions, tables,
+/// sequences and types, as one sorted list.
+fn installed_objects(c: &mut Client) -> Vec<String> {
+    c.query(
+        "SELECT 'schema ' || nspname FROM pg_namespace WHERE nspname = 'idempotency' \
+         UNION ALL SELECT 'function ' || p.oid::regprocedure::text FROM pg_proc p \
+           WHERE p.proname LIKE 'idem\\_%' OR p.proname LIKE '\\_idem\\_%' \
+         UNION ALL SELECT 'relation ' || c.oid::regclass::text FROM pg_class c \
+           JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'idempotency' \
+         UNION ALL SELECT 'type ' || t.oid::regtype::text FROM pg_type t \
+           JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = 'idempotency' \
+         ORDER BY 1",
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+/// `psql -f sql/pg_idempotency.sql`, as most install pages say it: no --single-transaction,
+/// no ON_ERROR_STOP.
+fn plain_install(dsn: &str, file: &str) -> (bool, String) {
+    run_psql(dsn, &["-f".to_string(), sql_file(file)], &[])
+}
+
+#[test]
+fn a_plain_psql_f_installs_all_of_it_or_nothing() {
+    if !portable_pass() {
+        return;
+    }
+    // The reference: the install as the docs say it.
+    let reference_db = fresh_database("pgidem_portable_reference");
+    let (ok, out) = run_sql_file(&reference_db, "pg_idempotency.sql", &[], &[]);
+    assert!(ok, "{out}");
+    let reference = installed_objects(&mut connect_to(&reference_db));
+    assert!(reference.len() > 20, "{reference:?}");
+
+    // Plainly: the same objects, and it works.
+    let dsn = fresh_database("pgidem_portable_plain");
+    let mut c = connect_to(&dsn);
+    let (ok, out) = plain_install(&dsn, "pg_idempotency.sql");
+    assert!(ok, "{out}");
+    assert!(!out.contains("WARNING"), "{out}");
+    assert_eq!(installed_objects(&mut c), reference);
+    let outcome: String = c
+        .query_one("SELECT outcome FROM idem_begin('s', 'k')", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(outcome, "claimed");
+
+    // Plainly, uninstalled: nothing left.
+    let (ok, out) = plain_install(&dsn, "uninstall.sql");
+    assert!(ok, "{out}");
+    assert_eq!(installed_objects(&mut c), Vec::<String>::new());
+
+    // Plainly, failing near its end (idem_metrics is among the last objects it creates,
+    // and one already exists): psql stops at the error and nothing stays behind.
+    c.batch_execute("CREATE FUNCTION public.idem_metrics() RETURNS int LANGUAGE sql AS 'SELECT 1'")
+        .unwrap();
+    let (_, out) = plain_install(&dsn, "pg_idempotency.sql");
+    assert!(out.contains("already exists"), "{out}");
+    assert_eq!(
+        installed_objects(&mut c),
+        vec!["function idem_metrics()".to_string()],
+        "a failed plain install left objects behind:\n{out}"
+    );
+    c.batch_execute("DROP FUNCTION public.idem_metrics()").unwrap();
+
+    // Inside the caller's own transaction it leaves the commit to the caller: rolled back,
+    // nothing stays.
+    let args = ["-c", "BEGIN", "-f", &sql_file("pg_idempotency.sql"), "-c", "ROLLBACK"]
+        .map(String::from);
+    let (ok, out) = run_psql(&dsn, &args, &[]);
+    assert!(ok, "{out}");
+    assert_eq!(installed_objects(&mut c), Vec::<String>::new(), "{out}");
+    drop(c);
+    drop_database("pgidem_portable_plain");
+    drop_database("pgidem_portable_reference");
 }
