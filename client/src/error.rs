@@ -1,4 +1,4 @@
-//! One error type, with a kind per SQLSTATE of the SQL API (the README's error table) plus
+//! One error type, with a kind per SQLSTATE of the SQL API (the table in docs/errors.md) plus
 //! the client's own kinds.
 
 use std::fmt;

@@ -1,5 +1,5 @@
 //! Every setting of the extension: limits (superuser) and defaults (any session).
-//! The README's configuration table lists the same names, defaults and ranges.
+//! docs/settings.md lists the same names, defaults and ranges.
 
 use std::ffi::CString;
 
