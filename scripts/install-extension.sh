@@ -3,6 +3,8 @@
 #   pg18: staged in target/clusters/pg18/ext (extension_control_path, dynamic_library_path),
 #         nothing written outside the project;
 #   pg15: `cargo pgrx install` into the Debian server's folders (needs root).
+# The install scripts of released versions (pg_idempotency/sql/released/) go along, so
+# `CREATE EXTENSION pg_idempotency VERSION '0.1.0'` and the update from it can be tested.
 # A running cluster is restarted, since the library is preloaded.
 #
 #   scripts/install-extension.sh <pg18|pg15>
@@ -22,6 +24,7 @@ case "$version" in
         rm -rf "$ext.new" && mkdir -p "$ext.new/extension" "$ext.new/lib"
         find "$out" -path '*/extension/*' \( -name '*.control' -o -name '*.sql' \) -exec cp {} "$ext.new/extension/" \;
         find "$out" -name 'pg_idempotency.so' -exec cp {} "$ext.new/lib/" \;
+        cp "$ROOT"/pg_idempotency/sql/released/pg_idempotency--*.sql "$ext.new/extension/"
         [ -f "$ext.new/lib/pg_idempotency.so" ] || die "cargo pgrx package produced no library"
         # Swap the folder in whole: a running server keeps its open copy of the old library.
         rm -rf "$ext.old"; [ -d "$ext" ] && mv "$ext" "$ext.old"; mv "$ext.new" "$ext"; rm -rf "$ext.old"
@@ -31,6 +34,7 @@ case "$version" in
         log "building and installing pg_idempotency for $version"
         # pgrx unlinks the old library first, so a running server keeps its mapped copy.
         cargo pgrx install --release --pg-config "$pg_config" --features "$version" --no-default-features >/dev/null
+        cp "$ROOT"/pg_idempotency/sql/released/pg_idempotency--*.sql "$("$pg_config" --sharedir)/extension/"
         ;;
     *) die "unknown version '$version'" ;;
 esac

@@ -57,7 +57,7 @@ CREATE TABLE :"storage".installed (
     version      text        NOT NULL,
     installed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
-INSERT INTO :"storage".installed (version) VALUES ('0.1.0');
+INSERT INTO :"storage".installed (version) VALUES ('0.2.0');
 
 CREATE SEQUENCE :"storage".fence_seq AS bigint NO CYCLE;
 COMMENT ON SEQUENCE :"storage".fence_seq IS 'pg_idempotency fencing tokens';
@@ -1124,7 +1124,8 @@ RETURNS TABLE (
     claimed_total      bigint,
     replay_total       bigint,
     in_progress_total  bigint,
-    mismatch_total     bigint)
+    mismatch_total     bigint,
+    note               text)
 VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE sql AS $fn$
     WITH now AS (SELECT clock_timestamp() AS t)
@@ -1137,13 +1138,14 @@ LANGUAGE sql AS $fn$
            count(*) FILTER (WHERE r.expires_at <= now.t),
            now.t - min(r.created_at) FILTER (WHERE r.expires_at > now.t
                                               AND r.state = 'in_progress'),
-           NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint
+           NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
+           'outcome counters are off: the portable variant keeps none (the extension, preloaded, counts them)'
     FROM records r, now
     GROUP BY r.scope, now.t
     ORDER BY 1
 $fn$;
 COMMENT ON FUNCTION :"schema".idem_metrics() IS
-    'Per scope: live records by state, lapsed leases, expired rows not yet purged and the oldest running claim (the outcome counters are the extension''s: NULL here)';
+    'Per scope: live records by state, lapsed leases, expired rows not yet purged and the oldest running claim (the outcome counters are the extension''s: NULL here, and note says so)';
 
 -- ---------------------------------------------------------------------------------------
 -- Privileges: execute is granted deliberately, never to PUBLIC.

@@ -66,8 +66,9 @@ SELECT pg_catalog.pg_extension_config_dump('idempotency.records', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.fence_seq', '');
 
 -- Roles that the docs name: members of idempotency_user may call the API, members of
--- idempotency_admin may also forget records. Roles belong to the cluster, not to one
--- database, so they are created only where missing and outlive the extension.
+-- idempotency_admin may also forget records, purge, set policies and read metrics. Roles
+-- belong to the cluster, not to one database, so they are created only where missing and
+-- outlive the extension.
 DO $roles$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idempotency_user') THEN
@@ -252,7 +253,8 @@ RETURNS TABLE (
     claimed_total      bigint,
     replay_total       bigint,
     in_progress_total  bigint,
-    mismatch_total     bigint)
+    mismatch_total     bigint,
+    note               text)
 VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
     WITH now AS (SELECT clock_timestamp() AS t),
@@ -275,12 +277,15 @@ LANGUAGE sql AS $fn$
            CASE WHEN idempotency._idem_counting() THEN coalesce(c.claimed, 0) END,
            CASE WHEN idempotency._idem_counting() THEN coalesce(c.replay, 0) END,
            CASE WHEN idempotency._idem_counting() THEN coalesce(c.in_progress, 0) END,
-           CASE WHEN idempotency._idem_counting() THEN coalesce(c.mismatch, 0) END
+           CASE WHEN idempotency._idem_counting() THEN coalesce(c.mismatch, 0) END,
+           CASE WHEN NOT idempotency._idem_counting() THEN
+               'outcome counters are off: pg_idempotency is not in shared_preload_libraries (add it and restart the server)'
+           END
     FROM stored s FULL JOIN counted c ON c.scope = s.scope
     ORDER BY 1
 $fn$;
 COMMENT ON FUNCTION @extschema@.idem_metrics() IS
-    'Per scope: live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started';
+    'Per scope: live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)';
 
 -- Execute is granted deliberately, never to PUBLIC.
 REVOKE EXECUTE ON FUNCTION

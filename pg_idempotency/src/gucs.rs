@@ -126,13 +126,18 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::UNIT_S,
     );
-    GucRegistry::define_string_guc(
-        c"pg_idempotency.database",
-        c"The database whose expired records the purge worker deletes.",
-        c"The worker waits quietly until the extension exists there.",
-        &DATABASE,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
+    // A server-start setting can only be defined while the server starts: loaded later (no
+    // preloading), PostgreSQL refuses it with a FATAL error that ends the session. It only
+    // names the worker's database, and without preloading there is no worker.
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        GucRegistry::define_string_guc(
+            c"pg_idempotency.database",
+            c"The database whose expired records the purge worker deletes.",
+            c"The worker waits quietly until the extension exists there.",
+            &DATABASE,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
+    }
     unsafe { pg_sys::MarkGUCPrefixReserved(c"pg_idempotency".as_ptr()) };
 }

@@ -75,12 +75,31 @@ pub extern "C-unwind" fn _PG_init() {
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         metrics::init();
         worker::register();
-    } else {
-        // Loaded by a session's first call: the API works, but nothing purges in the
-        // background (schedule idem_purge_expired with pg_cron, or preload the library),
-        // and outcomes are not counted (idem_metrics shows NULL counters).
-        pgrx::debug1!("pg_idempotency is not in shared_preload_libraries: no purge worker");
+    } else if unsafe { pg_sys::ParallelWorkerNumber } < 0 {
+        warn_not_preloaded();
     }
+}
+
+/// Loaded by a session's first call (or CREATE EXTENSION, or LOAD) rather than at server
+/// start: the API works, but nothing purges in the background and no outcome is counted.
+/// Said once per backend, as a WARNING the session sees (pg_cron refuses to load at all;
+/// the SQL API does not need preloading, so this only warns). Parallel workers load the
+/// library too: their leader has warned already.
+fn warn_not_preloaded() {
+    pgrx::pg_sys::panic::ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        "pg_idempotency is loaded without shared_preload_libraries",
+        "_PG_init",
+    )
+    .set_detail(
+        "The SQL API works, but no purge worker runs and idem_metrics() counts no outcomes \
+         (its note column says so).",
+    )
+    .set_hint(
+        "Add pg_idempotency to shared_preload_libraries in postgresql.conf and restart the \
+         server, or schedule SELECT idem_purge_expired() with pg_cron.",
+    )
+    .report(PgLogLevel::WARNING);
 }
 
 /// Required by `cargo pgrx test`.

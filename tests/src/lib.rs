@@ -8,7 +8,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use postgres::{Client, NoTls};
 
 mod skip;
+mod temp_cluster;
 pub use skip::{skip, Skip};
+pub use temp_cluster::TempCluster;
 
 /// Connection string of the database under test: `PGIDEM_DSN`, or by default the private
 /// PostgreSQL 18 cluster's `pgidem_it` database.

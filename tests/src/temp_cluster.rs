@@ -1,0 +1,135 @@
+//! A throwaway PostgreSQL server for tests that need a server set up differently from the
+//! one under test (no preloaded library, say): the same binaries and extension files, its
+//! own data folder under target/, a socket only, stopped and removed when dropped.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::{bindir, connect, root};
+
+pub struct TempCluster {
+    dir: PathBuf,
+    port: u16,
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// Runs a server program as the cluster's OS user: postgres when we are root (initdb
+/// refuses root), ourselves otherwise.
+fn server_command(program: &str) -> Command {
+    let path = format!("{}/{program}", bindir());
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--", &path]);
+        c
+    } else {
+        Command::new(path)
+    }
+}
+
+fn run(mut cmd: Command, what: &str) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl TempCluster {
+    /// Starts a new server named `name`. It finds the extension where the server under test
+    /// does (its extension_control_path and dynamic_library_path); `conf` lines are added.
+    pub fn start(name: &str, conf: &[&str]) -> TempCluster {
+        let dir = root()
+            .join("target/temp-clusters")
+            .join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        if is_root() {
+            run(
+                {
+                    let mut c = Command::new("chown");
+                    c.arg("postgres:").arg(&dir);
+                    c
+                },
+                "chown",
+            );
+        }
+        // A port nobody listens on now; it only names the socket file.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap();
+        let data = dir.join("data");
+        let mut initdb = server_command("initdb");
+        initdb
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale"]);
+        run(initdb, "initdb");
+
+        let mut lines = vec![
+            format!("port = {port}"),
+            "listen_addresses = ''".into(),
+            format!("unix_socket_directories = '{}'", dir.display()),
+        ];
+        let mut server = connect();
+        for row in server
+            .query(
+                "SELECT name, setting FROM pg_settings \
+                 WHERE name IN ('extension_control_path', 'dynamic_library_path')",
+                &[],
+            )
+            .unwrap()
+        {
+            let (name, setting): (String, String) = (row.get(0), row.get(1));
+            lines.push(format!("{name} = '{}'", setting.replace('\'', "''")));
+        }
+        lines.extend(conf.iter().map(|l| l.to_string()));
+        let conf_file = data.join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf_file).unwrap();
+        text.push_str(&lines.join("\n"));
+        text.push('\n');
+        std::fs::write(&conf_file, text).unwrap();
+
+        let mut pg_ctl = server_command("pg_ctl");
+        pg_ctl
+            .arg("-D")
+            .arg(&data)
+            .arg("-l")
+            .arg(dir.join("server.log"))
+            .args(["-w", "-t", "60", "start"]);
+        run(pg_ctl, "pg_ctl start");
+        TempCluster { dir, port }
+    }
+
+    /// A connection string to database `db` of this server.
+    pub fn dsn(&self, db: &str) -> String {
+        format!(
+            "host={} port={} user=postgres dbname={db}",
+            self.dir.display(),
+            self.port
+        )
+    }
+}
+
+impl Drop for TempCluster {
+    fn drop(&mut self) {
+        let mut pg_ctl = server_command("pg_ctl");
+        pg_ctl
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-m", "immediate", "-w", "stop"]);
+        let _ = pg_ctl.output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,205 @@
+//! Upgrades, for the backend under test: a database on the last release (its install script
+//! as released: `pg_idempotency/sql/released/`, `sql/released/`), upgraded, has exactly the
+//! objects of a fresh install of this version, and keeps its records, holders and fences.
+
+use pg_idempotency_tests::*;
+
+const FROM: &str = "0.1.0";
+const CURRENT: &str = env!("CARGO_PKG_VERSION");
+
+/// Every object an install owns, one sorted line each with what defines it: functions
+/// (definition, privileges, comment), tables, columns, constraints, indexes, types,
+/// sequences, the storage schema, and the extension's members and dump configuration.
+const DESCRIBE: &str = r#"
+WITH ours AS (SELECT oid FROM pg_namespace WHERE nspname = 'idempotency'),
+ext AS (SELECT oid, extconfig, extcondition FROM pg_extension WHERE extname = 'pg_idempotency')
+SELECT line FROM (
+    SELECT 'function ' || p.oid::regprocedure || E'\n' || pg_get_functiondef(p.oid)
+           || ' acl ' || coalesce(p.proacl::text, '-')
+           || ' comment ' || coalesce(obj_description(p.oid, 'pg_proc'), '-')
+    FROM pg_proc p
+    WHERE p.pronamespace IN (SELECT oid FROM ours)
+       OR (p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'idem\_%')
+    UNION ALL
+    SELECT 'relation ' || c.oid::regclass || ' ' || c.relkind::text
+           || ' options ' || coalesce(c.reloptions::text, '-')
+           || ' acl ' || coalesce(c.relacl::text, '-')
+           || ' comment ' || coalesce(obj_description(c.oid, 'pg_class'), '-')
+    FROM pg_class c WHERE c.relnamespace IN (SELECT oid FROM ours)
+    UNION ALL
+    SELECT 'column ' || a.attrelid::regclass || '.' || a.attname || ' '
+           || format_type(a.atttypid, a.atttypmod) || ' not null ' || a.attnotnull
+           || ' default ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '-')
+    FROM pg_attribute a
+    JOIN pg_class c ON c.oid = a.attrelid
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE c.relnamespace IN (SELECT oid FROM ours) AND a.attnum > 0 AND NOT a.attisdropped
+    UNION ALL
+    SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+    FROM pg_constraint WHERE connamespace IN (SELECT oid FROM ours)
+    UNION ALL
+    SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+    WHERE c.relnamespace IN (SELECT oid FROM ours)
+    UNION ALL
+    SELECT 'type ' || t.oid::regtype || ' ' || t.typtype::text
+    FROM pg_type t WHERE t.typnamespace IN (SELECT oid FROM ours)
+    UNION ALL
+    SELECT 'sequence ' || s.seqrelid::regclass || ' ' || format_type(s.seqtypid, NULL)
+           || ' start ' || s.seqstart || ' by ' || s.seqincrement || ' min ' || s.seqmin
+           || ' max ' || s.seqmax || ' cache ' || s.seqcache || ' cycle ' || s.seqcycle
+    FROM pg_sequence s JOIN pg_class c ON c.oid = s.seqrelid
+    WHERE c.relnamespace IN (SELECT oid FROM ours)
+    UNION ALL
+    SELECT 'schema ' || n.nspname || ' acl ' || coalesce(n.nspacl::text, '-')
+           || ' comment ' || coalesce(obj_description(n.oid, 'pg_namespace'), '-')
+    FROM pg_namespace n WHERE n.oid IN (SELECT oid FROM ours)
+    UNION ALL
+    SELECT 'member ' || pg_describe_object(d.classid, d.objid, d.objsubid)
+    FROM pg_depend d, ext
+    WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype = 'e'
+    UNION ALL
+    SELECT 'dumped ' || coalesce(extconfig::regclass[]::text, '-') || ' '
+           || coalesce(extcondition::text, '-')
+    FROM ext
+) lines(line)
+ORDER BY line
+"#;
+
+fn describe(c: &mut Client) -> Vec<String> {
+    c.query(DESCRIBE, &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+fn installed_version(c: &mut Client) -> String {
+    let sql = match backend() {
+        Backend::Extension => {
+            "SELECT extversion FROM pg_extension WHERE extname = 'pg_idempotency'"
+        }
+        Backend::Portable => "SELECT version FROM idempotency.installed",
+    };
+    c.query_one(sql, &[]).unwrap().get(0)
+}
+
+/// Installs the released version `FROM` into the (empty) database of `dsn`.
+fn install_released(dsn: &str) {
+    match backend() {
+        Backend::Extension => connect_to(dsn)
+            .batch_execute(&format!("CREATE EXTENSION pg_idempotency VERSION '{FROM}'"))
+            .unwrap_or_else(|e| {
+                panic!("CREATE EXTENSION ... VERSION '{FROM}' (scripts/install-extension.sh installs it): {e}")
+            }),
+        Backend::Portable => {
+            let (ok, out) = run_sql_file(
+                dsn,
+                &format!("released/pg_idempotency--{FROM}.sql"),
+                &[],
+                &[],
+            );
+            assert!(ok, "installing the released {FROM}:\n{out}");
+        }
+    }
+}
+
+/// Upgrades the database of `dsn` from `FROM` to this version: whether it worked, and what
+/// it said.
+fn upgrade(dsn: &str) -> Result<(), String> {
+    match backend() {
+        Backend::Extension => connect_to(dsn)
+            .batch_execute("ALTER EXTENSION pg_idempotency UPDATE")
+            .map_err(|e| format!("{}: {e}", sqlstate(&e))),
+        Backend::Portable => {
+            let file = format!("upgrade/pg_idempotency--{FROM}--{CURRENT}.sql");
+            let args = ["-v", "VERBOSITY=verbose", "-f", &sql_file(&file)].map(String::from);
+            let (ok, out) = run_psql(dsn, &args, &[]);
+            if ok {
+                Ok(())
+            } else {
+                Err(out)
+            }
+        }
+    }
+}
+
+#[test]
+fn an_upgraded_install_is_a_fresh_install_and_keeps_its_records() {
+    let fresh_dsn = fresh_database("pgidem_upgrade_fresh");
+    install(&fresh_dsn);
+    let mut fresh = connect_to(&fresh_dsn);
+    let expected = describe(&mut fresh);
+    assert_eq!(installed_version(&mut fresh), CURRENT);
+
+    let dsn = fresh_database("pgidem_upgrade");
+    install_released(&dsn);
+    let mut c = connect_to(&dsn);
+    assert_eq!(installed_version(&mut c), FROM);
+    let before = describe(&mut c);
+    assert_ne!(before, expected, "{FROM} and {CURRENT} install the same objects");
+
+    // Work in flight across the upgrade: a completed call, a running holder.
+    let done = begin(&mut c, "upgrade", "done");
+    complete(&mut c, "upgrade", "done", done.fence.unwrap(), r#"{"sent": 1}"#).unwrap();
+    let running = begin(&mut c, "upgrade", "running");
+    assert_eq!(running.outcome, "claimed");
+
+    upgrade(&dsn).unwrap_or_else(|e| panic!("upgrade from {FROM}: {e}"));
+    let mut c = connect_to(&dsn);
+    assert_eq!(installed_version(&mut c), CURRENT);
+    let after = describe(&mut c);
+    let missing: Vec<_> = expected.iter().filter(|l| !after.contains(l)).collect();
+    let extra: Vec<_> = after.iter().filter(|l| !expected.contains(l)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "upgraded != fresh\nonly in a fresh install:\n{missing:#?}\nonly after the upgrade:\n{extra:#?}"
+    );
+
+    let replay = begin(&mut c, "upgrade", "done");
+    assert_eq!(replay.outcome, "replay");
+    assert_eq!(replay.response.as_deref(), Some(r#"{"sent": 1}"#));
+    let state = complete(&mut c, "upgrade", "running", running.fence.unwrap(), "{}").unwrap();
+    assert_eq!(state, "succeeded");
+    let next = begin(&mut c, "upgrade", "new");
+    assert!(next.fence.unwrap() > running.fence.unwrap());
+
+    // The new column of 0.2.0.
+    let note: Option<String> = c
+        .query_one("SELECT note FROM idem_metrics() WHERE scope = 'upgrade'", &[])
+        .unwrap()
+        .get(0);
+    match backend() {
+        Backend::Extension => assert_eq!(note, None, "the test cluster preloads the library"),
+        Backend::Portable => assert!(note.unwrap().contains("portable variant keeps none")),
+    }
+    drop(c);
+    drop(fresh);
+    drop_database("pgidem_upgrade");
+    drop_database("pgidem_upgrade_fresh");
+}
+
+#[test]
+fn a_portable_upgrade_from_another_version_changes_nothing() {
+    if backend() != Backend::Portable {
+        skip(
+            Skip::NotApplicable,
+            "the portable variant's upgrade scripts (the extension's version check is PostgreSQL's own)",
+        );
+        return;
+    }
+    let dsn = fresh_database("pgidem_upgrade_twice");
+    install(&dsn);
+    let mut c = connect_to(&dsn);
+    let before = describe(&mut c);
+    let err = upgrade(&dsn).expect_err("an upgrade from 0.1.0 ran on 0.2.0");
+    assert!(err.contains("55000"), "{err}");
+    assert!(
+        err.contains(&format!("from {FROM}, not from {CURRENT}")),
+        "{err}"
+    );
+    assert_eq!(describe(&mut c), before);
+    assert_eq!(installed_version(&mut c), CURRENT);
+    drop(c);
+    drop_database("pgidem_upgrade_twice");
+}
