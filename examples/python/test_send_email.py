@@ -1,0 +1,207 @@
+"""The send_email example against a real database with the SQL API installed.
+
+PGIDEM_DSN: a libpq connection string, e.g. "host=/tmp port=5432 user=postgres dbname=x"
+(scripts/test-examples.sh sets it).
+"""
+
+import os
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from send_email import (COMPLETE, Jsonb, begin, complete, deliver, send_email,
+                        send_email_in_transaction)
+
+DSN = os.environ.get("PGIDEM_DSN") or pytest.exit("set PGIDEM_DSN to a libpq conninfo", 2)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def outbox():
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute("""CREATE TABLE IF NOT EXISTS outbox (
+            id serial PRIMARY KEY, recipient text NOT NULL, upstream_key uuid NOT NULL,
+            sent_at timestamptz NOT NULL DEFAULT clock_timestamp())""")
+
+
+@pytest.fixture
+def connect():
+    """Opens autocommit connections (each one a session), closed after the test."""
+    conns = []
+    def open_one():
+        conns.append(psycopg.connect(DSN, autocommit=True))
+        return conns[-1]
+    yield open_one
+    for c in conns:
+        c.close()
+
+
+@pytest.fixture
+def pool():
+    with ConnectionPool(DSN, min_size=1, max_size=4, kwargs={"autocommit": True}) as p:
+        yield p
+
+
+@pytest.fixture
+def call():
+    return f"call-{uuid.uuid4()}"
+
+
+@pytest.fixture
+def to(call):
+    return f"{call}@example.com"  # one recipient per test: emails() counts this test's
+
+
+def emails(conn, to):
+    return conn.execute("SELECT count(*) FROM outbox WHERE recipient = %s", (to,)).fetchone()[0]
+
+
+def lookup(conn, call):
+    return conn.execute("SELECT state, fence FROM idem_lookup('send_email', %s)", (call,)).fetchone()
+
+
+def test_three_retries_send_one_email(connect, call, to):
+    conn = connect()
+    results = [send_email(conn, call, to) for _ in range(3)]
+    assert [r.outcome for r in results] == ["sent", "replay", "replay"]
+    assert emails(conn, to) == 1
+    assert results[1].response == results[2].response == results[0].response
+    assert lookup(conn, call)[0] == "succeeded"
+
+
+def test_replay_returns_the_stored_response(connect, call, to):
+    first, other = connect(), connect()
+    sent = send_email(first, call, to)
+    replay = begin(other, call, to)  # another session, as a retry from another process
+    assert replay.outcome == "replay"
+    assert replay.fence is None  # a duplicate never learns a fence
+    assert replay.attempt == 1
+    assert replay.response == sent.response == {"email_id": sent.response["email_id"]}
+    assert isinstance(sent.response["email_id"], int)
+
+
+WAITING = """
+    SELECT wait_event FROM pg_stat_activity
+    WHERE pid = %s AND state = 'active' AND query LIKE '%%idem_begin%%'
+      AND wait_event IN ('Extension', 'PgSleep')"""
+
+
+def test_in_progress_then_wait_replays_the_holders_result(connect, call, to):
+    holder, duplicate, waiter, monitor = connect(), connect(), connect(), connect()
+    waiter_pid = waiter.execute("SELECT pg_backend_pid()").fetchone()[0]
+    seen = {}
+
+    def slow_provider(conn, to_, upstream_key):
+        # While the holder sends: a duplicate without wait is told in_progress ...
+        seen["plain"] = send_email(duplicate, call, to)
+        # ... and one with wait stays inside idem_begin until the holder completes.
+        seen["waited"] = threads.submit(send_email, waiter, call, to, wait="1 minute")
+        deadline = time.monotonic() + 30
+        # The extension waits on a latch (wait_event Extension); the portable variant
+        # naps in pg_sleep (PgSleep) and shows no wait_event between naps: poll.
+        while monitor.execute(WAITING, (waiter_pid,)).fetchone() is None:
+            assert not seen["waited"].done(), seen["waited"].result()
+            assert time.monotonic() < deadline, "the waiter never waited"
+        return deliver(conn, to_, upstream_key)
+
+    with ThreadPoolExecutor(1) as threads:
+        sent = send_email(holder, call, to, lease="1 minute", effect=slow_provider)
+        waited = seen["waited"].result(timeout=60)
+    assert sent.outcome == "sent"
+    plain = seen["plain"]
+    assert plain.outcome == "in_progress" and plain.response is None
+    assert isinstance(plain.retry_after, timedelta)  # interval arrives as a timedelta
+    assert timedelta(0) < plain.retry_after <= timedelta(minutes=1)
+    assert waited.outcome == "replay"
+    assert waited.response == sent.response
+    assert emails(monitor, to) == 1
+
+
+def test_transaction_claims_writes_and_completes_at_once(pool, connect, call, to):
+    other = connect()
+
+    def effect_in_the_transaction(conn, to_, upstream_key):
+        assert lookup(other, call) is None  # the claim is not committed yet
+        return deliver(conn, to_, upstream_key)
+
+    sent = send_email_in_transaction(pool, call, to, effect=effect_in_the_transaction)
+    assert sent.outcome == "sent"
+    again = send_email_in_transaction(pool, call, to)
+    assert again.outcome == "replay" and again.response == sent.response
+    assert lookup(other, call)[0] == "succeeded"
+    assert emails(other, to) == 1
+
+
+def test_rolled_back_transaction_leaves_no_claim_and_no_email(pool, connect, call, to):
+    conn = connect()
+
+    def crash_after_insert(conn_, to_, upstream_key):
+        deliver(conn_, to_, upstream_key)
+        raise RuntimeError("crashed before completing")
+
+    with pytest.raises(RuntimeError):
+        send_email_in_transaction(pool, call, to, effect=crash_after_insert)
+    assert lookup(conn, call) is None
+    assert emails(conn, to) == 0
+    retry = begin(conn, call, to)
+    assert (retry.outcome, retry.attempt, retry.recovered) == ("claimed", 1, False)
+
+
+def take_over(conn, call, to):
+    """Retries idem_begin until the lapsed lease is taken over (observable state, no sleep)."""
+    deadline = time.monotonic() + 30
+    while (claim := begin(conn, call, to)).outcome == "in_progress":
+        assert time.monotonic() < deadline, "the lease never lapsed"
+    return claim
+
+
+def test_stale_fence_raises_ik003(connect, call, to):
+    a, b = connect(), connect()
+    old = begin(a, call, to, lease="20 milliseconds")  # ttl stays the default hour
+    assert old.outcome == "claimed" and isinstance(old.fence, int)
+    new = take_over(b, call, to)
+    assert (new.outcome, new.recovered, new.attempt) == ("claimed", True, 2)
+    assert new.fence > old.fence
+    assert new.upstream_key == old.upstream_key
+    with pytest.raises(psycopg.Error) as raised:
+        a.execute(COMPLETE, {"key": call, "fence": old.fence, "response": Jsonb({})})
+    assert raised.value.sqlstate == "IK003"
+    assert raised.value.diag.sqlstate == "IK003"
+    assert complete(a, call, old.fence, {"email_id": -1}) is False  # the example's handling
+    assert lookup(a, call) == ("in_progress", new.fence)  # an error changes nothing
+    assert complete(b, call, new.fence, {"email_id": 2}) is True
+    assert begin(a, call, to).response == {"email_id": 2}
+
+
+def test_lease_lost_is_reported_and_the_effect_not_retried(connect, call, to):
+    a, b = connect(), connect()
+    seen = {"a_sends": 0}
+
+    def slow_provider(conn, to_, upstream_key):
+        seen["a_sends"] += 1
+        sent = deliver(conn, to_, upstream_key)
+        # The provider is slow: A's lease lapses, and a retry (B) takes the call over.
+        seen["b"] = take_over_with(b)
+        return sent
+
+    def take_over_with(conn):
+        deadline = time.monotonic() + 30
+        while (r := send_email(conn, call, to)).outcome == "in_progress":
+            assert time.monotonic() < deadline, "the lease never lapsed"
+        return r
+
+    result = send_email(a, call, to, lease="20 milliseconds", effect=slow_provider)
+    assert result.outcome == "lease_lost"
+    assert seen["a_sends"] == 1
+    assert (seen["b"].outcome, seen["b"].recovered) == ("sent", True)
+    # B resent (A's outcome was unknown to it) with the same upstream key: a provider that
+    # honours Idempotency-Key sends one email; B's result is the call's.
+    assert a.execute("SELECT count(*), count(DISTINCT upstream_key) FROM outbox WHERE recipient = %s",
+                     (to,)).fetchone() == (2, 1)
+    assert send_email(a, call, to).response == seen["b"].response != result.response
+    expires_at = a.execute("SELECT expires_at FROM idem_lookup('send_email', %s)", (call,)).fetchone()[0]
+    assert isinstance(expires_at, datetime) and expires_at.tzinfo is not None
