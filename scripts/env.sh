@@ -62,8 +62,18 @@ TEST_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-15-cron redis-s
 # the PyPI wheel stands in for it, see below).
 DEMO_PACKAGES=(libclang-dev)
 
+# Usable by the test command: installed, and we may install the extension into it (Debian's
+# folders belong to root).
+pg15_usable() {
+    pg15_available && { is_root || [ -w "$("$PG15_PG_CONFIG" --pkglibdir)" ]; }
+}
+
 pg15_missing_reason() {
-    echo "PostgreSQL 15 is not installed (Debian packages; a root user runs: apt-get install ${TEST_PACKAGES[*]})"
+    if pg15_available; then
+        echo "PostgreSQL 15 is Debian's: installing the extension into it needs root (scripts/test.sh as root)"
+    else
+        echo "PostgreSQL 15 is not installed (Debian packages; a root user runs: apt-get install ${TEST_PACKAGES[*]})"
+    fi
 }
 
 # pgrx's bindgen loads libclang. Debian's libclang-dev provides it (root); without root,

@@ -25,7 +25,7 @@ else
 fi
 "$ROOT/scripts/setup.sh" "$([ " ${versions[*]} " = " pg18 " ] && echo pg18 || echo all)"
 skipped_versions=()
-if [[ " ${versions[*]} " == *" pg15 "* ]] && ! pg15_available; then
+if [[ " ${versions[*]} " == *" pg15 "* ]] && ! pg15_usable; then
     log "$(pg15_missing_reason): running PostgreSQL 18 only"
     versions=(pg18)
     skipped_versions=(pg15)
