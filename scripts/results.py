@@ -139,12 +139,16 @@ def summary():
         with open(path, encoding="utf-8") as f:
             rows = [l.rstrip("\n").split("\t") for l in f if l.strip()]
     counts = Counter(r[0] for r in rows)
-    skips = [r for r in rows if r[0].startswith("skip")]
-    if skips:
+    # Skips grouped by layer and reason: one line per reason, with the tests it covers.
+    groups = {}
+    for status, layer, test, reason in (r for r in rows if r[0].startswith("skip")):
+        groups.setdefault((status, layer, reason), []).append(test)
+    if groups:
         print("\nskipped:")
-        for status, layer, test, reason in skips:
+        for (status, layer, reason), tests in groups.items():
             mark = " (unexpected under CI)" if ci and status == "skip-missing" else ""
-            print(f"  {layer}: {test}: {reason}{mark}")
+            print(f"  {layer}: {len(tests)} skipped: {reason}{mark}")
+            print(f"      {', '.join(tests)}")
     fails = [r for r in rows if r[0] == "fail"]
     if fails:
         print("\nfailed:")
