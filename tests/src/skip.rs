@@ -34,7 +34,10 @@ pub fn skip(why: Skip, reason: &str) {
     let Ok(path) = std::env::var("PGIDEM_SKIPS") else {
         return;
     };
-    let line = format!("{status}\t{binary}\t{test}\t{}\n", reason.replace(['\t', '\n'], " "));
+    let line = format!(
+        "{status}\t{binary}\t{test}\t{}\n",
+        reason.replace(['\t', '\n'], " ")
+    );
     // One write of one line in append mode: tests running in parallel do not interleave.
     let written = std::fs::OpenOptions::new()
         .create(true)

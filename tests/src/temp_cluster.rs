@@ -71,10 +71,14 @@ impl TempCluster {
             .unwrap();
         let data = dir.join("data");
         let mut initdb = server_command("initdb");
-        initdb
-            .arg("-D")
-            .arg(&data)
-            .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale"]);
+        initdb.arg("-D").arg(&data).args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-locale",
+        ]);
         run(initdb, "initdb");
 
         let mut lines = vec![

@@ -23,7 +23,11 @@ fn pg_cron_schedules_the_purge() {
     if cron_db.as_deref() != Some(DB) {
         // Setup installs Debian's pg_cron for PostgreSQL 15, the version it packages; the
         // embedded PostgreSQL 18 has no pg_cron build.
-        let why = if server_major(&mut admin) == 15 { Skip::Missing } else { Skip::NotApplicable };
+        let why = if server_major(&mut admin) == 15 {
+            Skip::Missing
+        } else {
+            Skip::NotApplicable
+        };
         skip(
             why,
             &format!(

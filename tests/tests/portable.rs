@@ -343,12 +343,20 @@ fn a_plain_psql_f_installs_all_of_it_or_nothing() {
         vec!["function idem_metrics()".to_string()],
         "a failed plain install left objects behind:\n{out}"
     );
-    c.batch_execute("DROP FUNCTION public.idem_metrics()").unwrap();
+    c.batch_execute("DROP FUNCTION public.idem_metrics()")
+        .unwrap();
 
     // Inside the caller's own transaction it leaves the commit to the caller: rolled back,
     // nothing stays.
-    let args = ["-c", "BEGIN", "-f", &sql_file("pg_idempotency.sql"), "-c", "ROLLBACK"]
-        .map(String::from);
+    let args = [
+        "-c",
+        "BEGIN",
+        "-f",
+        &sql_file("pg_idempotency.sql"),
+        "-c",
+        "ROLLBACK",
+    ]
+    .map(String::from);
     let (ok, out) = run_psql(&dsn, &args, &[]);
     assert!(ok, "{out}");
     assert_eq!(installed_objects(&mut c), Vec::<String>::new(), "{out}");

@@ -137,11 +137,21 @@ fn an_upgraded_install_is_a_fresh_install_and_keeps_its_records() {
     let mut c = connect_to(&dsn);
     assert_eq!(installed_version(&mut c), FROM);
     let before = describe(&mut c);
-    assert_ne!(before, expected, "{FROM} and {CURRENT} install the same objects");
+    assert_ne!(
+        before, expected,
+        "{FROM} and {CURRENT} install the same objects"
+    );
 
     // Work in flight across the upgrade: a completed call, a running holder.
     let done = begin(&mut c, "upgrade", "done");
-    complete(&mut c, "upgrade", "done", done.fence.unwrap(), r#"{"sent": 1}"#).unwrap();
+    complete(
+        &mut c,
+        "upgrade",
+        "done",
+        done.fence.unwrap(),
+        r#"{"sent": 1}"#,
+    )
+    .unwrap();
     let running = begin(&mut c, "upgrade", "running");
     assert_eq!(running.outcome, "claimed");
 
@@ -166,7 +176,10 @@ fn an_upgraded_install_is_a_fresh_install_and_keeps_its_records() {
 
     // The new column of 0.2.0.
     let note: Option<String> = c
-        .query_one("SELECT note FROM idem_metrics() WHERE scope = 'upgrade'", &[])
+        .query_one(
+            "SELECT note FROM idem_metrics() WHERE scope = 'upgrade'",
+            &[],
+        )
         .unwrap()
         .get(0);
     match backend() {
