@@ -96,8 +96,8 @@ behaviour_suite() {
     fi
     env "${redis[@]}" PGIDEM_DSN="$(conninfo "$version") dbname=pgidem_it" PGIDEM_BINDIR="$bindir" \
         PGIDEM_BACKEND="$backend" \
-        cargo test -p pg_idempotency_tests -p pg_idempotency_client --features pg_idempotency_client/redis \
-        -- --test-threads 4
+        cargo test --no-fail-fast -p pg_idempotency_tests -p pg_idempotency_client \
+        --features pg_idempotency_client/redis -- --test-threads 4
 }
 
 bench_smoke() {
