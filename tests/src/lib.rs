@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use postgres::{Client, NoTls};
 
+pub mod attack;
 mod skip;
 mod temp_cluster;
 pub use skip::{skip, Skip};
