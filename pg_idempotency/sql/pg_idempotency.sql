@@ -30,7 +30,8 @@ CREATE TABLE idempotency.records (
     expires_at   timestamptz NOT NULL,
     ttl          interval    NOT NULL,
     owner        regrole     NOT NULL,
-    PRIMARY KEY (scope, key)
+    -- Each role its own key space: the same scope and key under two roles are two calls.
+    PRIMARY KEY (scope, key, owner)
 ) WITH (
     -- Room on each page for a record's completion to be a HOT update (no index is
     -- touched: the only index is the key's, which never changes).
@@ -44,7 +45,7 @@ CREATE TABLE idempotency.records (
     autovacuum_vacuum_cost_delay = 0
 );
 COMMENT ON TABLE idempotency.records IS
-    'pg_idempotency: one row per (scope, key); expired rows are absent whether purged or not';
+    'pg_idempotency: one row per (scope, key, owner); expired rows are absent whether purged or not';
 
 -- Per-scope defaults, set with idem_set_policy: a call's arguments override them, and they
 -- override the GUC defaults. A NULL field leaves that setting to the defaults.
@@ -65,8 +66,9 @@ SELECT pg_catalog.pg_extension_config_dump('idempotency.policies', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.records', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.fence_seq', '');
 
--- Roles that the docs name: members of idempotency_user may call the API, members of
--- idempotency_admin may also forget records, purge, set policies and read metrics. Roles
+-- Roles that the docs name: members of idempotency_user may call the API on their own
+-- records; members of idempotency_admin may also see and forget every role's records,
+-- read every role's metrics, purge and set policies. Roles
 -- belong to the cluster, not to one database, so they are created only where missing and
 -- outlive the extension.
 DO $roles$
@@ -93,7 +95,8 @@ CREATE TYPE idempotency.begin_result AS (
     response     jsonb,
     lease_until  timestamptz,
     expires_at   timestamptz,
-    retry_after  interval);
+    retry_after  interval,
+    key          text);
 COMMENT ON TYPE idempotency.begin_result IS 'What idem_begin answers';
 CREATE TYPE idempotency.complete_result AS (state text, expires_at timestamptz);
 COMMENT ON TYPE idempotency.complete_result IS 'What idem_complete answers';
@@ -162,19 +165,20 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'idem_extend';
 COMMENT ON FUNCTION @extschema@.idem_extend(text, text, bigint, interval) IS
     'Extend the lease of a claim that is still running (a heartbeat)';
 
-CREATE FUNCTION @extschema@.idem_lookup(scope text, key text)
+-- owner NULL: the caller's own record. Naming another role needs idempotency_admin.
+CREATE FUNCTION @extschema@.idem_lookup(scope text, key text, owner regrole DEFAULT NULL)
 RETURNS SETOF idempotency.lookup_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER ROWS 1
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_lookup';
-COMMENT ON FUNCTION @extschema@.idem_lookup(text, text) IS
-    'The record of a call until it expires; no row when it is absent or expired';
+COMMENT ON FUNCTION @extschema@.idem_lookup(text, text, regrole) IS
+    'The caller''s record of a call (an admin: owner''s) until it expires; no row when it is absent or expired';
 
-CREATE FUNCTION @extschema@.idem_forget(scope text, key text)
+CREATE FUNCTION @extschema@.idem_forget(scope text, key text, owner regrole DEFAULT NULL)
 RETURNS boolean
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_forget';
-COMMENT ON FUNCTION @extschema@.idem_forget(text, text) IS
-    'Remove a record (an operator dropping a bad cached result); true when a live one was removed';
+COMMENT ON FUNCTION @extschema@.idem_forget(text, text, regrole) IS
+    'Remove the caller''s record (an admin: owner''s), e.g. a bad cached result; true when a live one was removed';
 
 CREATE FUNCTION @extschema@.idem_canonical(request jsonb)
 RETURNS text
@@ -230,19 +234,28 @@ LANGUAGE sql AS $fn$
 $fn$;
 COMMENT ON FUNCTION @extschema@.idem_policies() IS 'Every scope''s policy';
 
--- Outcome counters since the server started (shared memory; only when preloaded).
+-- Outcome counters since the server started (shared memory; only when preloaded), and
+-- whose rows idem_metrics shows the caller.
 CREATE FUNCTION idempotency._idem_counters()
-RETURNS TABLE (scope text, claimed bigint, replay bigint, in_progress bigint, mismatch bigint)
+RETURNS TABLE (owner regrole, scope text, claimed bigint, replay bigint, in_progress bigint,
+               mismatch bigint)
 VOLATILE PARALLEL SAFE
-LANGUAGE c AS 'MODULE_PATHNAME', 'idem_counters';
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_owner_counters';
 CREATE FUNCTION idempotency._idem_counting()
 RETURNS boolean
 VOLATILE PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_counting';
-REVOKE ALL ON FUNCTION idempotency._idem_counters(), idempotency._idem_counting() FROM PUBLIC;
+-- NULL: every owner's (the caller has idempotency_admin's privileges); else the caller.
+CREATE FUNCTION idempotency._idem_visible_owner()
+RETURNS regrole
+VOLATILE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_visible_owner';
+REVOKE ALL ON FUNCTION idempotency._idem_counters(), idempotency._idem_counting(),
+    idempotency._idem_visible_owner() FROM PUBLIC;
 
 CREATE FUNCTION @extschema@.idem_metrics()
 RETURNS TABLE (
+    owner              regrole,
     scope              text,
     in_progress        bigint,
     succeeded          bigint,
@@ -257,9 +270,9 @@ RETURNS TABLE (
     note               text)
 VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
-    WITH now AS (SELECT clock_timestamp() AS t),
+    WITH now AS (SELECT clock_timestamp() AS t, idempotency._idem_visible_owner() AS visible),
     stored AS (
-        SELECT r.scope,
+        SELECT r.owner, r.scope,
                count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'in_progress') AS in_progress,
                count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'succeeded') AS succeeded,
                count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'failed') AS failed,
@@ -269,9 +282,12 @@ LANGUAGE sql AS $fn$
                now.t - min(r.created_at) FILTER (WHERE r.expires_at > now.t
                                                   AND r.state = 'in_progress') AS oldest_in_progress
         FROM idempotency.records r, now
-        GROUP BY r.scope, now.t),
-    counted AS (SELECT * FROM idempotency._idem_counters())
-    SELECT coalesce(s.scope, c.scope),
+        WHERE now.visible IS NULL OR r.owner = now.visible
+        GROUP BY r.owner, r.scope, now.t),
+    counted AS (
+        SELECT c.* FROM idempotency._idem_counters() c, now
+        WHERE now.visible IS NULL OR c.owner = now.visible)
+    SELECT coalesce(s.owner, c.owner), coalesce(s.scope, c.scope),
            coalesce(s.in_progress, 0), coalesce(s.succeeded, 0), coalesce(s.failed, 0),
            coalesce(s.lapsed, 0), coalesce(s.expired, 0), s.oldest_in_progress,
            CASE WHEN idempotency._idem_counting() THEN coalesce(c.claimed, 0) END,
@@ -281,11 +297,11 @@ LANGUAGE sql AS $fn$
            CASE WHEN NOT idempotency._idem_counting() THEN
                'outcome counters are off: pg_idempotency is not in shared_preload_libraries (add it and restart the server)'
            END
-    FROM stored s FULL JOIN counted c ON c.scope = s.scope
-    ORDER BY 1
+    FROM stored s FULL JOIN counted c ON c.owner = s.owner AND c.scope = s.scope
+    ORDER BY coalesce(s.owner, c.owner)::text, 2
 $fn$;
 COMMENT ON FUNCTION @extschema@.idem_metrics() IS
-    'Per scope: live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)';
+    'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)';
 
 -- Execute is granted deliberately, never to PUBLIC.
 REVOKE EXECUTE ON FUNCTION
@@ -293,8 +309,8 @@ REVOKE EXECUTE ON FUNCTION
     @extschema@.idem_complete(text, text, bigint, jsonb, boolean, boolean),
     @extschema@.idem_release(text, text, bigint),
     @extschema@.idem_extend(text, text, bigint, interval),
-    @extschema@.idem_lookup(text, text),
-    @extschema@.idem_forget(text, text),
+    @extschema@.idem_lookup(text, text, regrole),
+    @extschema@.idem_forget(text, text, regrole),
     @extschema@.idem_canonical(jsonb),
     @extschema@.idem_hash(jsonb),
     @extschema@.idem_purge_expired(integer),
@@ -308,14 +324,14 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idem_complete(text, text, bigint, jsonb, boolean, boolean),
     @extschema@.idem_release(text, text, bigint),
     @extschema@.idem_extend(text, text, bigint, interval),
-    @extschema@.idem_lookup(text, text),
+    @extschema@.idem_lookup(text, text, regrole),
+    @extschema@.idem_forget(text, text, regrole),
     @extschema@.idem_canonical(jsonb),
     @extschema@.idem_hash(jsonb),
-    @extschema@.idem_policies()
+    @extschema@.idem_policies(),
+    @extschema@.idem_metrics()
 TO idempotency_user;
 GRANT EXECUTE ON FUNCTION
-    @extschema@.idem_forget(text, text),
-    @extschema@.idem_metrics(),
     @extschema@.idem_purge_expired(integer),
     @extschema@.idem_set_policy(text, interval, interval, text, boolean, text),
     @extschema@.idem_drop_policy(text)

@@ -9,11 +9,11 @@ use pgrx::{pg_sys, IntoDatum};
 
 use crate::args::{self, micros_interval, OnCacheHit, OnMismatch};
 use crate::clock::{self, Micros};
-use crate::entry::{composite, Args, Column};
+use crate::entry::{composite, result_columns, Args, Column};
 use crate::error::{ErrorKind, IdemError, IdemResult};
 use crate::metrics::{self, Counter};
 use crate::request;
-use crate::store::{self, Claim, Policy, Record, State};
+use crate::store::{self, Claim, Id, Policy, Record, State};
 
 /// How many lost races a call tolerates before it gives up; each one means another session
 /// changed the record in the meantime.
@@ -24,6 +24,8 @@ const MAX_RACES: u32 = 1000;
 struct Call {
     scope: String,
     key: String,
+    /// The calling role: the key space the call lives in.
+    owner: pg_sys::Oid,
     fingerprint: Option<[u8; 32]>,
     ttl: Option<i64>,
     lease: Option<i64>,
@@ -94,6 +96,7 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
     let call = Call {
         scope,
         key,
+        owner: clock::caller(),
         fingerprint,
         ttl: args::ttl(a.get(3))?,
         lease: args::lease(a.get(4))?,
@@ -113,19 +116,30 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
         Err(_) => None,
     };
     if let Some(c) = counter {
-        metrics::count(&call.scope, c);
+        metrics::count(call.owner, &call.scope, c);
     }
-    Ok(result(a, outcome?))
+    Ok(result(a, outcome?, &call.key))
+}
+
+impl Call {
+    fn id(&self) -> Id<'_> {
+        Id {
+            scope: &self.scope,
+            key: &self.key,
+            owner: self.owner,
+        }
+    }
 }
 
 fn decide(call: &Call) -> IdemResult<Outcome> {
+    let id = call.id();
     let started = clock::now();
     let mut pause = 2_000;
     let mut settings: Option<Settings> = None;
     for race in 0..MAX_RACES {
         // The first round uses the start time: one clock read for a replay.
         let now = if race == 0 { started } else { clock::now() };
-        let (record, policy) = store::read(&call.scope, &call.key);
+        let (record, policy) = store::read(&id);
         let set = match &settings {
             Some(set) => set,
             None => settings.insert(Settings::resolve(call, &policy)?),
@@ -134,7 +148,7 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
             None => {
                 let claim = fresh_claim(call, set, now);
                 clock::ensure_durable_commit();
-                if store::insert(&call.scope, &call.key, &claim) {
+                if store::insert(&id, &claim) {
                     return Ok(claimed(claim, false));
                 }
                 continue;
@@ -142,7 +156,7 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
             Some(r) if !r.is_live(now) => {
                 let claim = fresh_claim(call, set, now);
                 clock::ensure_durable_commit();
-                if store::claim_again(&call.scope, &call.key, &r, &claim) {
+                if store::claim_again(&id, &r, &claim) {
                     return Ok(claimed(claim, false));
                 }
                 continue;
@@ -202,7 +216,6 @@ fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
         lease_until: now + set.lease,
         expires_at: now + set.ttl,
         ttl: set.ttl,
-        owner: clock::caller(),
     }
 }
 
@@ -231,10 +244,9 @@ fn take_over(
         lease_until: now + set.lease,
         expires_at: (now + set.ttl).max(record.expires_at),
         ttl: set.ttl,
-        owner: clock::caller(),
     };
     clock::ensure_durable_commit();
-    store::claim_again(&call.scope, &call.key, record, &claim).then(|| claimed(claim, recovered))
+    store::claim_again(&call.id(), record, &claim).then(|| claimed(claim, recovered))
 }
 
 fn claimed(c: Claim<'_>, recovered: bool) -> Outcome {
@@ -271,10 +283,10 @@ fn ts(m: Micros) -> Column {
     Some(pg_sys::Datum::from(m))
 }
 
-fn result(a: &Args, outcome: Outcome) -> pg_sys::Datum {
+fn result(a: &Args, outcome: Outcome, key: &str) -> pg_sys::Datum {
     let text = |s: &str| s.into_datum();
     // outcome, fence, attempt, recovered, upstream_key, succeeded, response,
-    // lease_until, expires_at, retry_after
+    // lease_until, expires_at, retry_after, and from 0.2.0 on, key
     let row: [Column; 10] = match outcome {
         Outcome::Claimed {
             fence,
@@ -323,5 +335,9 @@ fn result(a: &Args, outcome: Outcome) -> pg_sys::Datum {
             ]
         }
     };
-    composite(a, &row)
+    let mut full: [Column; 11] = [None; 11];
+    full[..10].copy_from_slice(&row);
+    full[10] = text(key);
+    // The 0.1.0 result type (served until the extension's update) has no key column.
+    composite(a, &full[..result_columns(a).min(full.len())])
 }

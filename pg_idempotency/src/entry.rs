@@ -114,6 +114,23 @@ fn split(columns: &[Column]) -> (Vec<pg_sys::Datum>, Vec<bool>) {
         .unzip()
 }
 
+/// How many columns the function's result row has (a result type may gain columns in an
+/// update of the extension, while the library serves the older one until the update runs).
+pub fn result_columns(args: &Args) -> usize {
+    unsafe { (*result_tupdesc(args.0)).natts as usize }
+}
+
+/// How many arguments the call passed (a function may gain arguments in an update).
+pub fn arg_count(args: &Args) -> usize {
+    unsafe { (*args.0).nargs as usize }
+}
+
+/// SQL NULL as the function's result.
+pub fn null(args: &Args) -> pg_sys::Datum {
+    unsafe { (*args.0).isnull = true };
+    pg_sys::Datum::from(0usize)
+}
+
 /// A single-row composite result (functions declared with OUT parameters).
 pub fn composite(args: &Args, columns: &[Column]) -> pg_sys::Datum {
     unsafe {

@@ -33,6 +33,8 @@ pub enum ErrorKind {
     Uncanonicalizable,
     /// Other sessions kept changing the record while this call tried to settle it.
     Contention,
+    /// The call named another role's records without the privileges of idempotency_admin.
+    NotPermitted,
 }
 
 impl ErrorKind {
@@ -46,6 +48,7 @@ impl ErrorKind {
             ErrorKind::ResponseTooLarge => "IK004",
             ErrorKind::Uncanonicalizable => "IK005",
             ErrorKind::Contention => "40001",
+            ErrorKind::NotPermitted => "42501",
         }
     }
 }

@@ -118,17 +118,33 @@ fn text_varlena(s: &str) -> Vec<u8> {
     v
 }
 
+/// One column of an index key: text (compared with the index's collation) or an OID-like
+/// value (a role).
+#[derive(Clone, Copy)]
+pub enum Key<'a> {
+    Text(&'a str),
+    Oid(pg_sys::Oid),
+}
+
 /// Reads the row of `table` whose key index `index` holds `keys`, and hands `read` a view of
 /// its `columns` (by name; a static list, whose address names it in a per-backend cache).
 /// None when no row is visible.
 pub fn by_key<T>(
     table: pg_sys::Oid,
     index: pg_sys::Oid,
-    keys: &[&str],
+    keys: &[Key<'_>],
     columns: &'static [&'static str],
     read: impl FnOnce(&Row<'_>) -> T,
 ) -> Option<T> {
-    let key_values: Vec<Vec<u8>> = keys.iter().map(|k| text_varlena(k)).collect();
+    // The text values laid out as PostgreSQL reads them (empty for the other kinds); they
+    // must outlive the scan.
+    let texts: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|k| match k {
+            Key::Text(t) => text_varlena(t),
+            Key::Oid(_) => Vec::new(),
+        })
+        .collect();
     unsafe {
         // Earlier commands of this transaction (the caller's own writes) are visible, as
         // they would be to the next statement.
@@ -139,14 +155,18 @@ pub fn by_key<T>(
         let idx = pg_sys::index_open(index, lock);
 
         let mut scankeys: Vec<pg_sys::ScanKeyData> = Vec::with_capacity(keys.len());
-        for (i, value) in key_values.iter().enumerate() {
+        for (i, (key, text)) in keys.iter().zip(&texts).enumerate() {
             let mut sk = pg_sys::ScanKeyData::default();
+            let (procedure, value) = match key {
+                Key::Oid(oid) => (pg_sys::F_OIDEQ, pg_sys::Datum::from(*oid)),
+                Key::Text(_) => (pg_sys::F_TEXTEQ, pg_sys::Datum::from(text.as_ptr())),
+            };
             pg_sys::ScanKeyInit(
                 &mut sk,
                 (i + 1) as pg_sys::AttrNumber,
                 pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
-                pg_sys::RegProcedure::from(pg_sys::F_TEXTEQ),
-                pg_sys::Datum::from(value.as_ptr()),
+                pg_sys::RegProcedure::from(procedure),
+                value,
             );
             // The index is ordered by its own collation: the search must use it.
             sk.sk_collation = *(*idx).rd_indcollation.add(i);

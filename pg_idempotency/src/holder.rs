@@ -12,20 +12,33 @@ use crate::clock::{self, Micros};
 use crate::entry::{composite, Args};
 use crate::error::{ErrorKind, IdemError, IdemResult};
 use crate::request;
-use crate::store::{self, Completion, Policy, Record, State};
+use crate::store::{self, Completion, Id, Policy, Record, State};
 
 const MAX_RACES: u32 = 1000;
 
 struct Held {
     scope: String,
     key: String,
+    /// The calling role: only its own records can be held by its fences.
+    owner: pg_sys::Oid,
     fence: i64,
+}
+
+impl Held {
+    fn id(&self) -> Id<'_> {
+        Id {
+            scope: &self.scope,
+            key: &self.key,
+            owner: self.owner,
+        }
+    }
 }
 
 fn held(a: &Args) -> IdemResult<Held> {
     Ok(Held {
         scope: args::scope(a.get::<String>(0))?,
         key: args::key(a.get::<String>(1))?,
+        owner: clock::caller(),
         fence: args::fence(a.get::<i64>(2))?,
     })
 }
@@ -51,7 +64,9 @@ fn contention() -> IdemError {
 
 /// The live record that `h.fence` holds (and its scope's policy), or why it does not.
 fn read_held(h: &Held, now: Micros) -> IdemResult<(Record, Policy)> {
-    let (record, policy) = store::read(&h.scope, &h.key);
+    // Another role's record of the same scope and key is not this caller's: it reads as
+    // absent, so what the caller is told does not depend on it.
+    let (record, policy) = store::read(&h.id());
     let Some(record) = record.filter(|r| r.is_live(now)) else {
         return Err(lease_lost(
             "The key has no live record: it was released, forgotten, never claimed, or it expired.",
@@ -106,7 +121,7 @@ fn complete(
         let cache_failure = cache_failure.or(policy.cache_failures).unwrap_or(false);
         if !succeeded && !cache_failure {
             // An uncached failure leaves nothing behind, so a retry runs the call again.
-            if store::delete_held(&h.scope, &h.key, h.fence) {
+            if store::delete_held(&h.id(), h.fence) {
                 return Ok(("absent", None));
             }
             continue;
@@ -123,7 +138,7 @@ fn complete(
             completed_at: now,
             expires_at,
         };
-        if store::complete(&h.scope, &h.key, h.fence, &completion, record.tid) {
+        if store::complete(&h.id(), h.fence, &completion, record.tid) {
             return Ok((state.as_str(), Some(expires_at)));
         }
     }
@@ -145,7 +160,7 @@ fn release(h: &Held) -> IdemResult<()> {
             ));
         }
         clock::ensure_durable_commit();
-        if store::delete_held(&h.scope, &h.key, h.fence) {
+        if store::delete_held(&h.id(), h.fence) {
             return Ok(());
         }
     }
@@ -180,7 +195,7 @@ fn extend(h: &Held, lease: Option<i64>) -> IdemResult<(Micros, Micros)> {
         // A record never expires while its lease is live.
         let expires_at = record.expires_at.max(lease_until);
         clock::ensure_durable_commit();
-        if store::extend(&h.scope, &h.key, h.fence, lease_until, expires_at) {
+        if store::extend(&h.id(), h.fence, lease_until, expires_at) {
             return Ok((lease_until, expires_at));
         }
     }

@@ -21,6 +21,7 @@ mod policy_cache;
 mod purge;
 mod relations;
 mod request;
+mod roles;
 mod store;
 mod worker;
 
@@ -62,6 +63,16 @@ entry::sql_function!(
     idem_counters,
     pg_finfo_idem_counters,
     metrics::idem_counters
+);
+entry::sql_function!(
+    idem_owner_counters,
+    pg_finfo_idem_owner_counters,
+    metrics::idem_owner_counters
+);
+entry::sql_function!(
+    idem_visible_owner,
+    pg_finfo_idem_visible_owner,
+    lookup::idem_visible_owner
 );
 entry::sql_function!(
     idem_counting,

@@ -1,8 +1,9 @@
-//! Outcome counters per scope, in shared memory, since the server started.
+//! Outcome counters per owner and scope, in shared memory, since the server started.
 //!
 //! They exist only when the library is preloaded (shared memory is sized at server start);
-//! otherwise counting is off and `idem_metrics()` shows NULL counters. Scopes beyond
-//! SLOTS share one overflow slot, shown as the scope `(other scopes)`.
+//! otherwise counting is off and `idem_metrics()` shows NULL counters. Owner and scope pairs
+//! beyond SLOTS share one overflow slot, shown as the scope `(other scopes)` with no owner
+//! (only admins see it).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -27,8 +28,9 @@ pub enum Counter {
 }
 
 pub struct Slot {
-    /// 0: free. Otherwise a hash of the whole scope, never 0.
+    /// 0: free. Otherwise a hash of the owner and the whole scope, never 0.
     hash: u64,
+    owner: u32,
     len: u16,
     name: [u8; NAME_BYTES],
     counts: [AtomicU64; 4],
@@ -44,6 +46,7 @@ impl Default for Table {
         Table {
             slots: std::array::from_fn(|_| Slot {
                 hash: 0,
+                owner: 0,
                 len: 0,
                 name: [0; NAME_BYTES],
                 counts: Default::default(),
@@ -65,11 +68,15 @@ pub fn init() {
     ENABLED.store(true, Ordering::Relaxed);
 }
 
-fn hash(scope: &str) -> u64 {
+fn hash(owner: u32, scope: &str) -> u64 {
     // FNV-1a; 0 marks a free slot.
-    let h = scope.bytes().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100000001b3)
-    });
+    let h = owner
+        .to_le_bytes()
+        .into_iter()
+        .chain(scope.bytes())
+        .fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100000001b3)
+        });
     h.max(1)
 }
 
@@ -77,12 +84,13 @@ fn bump(counts: &[AtomicU64; 4], c: Counter) {
     counts[c as usize].fetch_add(1, Ordering::Relaxed);
 }
 
-/// Counts one outcome for `scope`.
-pub fn count(scope: &str, c: Counter) {
+/// Counts one outcome of `owner` for `scope`.
+pub fn count(owner: pg_sys::Oid, scope: &str, c: Counter) {
     if !ENABLED.load(Ordering::Relaxed) {
         return;
     }
-    let h = hash(scope);
+    let owner = u32::from(owner);
+    let h = hash(owner, scope);
     let start = (h as usize) % SLOTS;
     {
         // The common case: the scope has its slot already, found under a shared lock.
@@ -113,6 +121,7 @@ pub fn count(scope: &str, c: Counter) {
             }
             slot.name[..n].copy_from_slice(&bytes[..n]);
             slot.len = n as u16;
+            slot.owner = owner;
             slot.hash = h;
             return bump(&slot.counts, c);
         }
@@ -120,28 +129,65 @@ pub fn count(scope: &str, c: Counter) {
     bump(&table.overflow, c);
 }
 
-/// `idempotency._idem_counters()`: scope, claimed, replay, in_progress, mismatch.
+fn counts_of(counts: &[AtomicU64; 4]) -> [i64; 4] {
+    std::array::from_fn(|i| counts[i].load(Ordering::Relaxed) as i64)
+}
+
+/// Every slot in use: owner (None for the overflow slot), scope, counts.
+fn snapshot() -> Vec<(Option<pg_sys::Oid>, String, [i64; 4])> {
+    let mut out = Vec::new();
+    if !ENABLED.load(Ordering::Relaxed) {
+        return out;
+    }
+    let table = COUNTERS.share();
+    for slot in table.slots.iter().filter(|s| s.hash != 0) {
+        let name = String::from_utf8_lossy(&slot.name[..slot.len as usize]).into_owned();
+        out.push((
+            Some(pg_sys::Oid::from(slot.owner)),
+            name,
+            counts_of(&slot.counts),
+        ));
+    }
+    let overflow = counts_of(&table.overflow);
+    if overflow.iter().any(|&c| c > 0) {
+        out.push((None, OVERFLOW.to_string(), overflow));
+    }
+    out
+}
+
+fn counter_row(owner: Option<Column>, scope: &str, counts: [i64; 4]) -> Vec<Column> {
+    let mut row: Vec<Column> = owner.into_iter().collect();
+    row.push(scope.into_datum());
+    row.extend(counts.iter().map(|c| c.into_datum()));
+    row
+}
+
+/// `idempotency._idem_counters()` of 0.2.0: owner, scope, claimed, replay, in_progress,
+/// mismatch.
+pub fn idem_owner_counters(a: &Args) -> IdemResult<pg_sys::Datum> {
+    let out: Vec<Vec<Column>> = snapshot()
+        .into_iter()
+        .map(|(owner, scope, counts)| {
+            counter_row(Some(owner.map(pg_sys::Datum::from)), &scope, counts)
+        })
+        .collect();
+    Ok(rows(a, &out))
+}
+
+/// `idempotency._idem_counters()` of 0.1.0 (served until the extension's update): scope,
+/// claimed, replay, in_progress, mismatch, summed over owners.
 pub fn idem_counters(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let mut out: Vec<Vec<Column>> = Vec::new();
-    if ENABLED.load(Ordering::Relaxed) {
-        let table = COUNTERS.share();
-        let row = |name: &str, counts: &[AtomicU64; 4]| -> Vec<Column> {
-            let mut r = vec![name.into_datum()];
-            r.extend(
-                counts
-                    .iter()
-                    .map(|c| (c.load(Ordering::Relaxed) as i64).into_datum()),
-            );
-            r
-        };
-        for slot in table.slots.iter().filter(|s| s.hash != 0) {
-            let name = String::from_utf8_lossy(&slot.name[..slot.len as usize]).into_owned();
-            out.push(row(&name, &slot.counts));
-        }
-        if table.overflow.iter().any(|c| c.load(Ordering::Relaxed) > 0) {
-            out.push(row(OVERFLOW, &table.overflow));
+    let mut by_scope: std::collections::BTreeMap<String, [i64; 4]> = Default::default();
+    for (_, scope, counts) in snapshot() {
+        let sum = by_scope.entry(scope).or_default();
+        for (s, c) in sum.iter_mut().zip(counts) {
+            *s += c;
         }
     }
+    let out: Vec<Vec<Column>> = by_scope
+        .into_iter()
+        .map(|(scope, counts)| counter_row(None, &scope, counts))
+        .collect();
     Ok(rows(a, &out))
 }
 

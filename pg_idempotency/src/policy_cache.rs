@@ -58,7 +58,7 @@ fn read(oids: relations::Oids, scope: &str) -> Policy {
     fetch::by_key(
         oids.policies,
         oids.policies_pkey,
-        &[scope],
+        &[fetch::Key::Text(scope)],
         &COLUMNS,
         |row| Policy {
             ttl: row.interval_micros(0),

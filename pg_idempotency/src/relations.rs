@@ -16,6 +16,10 @@ pub struct Oids {
     pub fence_seq: pg_sys::Oid,
     /// Citus is installed: the tables may be distributed, and only SQL reaches their rows.
     pub distributed: bool,
+    /// The records are keyed by (scope, key, owner): each role its own key space (0.2.0).
+    /// False while a 0.1.0 schema awaits `ALTER EXTENSION pg_idempotency UPDATE`: this
+    /// library then serves it as 0.1.0 did, one key space shared by every role.
+    pub owner_keyed: bool,
 }
 
 thread_local! {
@@ -55,6 +59,16 @@ fn relid(nsp: pg_sys::Oid, name: &CStr) -> pg_sys::Oid {
     oid
 }
 
+/// How many key columns an index has.
+fn key_columns(index: pg_sys::Oid) -> i16 {
+    unsafe {
+        let idx = pg_sys::index_open(index, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let n = (*(*idx).rd_index).indnkeyatts;
+        pg_sys::index_close(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        n
+    }
+}
+
 /// The storage objects' OIDs (an error when the extension's schema is incomplete).
 pub fn oids() -> Oids {
     if !REGISTERED.get() {
@@ -67,14 +81,16 @@ pub fn oids() -> Oids {
         return o;
     }
     let nsp = unsafe { pg_sys::get_namespace_oid(c"idempotency".as_ptr(), false) };
+    let records_pkey = relid(nsp, c"records_pkey");
     let o = Oids {
         records: relid(nsp, c"records"),
-        records_pkey: relid(nsp, c"records_pkey"),
+        records_pkey,
         policies: relid(nsp, c"policies"),
         policies_pkey: relid(nsp, c"policies_pkey"),
         fence_seq: relid(nsp, c"fence_seq"),
         distributed: unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) }
             != pg_sys::InvalidOid,
+        owner_keyed: key_columns(records_pkey) == 3,
     };
     OIDS.set(Some(o));
     // New objects: nothing remembered about the old ones applies.

@@ -72,9 +72,23 @@ const READ_COLUMNS: &str =
     "r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response, \
      r.created_at, r.completed_at, r.lease_until, r.expires_at, r.ttl, r.owner::pg_catalog.oid, \
      p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch";
-const WHERE_KEY: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2";
-const WHERE_HELD: &str = "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 \
-     AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) 'in_progress'";
+/// The record's key in a statement: scope `$1`, key `$2`, and, where records are keyed by
+/// owner, the owner in parameter `$owner`.
+fn where_key(keyed: bool, owner: usize) -> String {
+    let mut w = String::from("scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2");
+    if keyed {
+        w.push_str(&format!(" AND owner OPERATOR(pg_catalog.=) ${owner}"));
+    }
+    w
+}
+
+/// The record held by fence `$3`.
+fn where_held(keyed: bool, owner: usize) -> String {
+    format!(
+        "{} AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) 'in_progress'",
+        where_key(keyed, owner)
+    )
+}
 
 struct Plans {
     read: OwnedPreparedStatement,
@@ -88,7 +102,8 @@ struct Plans {
 }
 
 thread_local! {
-    static PLANS: RefCell<Option<Plans>> = const { RefCell::new(None) };
+    /// The saved plans, and whether they were made for records keyed by owner.
+    static PLANS: RefCell<Option<(bool, Plans)>> = const { RefCell::new(None) };
 }
 
 fn oids(list: &[pg_sys::Oid]) -> Vec<PgOid> {
@@ -102,13 +117,23 @@ fn prepare(client: &SpiClient<'_>, sql: &str, types: &[pg_sys::Oid]) -> OwnedPre
         .keep()
 }
 
-fn build_plans(client: &SpiClient<'_>) -> Plans {
+fn build_plans(client: &SpiClient<'_>, keyed: bool) -> Plans {
     use pg_sys::{
         BYTEAOID, INT4OID, INT8OID, INTERVALOID, JSONBOID, REGROLEOID, TEXTOID, TIDOID,
         TIMESTAMPTZOID, UUIDOID,
     };
-    let key = [TEXTOID, TEXTOID];
-    let held = [TEXTOID, TEXTOID, INT8OID];
+    // The owner is the last parameter of every statement; where records are not keyed by
+    // owner (a 0.1.0 schema) the statements leave it unused.
+    let conflict = if keyed {
+        "(scope, key, owner)"
+    } else {
+        "(scope, key)"
+    };
+    let owner_of_row = if keyed {
+        "AND r.owner OPERATOR(pg_catalog.=) $3"
+    } else {
+        ""
+    };
     Plans {
         read: prepare(
             client,
@@ -117,35 +142,42 @@ fn build_plans(client: &SpiClient<'_>) -> Plans {
                 "SELECT {READ_COLUMNS} FROM (SELECT) AS one \
                  LEFT JOIN idempotency.records r \
                      ON r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2 \
+                     {owner_of_row} \
                  LEFT JOIN idempotency.policies p ON p.scope OPERATOR(pg_catalog.=) $1"
             ),
-            &key,
+            &[TEXTOID, TEXTOID, REGROLEOID],
         ),
         insert: prepare(
             client,
-            "INSERT INTO idempotency.records AS r (scope, key, state, fence, attempt, fingerprint, \
-                 upstream_key, created_at, lease_until, expires_at, ttl, owner) \
-             VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10) \
-             ON CONFLICT (scope, key) DO NOTHING RETURNING r.fence",
+            &format!(
+                "INSERT INTO idempotency.records AS r (scope, key, state, fence, attempt, \
+                     fingerprint, upstream_key, created_at, lease_until, expires_at, ttl, owner) \
+                 VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10) \
+                 ON CONFLICT {conflict} DO NOTHING RETURNING r.fence"
+            ),
             &[TEXTOID, TEXTOID, INT8OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID],
         ),
         claim_again: prepare(
             client,
-            "UPDATE idempotency.records SET state = 'in_progress', fence = $4, attempt = $5, \
-                 fingerprint = $6, upstream_key = $7, response = NULL, created_at = $8, \
-                 completed_at = NULL, lease_until = $9, expires_at = $10, ttl = $11, owner = $12 \
-             WHERE scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 \
-                 AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) $13 \
-                 AND COALESCE(lease_until, '-infinity'::pg_catalog.timestamptz) OPERATOR(pg_catalog.=) $14",
+            &format!(
+                "UPDATE idempotency.records SET state = 'in_progress', fence = $4, attempt = $5, \
+                     fingerprint = $6, upstream_key = $7, response = NULL, created_at = $8, \
+                     completed_at = NULL, lease_until = $9, expires_at = $10, ttl = $11, owner = $12 \
+                 WHERE {} \
+                     AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) $13 \
+                     AND COALESCE(lease_until, '-infinity'::pg_catalog.timestamptz) OPERATOR(pg_catalog.=) $14",
+                where_key(keyed, 12)
+            ),
             &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID],
         ),
         complete: prepare(
             client,
             &format!(
                 "UPDATE idempotency.records SET state = $4, response = $5, completed_at = $6, \
-                     lease_until = NULL, expires_at = $7 WHERE {WHERE_HELD}"
+                     lease_until = NULL, expires_at = $7 WHERE {}",
+                where_held(keyed, 8)
             ),
-            &[TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID],
+            &[TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID],
         ),
         // The same, at the row version that was read (a TID scan instead of an index probe;
         // if the row changed meanwhile, the update follows it and checks the guard again).
@@ -154,35 +186,50 @@ fn build_plans(client: &SpiClient<'_>) -> Plans {
             &format!(
                 "UPDATE idempotency.records SET state = $4, response = $5, completed_at = $6, \
                      lease_until = NULL, expires_at = $7 \
-                 WHERE ctid OPERATOR(pg_catalog.=) $8 AND {WHERE_HELD}"
+                 WHERE ctid OPERATOR(pg_catalog.=) $9 AND {}",
+                where_held(keyed, 8)
             ),
-            &[TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIDOID],
+            &[TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, TIDOID],
         ),
         delete_held: prepare(
             client,
-            &format!("DELETE FROM idempotency.records WHERE {WHERE_HELD}"),
-            &held,
+            &format!("DELETE FROM idempotency.records WHERE {}", where_held(keyed, 4)),
+            &[TEXTOID, TEXTOID, INT8OID, REGROLEOID],
         ),
         extend: prepare(
             client,
             &format!(
-                "UPDATE idempotency.records SET lease_until = $4, expires_at = $5 WHERE {WHERE_HELD}"
+                "UPDATE idempotency.records SET lease_until = $4, expires_at = $5 WHERE {}",
+                where_held(keyed, 6)
             ),
-            &[TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID],
+            &[TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID],
         ),
         forget: prepare(
             client,
-            &format!("DELETE FROM idempotency.records WHERE {WHERE_KEY} RETURNING expires_at"),
-            &key,
+            &format!(
+                "DELETE FROM idempotency.records WHERE {} RETURNING expires_at",
+                where_key(keyed, 3)
+            ),
+            &[TEXTOID, TEXTOID, REGROLEOID],
         ),
     }
 }
 
 fn with_plan<R>(client: &SpiClient<'_>, pick: impl FnOnce(&Plans) -> R) -> R {
+    let keyed = relations::oids().owner_keyed;
     PLANS.with(|cell| {
-        let mut plans = cell.borrow_mut();
-        let plans = plans.get_or_insert_with(|| build_plans(client));
-        pick(plans)
+        let mut slot = cell.borrow_mut();
+        let plans = match slot.take() {
+            Some((k, plans)) if k == keyed => slot.insert((k, plans)),
+            stale => {
+                // An update of the extension re-keys the table under a running backend: its
+                // statements are made again for the new key. The old ones are left alone
+                // (once per backend), in case a statement of theirs is still running.
+                std::mem::forget(stale);
+                slot.insert((keyed, build_plans(client, keyed)))
+            }
+        };
+        pick(&plans.1)
     })
 }
 
@@ -193,7 +240,7 @@ fn run<'conn>(
 ) -> SpiTupleTable<'conn> {
     // A saved plan lives as long as the backend; `with_plan` only lends it for this call.
     let plan: *const OwnedPreparedStatement = with_plan(client, |p| pick(p) as *const _);
-    // SAFETY: PLANS is never cleared once built, so the plan outlives this call.
+    // SAFETY: plans in PLANS are never freed, so the plan outlives this call.
     let plan = unsafe { &*plan };
     client
         .update(plan, None, args)
@@ -244,17 +291,43 @@ pub struct Policy {
     pub on_mismatch: Option<String>,
 }
 
-/// The record of (scope, key), if any, and the scope's policy: an index probe and the
-/// backend's copy of the policies, no statement.
-pub fn read(scope: &str, key: &str) -> (Option<Record>, Policy) {
+/// Which record: a (scope, key) in its owner's key space.
+#[derive(Clone, Copy)]
+pub struct Id<'a> {
+    pub scope: &'a str,
+    pub key: &'a str,
+    pub owner: pg_sys::Oid,
+}
+
+impl Id<'_> {
+    /// Scope and key as the first two parameters of a statement (the owner is the last).
+    fn params(&self) -> [DatumWithOid<'_>; 2] {
+        [self.scope.into(), self.key.into()]
+    }
+}
+
+/// The record of `id`, if any, and the scope's policy: an index probe and the backend's
+/// copy of the policies, no statement.
+pub fn read(id: &Id<'_>) -> (Option<Record>, Policy) {
     let oids = relations::oids();
     if oids.distributed {
-        return Spi::connect_mut(|client| read_by_statement(client, scope, key));
+        return Spi::connect_mut(|client| read_by_statement(client, id));
     }
+    let full = [
+        fetch::Key::Text(id.scope),
+        fetch::Key::Text(id.key),
+        fetch::Key::Oid(id.owner),
+    ];
+    // A 0.1.0 schema (before the update) keys records by scope and key alone.
+    let keys = if oids.owner_keyed {
+        &full[..]
+    } else {
+        &full[..2]
+    };
     let record = fetch::by_key(
         oids.records,
         oids.records_pkey,
-        &[scope, key],
+        keys,
         &RECORD_COLUMNS,
         |row| Record {
             state: State::parse(&row.text(0).unwrap_or_default()),
@@ -277,7 +350,7 @@ pub fn read(scope: &str, key: &str) -> (Option<Record>, Policy) {
             tid: Some(row.tid()),
         },
     );
-    (record, policy_cache::of(scope))
+    (record, policy_cache::of(id.scope))
 }
 
 fn col_micros(t: &SpiTupleTable<'_>, n: usize) -> Option<i64> {
@@ -288,12 +361,9 @@ fn col_micros(t: &SpiTupleTable<'_>, n: usize) -> Option<i64> {
 
 /// The same read as a statement, for a table that only SQL reaches correctly: one
 /// distributed by Citus, whose rows live in shards on other nodes.
-fn read_by_statement(
-    client: &mut SpiClient<'_>,
-    scope: &str,
-    key: &str,
-) -> (Option<Record>, Policy) {
-    let table = run(client, |p| &p.read, &[scope.into(), key.into()]);
+fn read_by_statement(client: &mut SpiClient<'_>, id: &Id<'_>) -> (Option<Record>, Policy) {
+    let [scope, key] = id.params();
+    let table = run(client, |p| &p.read, &[scope, key, owner(id.owner)]);
     let t = table.first();
     let policy = Policy {
         ttl: col_micros(&t, 13),
@@ -352,14 +422,14 @@ pub struct Claim<'a> {
     pub lease_until: Micros,
     pub expires_at: Micros,
     pub ttl: i64,
-    pub owner: pg_sys::Oid,
 }
 
 /// Claims an absent key: true when this call inserted the row.
-pub fn insert(scope: &str, key: &str, c: &Claim<'_>) -> bool {
+pub fn insert(id: &Id<'_>, c: &Claim<'_>) -> bool {
+    let [scope, key] = id.params();
     let args = [
-        scope.into(),
-        key.into(),
+        scope,
+        key,
         c.fence.into(),
         bytes_opt(c.fingerprint),
         c.upstream_key.into(),
@@ -367,7 +437,7 @@ pub fn insert(scope: &str, key: &str, c: &Claim<'_>) -> bool {
         ts(c.lease_until),
         ts(c.expires_at),
         ttl_arg(c.ttl),
-        owner(c.owner),
+        owner(id.owner),
     ];
     written(|p| &p.insert, &args) > 0
 }
@@ -375,10 +445,11 @@ pub fn insert(scope: &str, key: &str, c: &Claim<'_>) -> bool {
 /// Claims a row that exists (expired, lapsed, or a failure to rerun) if it is still as it
 /// was read (same fence, state and lease: a completion or an extension in between wins):
 /// true when this call won.
-pub fn claim_again(scope: &str, key: &str, seen: &Record, c: &Claim<'_>) -> bool {
+pub fn claim_again(id: &Id<'_>, seen: &Record, c: &Claim<'_>) -> bool {
+    let [scope, key] = id.params();
     let args = [
-        scope.into(),
-        key.into(),
+        scope,
+        key,
         seen.fence.into(),
         c.fence.into(),
         c.attempt.into(),
@@ -388,7 +459,7 @@ pub fn claim_again(scope: &str, key: &str, seen: &Record, c: &Claim<'_>) -> bool
         ts(c.lease_until),
         ts(c.expires_at),
         ttl_arg(c.ttl),
-        owner(c.owner),
+        owner(id.owner),
         seen.state.as_str().into(),
         ts(seen.lease_until.unwrap_or(i64::MIN)),
     ];
@@ -406,8 +477,7 @@ pub struct Completion {
 /// Records the result if `fence` still holds the record (read at `tid`, if known): true
 /// when it did.
 pub fn complete(
-    scope: &str,
-    key: &str,
+    id: &Id<'_>,
     fence: i64,
     c: &Completion,
     tid: Option<pg_sys::ItemPointerData>,
@@ -416,14 +486,16 @@ pub fn complete(
         Some(d) => unsafe { DatumWithOid::new(d, pg_sys::JSONBOID) },
         None => DatumWithOid::null_oid(pg_sys::JSONBOID),
     };
+    let [scope, key] = id.params();
     let mut args = vec![
-        scope.into(),
-        key.into(),
+        scope,
+        key,
         fence.into(),
         c.state.as_str().into(),
         response,
         ts(c.completed_at),
         ts(c.expires_at),
+        owner(id.owner),
     ];
     match tid {
         Some(tid) => {
@@ -434,28 +506,32 @@ pub fn complete(
     }
 }
 
-pub fn delete_held(scope: &str, key: &str, fence: i64) -> bool {
+pub fn delete_held(id: &Id<'_>, fence: i64) -> bool {
+    let [scope, key] = id.params();
     written(
         |p| &p.delete_held,
-        &[scope.into(), key.into(), fence.into()],
+        &[scope, key, fence.into(), owner(id.owner)],
     ) == 1
 }
 
-pub fn extend(scope: &str, key: &str, fence: i64, lease_until: Micros, expires_at: Micros) -> bool {
+pub fn extend(id: &Id<'_>, fence: i64, lease_until: Micros, expires_at: Micros) -> bool {
+    let [scope, key] = id.params();
     let args = [
-        scope.into(),
-        key.into(),
+        scope,
+        key,
         fence.into(),
         ts(lease_until),
         ts(expires_at),
+        owner(id.owner),
     ];
     written(|p| &p.extend, &args) == 1
 }
 
 /// Removes the record; true when it was live.
-pub fn forget(scope: &str, key: &str, now: Micros) -> bool {
+pub fn forget(id: &Id<'_>, now: Micros) -> bool {
+    let [scope, key] = id.params();
     Spi::connect_mut(|client| {
-        let table = run(client, |p| &p.forget, &[scope.into(), key.into()]);
+        let table = run(client, |p| &p.forget, &[scope, key, owner(id.owner)]);
         if table.is_empty() {
             return false;
         }

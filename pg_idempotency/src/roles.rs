@@ -1,0 +1,56 @@
+//! Whose records a call acts on: the caller's own, unless it has the privileges of
+//! `idempotency_admin` and names another owner.
+
+use pgrx::pg_sys;
+
+use crate::clock;
+use crate::error::{ErrorKind, IdemError, IdemResult};
+
+/// Whether `role` has the privileges of `idempotency_admin` (superusers have them).
+pub fn is_admin(role: pg_sys::Oid) -> bool {
+    unsafe {
+        let admin = pg_sys::get_role_oid(c"idempotency_admin".as_ptr(), true);
+        pg_sys::has_privs_of_role(role, admin)
+    }
+}
+
+/// A role as `regrole` prints it: its name, quoted where needed, or its OID once dropped.
+pub fn display(role: pg_sys::Oid) -> String {
+    unsafe {
+        let name = pg_sys::GetUserNameFromId(role, true);
+        if name.is_null() {
+            return u32::from(role).to_string();
+        }
+        std::ffi::CStr::from_ptr(pg_sys::quote_identifier(name))
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// The owner whose records idem_lookup or idem_forget acts on: the caller, or the owner it
+/// names when it may see every record. Decided before anything is read, so the refusal is
+/// the same whether or not the named owner has a record.
+pub fn acting_owner(named: Option<pg_sys::Oid>) -> IdemResult<pg_sys::Oid> {
+    let caller = clock::caller();
+    match named {
+        None => Ok(caller),
+        Some(owner) if owner == caller || is_admin(caller) => Ok(owner),
+        Some(owner) => Err(IdemError::new(
+            ErrorKind::NotPermitted,
+            "only members of idempotency_admin may see or forget another role's records",
+            format!(
+                "The call named owner {}; the calling role is {}.",
+                display(owner),
+                display(caller)
+            ),
+            "Leave owner NULL to act on your own records, or grant idempotency_admin.",
+        )),
+    }
+}
+
+/// The owner whose rows a summary (idem_metrics) shows: the caller's, or None when the
+/// caller may see every owner's.
+pub fn visible_owner() -> Option<pg_sys::Oid> {
+    let caller = clock::caller();
+    (!is_admin(caller)).then_some(caller)
+}
