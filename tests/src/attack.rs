@@ -52,11 +52,14 @@ impl TestRole {
 
 impl Drop for TestRole {
     fn drop(&mut self) {
+        // What it owns in the test's database (which may be dropped already), then the
+        // role itself, from the maintenance database.
         if let Ok(mut c) = postgres::Client::connect(&self.admin_dsn, postgres::NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP OWNED BY {0} CASCADE; DROP ROLE IF EXISTS {0}",
-                self.ident()
-            ));
+            let _ = c.batch_execute(&format!("DROP OWNED BY {} CASCADE", self.ident()));
+        }
+        let maintenance = crate::with_db(&self.admin_dsn, "postgres");
+        if let Ok(mut c) = postgres::Client::connect(&maintenance, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP ROLE IF EXISTS {}", self.ident()));
         }
     }
 }

@@ -177,7 +177,8 @@ fn an_upgraded_install_is_a_fresh_install_and_keeps_its_records() {
     // The new column of 0.2.0.
     let note: Option<String> = c
         .query_one(
-            "SELECT note FROM idem_metrics() WHERE scope = 'upgrade'",
+            // Counters are the server's (every database's): this session's own row.
+            "SELECT note FROM idem_metrics() WHERE scope = 'upgrade' AND owner = session_user::regrole",
             &[],
         )
         .unwrap()
@@ -215,4 +216,187 @@ fn a_portable_upgrade_from_another_version_changes_nothing() {
     assert_eq!(installed_version(&mut c), CURRENT);
     drop(c);
     drop_database("pgidem_upgrade_twice");
+}
+
+/// `idem_begin(scope, key)` as the session's role, every column.
+fn begin_row(c: &mut Client, scope: &str, key: &str) -> postgres::Row {
+    c.query_one("SELECT * FROM idem_begin($1, $2)", &[&scope, &key])
+        .unwrap_or_else(|e| panic!("idem_begin({scope}, {key}): {e}"))
+}
+
+fn fence_of(c: &mut Client, scope: &str, key: &str) -> i64 {
+    c.query_one("SELECT fence FROM idem_lookup($1, $2)", &[&scope, &key])
+        .unwrap_or_else(|e| panic!("idem_lookup({scope}, {key}): {e}"))
+        .get(0)
+}
+
+#[test]
+fn a_filled_release_works_before_the_update_and_after_it() {
+    use pg_idempotency_tests::attack::TestRole;
+    let dsn = fresh_database("pgidem_upgrade_filled");
+    install_released(&dsn);
+    let a = TestRole::create(&dsn, "upgrade_a", "IN ROLE idempotency_user");
+    let b = TestRole::create(&dsn, "upgrade_b", "IN ROLE idempotency_user");
+    let mut admin = connect_to(&dsn);
+    let mut ca = a.session();
+    let s = "upgrade-filled";
+
+    // The release's whole API, served by this version's library until the update runs.
+    let done = begin_row(&mut ca, s, "done");
+    assert_eq!(done.len(), 10, "{FROM}'s idem_begin answers 10 columns");
+    complete(&mut ca, s, "done", done.get("fence"), r#"{"sent": 1}"#).unwrap();
+    let running = begin(&mut ca, s, "running");
+    ca.execute(
+        "SELECT idem_extend($1, 'running', $2, '5 minutes')",
+        &[&s, &running.fence],
+    )
+    .unwrap();
+    let failed = begin(&mut ca, s, "failed");
+    ca.execute(
+        "SELECT idem_complete($1, 'failed', $2, '{\"error\": 1}', false, true)",
+        &[&s, &failed.fence],
+    )
+    .unwrap();
+    let gone = begin(&mut ca, s, "released");
+    ca.execute(
+        "SELECT idem_release($1, 'released', $2)",
+        &[&s, &gone.fence],
+    )
+    .unwrap();
+    begin(&mut ca, s, "expired");
+    let owner: String = ca
+        .query_one("SELECT owner::text FROM idem_lookup($1, 'done')", &[&s])
+        .unwrap()
+        .get(0);
+    assert_eq!(owner, a.name);
+    let hash: Vec<u8> = ca
+        .query_one("SELECT idem_hash('{\"b\": 1, \"a\": [1.0]}')", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(hash.len(), 32);
+    // In the release, every role shares one key space: b replays a's call.
+    let mut cb = b.session();
+    assert_eq!(begin(&mut cb, s, "done").outcome, "replay");
+    admin
+        .execute("SELECT * FROM idem_set_policy($1, ttl => '2 hours')", &[&s])
+        .unwrap();
+    admin
+        .execute("SELECT idem_set_policy('upgrade-dropped')", &[])
+        .unwrap();
+    assert!(admin
+        .query_one("SELECT idem_drop_policy('upgrade-dropped')", &[])
+        .unwrap()
+        .get::<_, bool>(0));
+    let in_progress: i64 = admin
+        .query_one(
+            "SELECT in_progress FROM idem_metrics() WHERE scope = $1",
+            &[&s],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(in_progress, 2, "running and expired are in progress");
+    assert!(admin
+        .query_one("SELECT idem_forget($1, 'released')", &[&s])
+        .unwrap()
+        .get::<_, Option<bool>>(0)
+        .is_some());
+    // An expired record, as time would leave it.
+    admin
+        .execute(
+            "UPDATE idempotency.records SET created_at = created_at - interval '3 hours', \
+                 lease_until = lease_until - interval '3 hours', expires_at = clock_timestamp() - interval '1 hour' \
+             WHERE scope = $1 AND key = 'expired'",
+            &[&s],
+        )
+        .unwrap();
+    let fences_before: i64 = admin
+        .query_one("SELECT max(fence) FROM idempotency.records", &[])
+        .unwrap()
+        .get(0);
+    drop((ca, cb));
+
+    upgrade(&dsn).unwrap_or_else(|e| panic!("upgrade from {FROM}: {e}"));
+
+    let mut ca = a.session();
+    let mut cb = b.session();
+    // Every record keeps the owner that claimed it, and its state.
+    let owners: Vec<(String, String, String)> = admin
+        .query(
+            "SELECT key, state, owner::text FROM idempotency.records WHERE scope = $1 ORDER BY key",
+            &[&s],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let expect = |key: &str, state: &str| (key.to_string(), state.to_string(), a.name.clone());
+    assert_eq!(
+        owners,
+        vec![
+            expect("done", "succeeded"),
+            expect("expired", "in_progress"),
+            expect("failed", "failed"),
+            expect("running", "in_progress"),
+        ]
+    );
+    // The owner's calls go on as before.
+    let replay = begin_row(&mut ca, s, "done");
+    assert_eq!(replay.get::<_, String>("outcome"), "replay");
+    assert_eq!(replay.get::<_, String>("key"), "done");
+    assert_eq!(
+        begin(&mut ca, s, "failed").succeeded,
+        Some(false),
+        "the cached failure replays"
+    );
+    assert_eq!(
+        complete(&mut ca, s, "running", running.fence.unwrap(), "{}").unwrap(),
+        "succeeded"
+    );
+    let again = begin(&mut ca, s, "expired");
+    assert_eq!(again.outcome, "claimed");
+    assert!(again.fence.unwrap() > fences_before, "fences keep rising");
+    // Another role now has a key space of its own.
+    let theirs = begin(&mut cb, s, "done");
+    assert_eq!((theirs.outcome.as_str(), theirs.attempt), ("claimed", 1));
+    let first_upstream: String = ca
+        .query_one(
+            "SELECT upstream_key::text FROM idem_lookup($1, 'done')",
+            &[&s],
+        )
+        .unwrap()
+        .get(0);
+    assert_ne!(theirs.upstream_key, first_upstream);
+    let refused = cb
+        .query(
+            "SELECT * FROM idem_lookup($1, 'done', $2::text::regrole)",
+            &[&s, &a.name],
+        )
+        .expect_err("b read a's record");
+    assert_eq!(sqlstate(&refused), "42501");
+    assert_eq!(fence_of(&mut cb, s, "done"), theirs.fence.unwrap());
+    // The policy set before the update still applies.
+    let ttl: String = admin
+        .query_one(
+            "SELECT ttl::text FROM idem_policies() WHERE scope = $1",
+            &[&s],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(ttl, "02:00:00");
+    assert!(ca
+        .query_one("SELECT idem_forget($1, 'done')", &[&s])
+        .unwrap()
+        .get::<_, bool>(0));
+    let mine: Vec<String> = ca
+        .query("SELECT owner::text FROM idem_metrics()", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        !mine.is_empty() && mine.iter().all(|o| *o == a.name),
+        "{mine:?}"
+    );
+    drop((ca, cb, admin));
+    drop_database("pgidem_upgrade_filled");
 }
