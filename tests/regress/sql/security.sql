@@ -14,30 +14,49 @@ SET ROLE idem_app;
 SELECT outcome, attempt FROM idem_begin('s', 'k');
 SELECT outcome FROM idem_begin('s', 'k');
 SELECT state, owner FROM idem_lookup('s', 'k');
--- The storage is reachable only through the functions, and forgetting is for operators.
+-- The storage is reachable only through the functions; purging and policies are for
+-- operators.
 SELECT count(*) FROM idempotency.records;
 UPDATE idempotency.records SET state = 'succeeded';
 SELECT nextval('idempotency.fence_seq');
-SELECT idem_forget('s', 'k');
 SELECT idem_purge_expired();
 SELECT * FROM idem_set_policy('s', ttl => '1 hour');
 SELECT idem_drop_policy('s');
-SELECT count(*) FROM idem_metrics();
 SELECT count(*) AS policies FROM idem_policies();
+-- A role's metrics and forgets cover its own records.
+SELECT owner, scope, in_progress FROM idem_metrics();
+SELECT outcome FROM idem_begin('s', 'mine-to-forget');
+SELECT idem_forget('s', 'mine-to-forget') AS forgotten;
 RESET ROLE;
--- Operators: members of idempotency_admin.
+-- Another role has its own key space: the same scope and key is a call of its own, and
+-- the first role's record is neither visible nor reachable.
+CREATE ROLE idem_other LOGIN IN ROLE idempotency_user;
+SET ROLE idem_other;
+SELECT count(*) AS sees_nothing FROM idem_lookup('s', 'k');
+SELECT outcome, attempt FROM idem_begin('s', 'k');
+SELECT idem_forget('s', 'mine-to-forget') AS forgot_nothing;
+SELECT * FROM idem_lookup('s', 'k', 'idem_app');
+SELECT idem_forget('s', 'k', 'idem_app');
+SELECT owner, scope, in_progress FROM idem_metrics();
+RESET ROLE;
+-- Operators: members of idempotency_admin see and forget any role's records.
 CREATE ROLE idem_ops LOGIN IN ROLE idempotency_admin;
 SET ROLE idem_ops;
 SELECT scope, ttl FROM idem_set_policy('s', ttl => '1 hour');
 SELECT idem_drop_policy('s') AS dropped;
 SELECT idem_purge_expired() >= 0 AS purged;
-SELECT count(*) > 0 AS has_metrics FROM idem_metrics();
+-- (Counters are the server's, every database's: rows of this database's records only.)
+SELECT owner, scope, in_progress FROM idem_metrics() WHERE scope = 's' AND in_progress + succeeded > 0;
 SELECT outcome FROM idem_begin('s', 'ops-k');
 SELECT idem_forget('s', 'ops-k') AS forgotten;
+SELECT state, owner FROM idem_lookup('s', 'k', 'idem_other');
+SELECT idem_forget('s', 'k', 'idem_other') AS forgotten_for_them;
 RESET ROLE;
 \set VERBOSITY verbose
 -- The owner is the role that made the call (SET ROLE counts), not the functions' owner.
-SELECT owner FROM idem_lookup('s', 'k');
+SELECT owner FROM idem_lookup('s', 'k', 'idem_app');
+-- A superuser's own key space holds nothing of theirs.
+SELECT count(*) AS own FROM idem_lookup('s', 'k');
 
 -- search_path hijack: a hostile schema placed before pg_catalog with its own =, lower,
 -- now, nextval, and a temp table named like ours. Nothing of it is used.
@@ -104,6 +123,8 @@ COMMIT;
 
 DROP ROLE idem_stranger;
 DROP ROLE idem_ops;
+REVOKE idempotency_user FROM idem_other;
+DROP ROLE idem_other;
 REVOKE idempotency_user FROM idem_app;
 DROP OWNED BY idem_app;
 DROP ROLE idem_app;
