@@ -19,6 +19,9 @@ pub enum ErrorKind {
     Uncanonicalizable,
     /// 40001: the record kept changing, or a serialization failure: retry.
     Contention,
+    /// 42501: the role may not do this: it named another role's records without
+    /// `idempotency_admin`, or it lacks `idempotency_user` (EXECUTE) altogether.
+    NotPermitted,
     /// The extension (or the portable SQL) is not installed where the store looks.
     NotInstalled,
     /// Getting a connection from the pool failed.
@@ -50,6 +53,7 @@ impl ErrorKind {
             "IK004" => ErrorKind::ResponseTooLarge,
             "IK005" => ErrorKind::Uncanonicalizable,
             "40001" => ErrorKind::Contention,
+            "42501" => ErrorKind::NotPermitted,
             "42883" | "3F000" | "42P01" => ErrorKind::NotInstalled,
             _ => ErrorKind::Database,
         }
@@ -65,6 +69,7 @@ impl ErrorKind {
             ErrorKind::ResponseTooLarge => "IK004",
             ErrorKind::Uncanonicalizable => "IK005",
             ErrorKind::Contention => "40001",
+            ErrorKind::NotPermitted => "42501",
             _ => return None,
         })
     }
