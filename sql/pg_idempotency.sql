@@ -78,7 +78,8 @@ CREATE TABLE :"storage".records (
     expires_at   timestamptz NOT NULL,
     ttl          interval    NOT NULL,
     owner        regrole     NOT NULL,
-    PRIMARY KEY (scope, key)
+    -- Each role its own key space: the same scope and key under two roles are two calls.
+    PRIMARY KEY (scope, key, owner)
 ) WITH (
     -- As in the extension: completions stay HOT updates, and vacuum keeps pace with purges.
     fillfactor = 80,
@@ -88,7 +89,7 @@ CREATE TABLE :"storage".records (
     autovacuum_vacuum_cost_delay = 0
 );
 COMMENT ON TABLE :"storage".records IS
-    'pg_idempotency: one row per (scope, key); expired rows are absent whether purged or not';
+    'pg_idempotency: one row per (scope, key, owner); expired rows are absent whether purged or not';
 
 CREATE TABLE :"storage".policies (
     scope          text        PRIMARY KEY,
@@ -102,8 +103,31 @@ CREATE TABLE :"storage".policies (
 );
 COMMENT ON TABLE :"storage".policies IS 'pg_idempotency: per-scope defaults';
 
--- The roles the docs name. Creating them needs CREATEROLE; where they exist already (a
--- second database, or made by an administrator beforehand) they are used as they are.
+-- The limits that bound what a call may store (the extension's superuser-only settings of
+-- the same names). A custom setting would be any role's to SET for its own session, so
+-- they live here, out of reach of the roles that call the API: the table's owner (the
+-- installing role) or a superuser changes them with UPDATE. One row, read once per call;
+-- the defaults are the extension's. The ranges are the extension's too: the trigger below
+-- refuses a bad value with our messages, the CHECKs hold even where triggers are off.
+CREATE TABLE :"storage".settings (
+    one                boolean  PRIMARY KEY DEFAULT true CHECK (one),
+    max_key_bytes      integer  NOT NULL DEFAULT 512
+                       CHECK (max_key_bytes BETWEEN 1 AND 2048),
+    max_scope_bytes    integer  NOT NULL DEFAULT 128
+                       CHECK (max_scope_bytes BETWEEN 1 AND 512),
+    max_ttl            interval NOT NULL DEFAULT '30 days'
+                       CHECK (max_ttl >= '1 second' AND max_ttl <= '2147483647 seconds'),
+    max_response_bytes integer  NOT NULL DEFAULT 1048576
+                       CHECK (max_response_bytes >= 0)
+);
+COMMENT ON TABLE :"storage".settings IS
+    'pg_idempotency limits (max_key_bytes, max_scope_bytes, max_ttl, max_response_bytes): one row, changed by its owner or a superuser';
+
+-- The roles the docs name: members of idempotency_user call the API on their own records;
+-- members of idempotency_admin may also see and forget every role's records, read every
+-- role's metrics, purge and set policies. Creating them needs CREATEROLE; where they exist
+-- already (a second database, or made by an administrator beforehand) they are used as
+-- they are.
 DO $roles$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idempotency_user') THEN
@@ -131,8 +155,9 @@ BEGIN
 END
 $fn$;
 
--- Settings are the extension's GUC names, read as custom settings: unset means the
--- extension's default, and values take the same units ('1h', '64kB').
+-- The defaults (default_ttl, default_lease) are the extension's GUC names, read as custom
+-- settings: unset means the extension's default, and values take the same units ('1h',
+-- '64kB'). The install seeds the limits from the same names once (see settings).
 CREATE FUNCTION :"storage"._idem_setting(name text, fallback bigint, unit text, lo bigint, hi bigint)
 RETURNS bigint
 LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
@@ -172,24 +197,65 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION :"storage"._idem_max_key_bytes() RETURNS bigint
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN _idem_setting('pg_idempotency.max_key_bytes', 512, '', 1, 2048);
-CREATE FUNCTION :"storage"._idem_max_scope_bytes() RETURNS bigint
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN _idem_setting('pg_idempotency.max_scope_bytes', 128, '', 1, 512);
-CREATE FUNCTION :"storage"._idem_max_ttl_micros() RETURNS bigint
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN _idem_setting('pg_idempotency.max_ttl', 2592000, 's', 1, 2147483647) * 1000000;
-CREATE FUNCTION :"storage"._idem_max_response_bytes() RETURNS bigint
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN _idem_setting('pg_idempotency.max_response_bytes', 1048576, 'B', 0, 2147483647);
 CREATE FUNCTION :"storage"._idem_default_ttl_micros() RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN _idem_setting('pg_idempotency.default_ttl', 3600, 's', 1, 2147483647) * 1000000;
 CREATE FUNCTION :"storage"._idem_default_lease_micros() RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN _idem_setting('pg_idempotency.default_lease', 60, 's', 1, 2147483647) * 1000000;
+
+-- The limits in force, read once by each API function and handed to the checks (a read per
+-- check would cost a query each). No row (deleted by hand) is refused rather than read as
+-- no limit at all.
+CREATE FUNCTION :"storage"._idem_limits(
+    OUT max_key_bytes bigint, OUT max_scope_bytes bigint, OUT max_ttl_micros bigint,
+    OUT max_response_bytes bigint)
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+BEGIN
+    SELECT s.max_key_bytes, s.max_scope_bytes, _idem_micros(s.max_ttl), s.max_response_bytes
+    INTO max_key_bytes, max_scope_bytes, max_ttl_micros, max_response_bytes
+    FROM settings AS s;
+    IF NOT FOUND THEN
+        PERFORM _idem_fail('55000', 'pg_idempotency has no limits',
+            'The table settings in the storage schema has no row.',
+            'Its owner restores the defaults with INSERT INTO <storage>.settings DEFAULT VALUES.');
+    END IF;
+END
+$fn$;
+
+-- A limit set out of its range, refused as the extension refuses SET of its setting.
+-- value is the limit in the unit of lo and hi (NULL: none, or an infinite interval); given
+-- is how it was written.
+CREATE FUNCTION :"storage"._idem_check_limit(
+    name text, value numeric, given text, lo numeric, hi numeric, takes text, unit text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+    IF value IS NULL OR value < lo OR value > hi THEN
+        PERFORM _idem_fail('22023',
+            format('invalid value for %s: %s', name, coalesce(given, 'NULL')),
+            format('%s takes %s from %s to %s %s.', name, takes, lo, hi, unit),
+            format('Set settings.%s in the storage schema to a value in that range.', name));
+    END IF;
+END
+$fn$;
+
+-- Checks the limits as they are written (by the install, an upgrade or their owner).
+CREATE FUNCTION :"storage"._idem_check_settings() RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, :"storage", pg_temp AS $fn$
+BEGIN
+    PERFORM _idem_check_limit('max_key_bytes', NEW.max_key_bytes, NEW.max_key_bytes::text,
+                              1, 2048, 'a whole number', 'bytes');
+    PERFORM _idem_check_limit('max_scope_bytes', NEW.max_scope_bytes, NEW.max_scope_bytes::text,
+                              1, 512, 'a whole number', 'bytes');
+    PERFORM _idem_check_limit('max_ttl', _idem_micros(NEW.max_ttl) / 1000000, NEW.max_ttl::text,
+                              1, 2147483647, 'an interval', 'seconds');
+    PERFORM _idem_check_limit('max_response_bytes', NEW.max_response_bytes,
+                              NEW.max_response_bytes::text, 0, 2147483647, 'a whole number', 'bytes');
+    RETURN NEW;
+END
+$fn$;
 
 -- Durations are normalised as PostgreSQL compares intervals (a month is 30 days, a day 24
 -- hours), in microseconds; NULL for an infinite interval.
@@ -217,11 +283,43 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN CASE WHEN micros % 1000000 = 0 THEN (micros / 1000000)::numeric(1000, 0)::text
             ELSE trim_scale(micros / 1000000.0)::text END || ' s';
 
--- The role that makes the call: outside our SECURITY DEFINER functions (SET ROLE counts).
+-- The role that makes the call, and owns the records it makes: the outer role, outside our
+-- SECURITY DEFINER functions and any of the application's (SET ROLE counts, SET SESSION
+-- AUTHORIZATION too). Both settings hold a role's bare name, which may need quotes (capitals,
+-- spaces, quotes): regrole's input reads an identifier, so the name is quoted first.
 CREATE FUNCTION :"storage"._idem_caller() RETURNS regrole
 LANGUAGE sql STABLE PARALLEL SAFE
-RETURN CASE WHEN current_setting('role') = 'none' THEN session_user::regrole
-            ELSE current_setting('role')::regrole END;
+RETURN CASE WHEN current_setting('role') = 'none' THEN quote_ident(session_user)::regrole
+            ELSE quote_ident(current_setting('role'))::regrole END;
+
+-- Whose records idem_lookup or idem_forget act on: the caller's own, or the owner it names
+-- when it has the privileges of idempotency_admin (superusers have them). Decided before
+-- anything is read, so the refusal is the same whether or not that owner has a record.
+CREATE FUNCTION :"storage"._idem_acting_owner(named regrole) RETURNS regrole
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+DECLARE
+    caller regrole := _idem_caller();
+BEGIN
+    IF named IS NULL OR named = caller THEN
+        RETURN caller;
+    END IF;
+    IF pg_catalog.pg_has_role(caller::oid, 'idempotency_admin', 'USAGE') THEN
+        RETURN named;
+    END IF;
+    PERFORM _idem_fail('42501',
+        'only members of idempotency_admin may see or forget another role''s records',
+        format('The call named owner %s; the calling role is %s.', named, caller),
+        'Leave owner NULL to act on your own records, or grant idempotency_admin.');
+    RETURN NULL;
+END
+$fn$;
+
+-- Whose rows idem_metrics shows the caller: its own, or every owner's (NULL) when it has
+-- the privileges of idempotency_admin.
+CREATE FUNCTION :"storage"._idem_visible_owner() RETURNS regrole
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN CASE WHEN pg_catalog.pg_has_role(_idem_caller()::oid, 'idempotency_admin', 'USAGE')
+            THEN NULL ELSE _idem_caller() END;
 
 -- Makes this transaction's commit wait for its WAL flush, whatever the session set: a claim
 -- or completion acknowledged and then lost in a crash would let a call run twice.
@@ -233,6 +331,17 @@ BEGIN
     END IF;
 END
 $fn$;
+
+-- The limits: checked as written, and seeded from the installer's settings of the same
+-- names where it has set them (validated as they are read), else the extension's defaults.
+CREATE TRIGGER settings_in_range BEFORE INSERT OR UPDATE ON :"storage".settings
+FOR EACH ROW EXECUTE FUNCTION :"storage"._idem_check_settings();
+INSERT INTO :"storage".settings (max_key_bytes, max_scope_bytes, max_ttl, max_response_bytes)
+VALUES (
+    _idem_setting('pg_idempotency.max_key_bytes', 512, '', 1, 2048),
+    _idem_setting('pg_idempotency.max_scope_bytes', 128, '', 1, 512),
+    _idem_setting('pg_idempotency.max_ttl', 2592000, 's', 1, 2147483647) * interval '1 second',
+    _idem_setting('pg_idempotency.max_response_bytes', 1048576, 'B', 0, 2147483647));
 
 -- ---------------------------------------------------------------------------------------
 -- Arguments: checked before anything is read or written, with the extension's messages.
@@ -262,21 +371,22 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION :"storage"._idem_scope(value text) RETURNS text
+-- The hints name the extension's settings, as its own messages do: in this variant they are
+-- the columns of the same names in <storage>.settings.
+CREATE FUNCTION :"storage"._idem_scope(value text, max bigint) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
-RETURN _idem_text_arg('scope', value, _idem_max_scope_bytes(), 'pg_idempotency.max_scope_bytes');
+RETURN _idem_text_arg('scope', value, max, 'pg_idempotency.max_scope_bytes');
 
-CREATE FUNCTION :"storage"._idem_key(value text) RETURNS text
+CREATE FUNCTION :"storage"._idem_key(value text, max bigint) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
-RETURN _idem_text_arg('key', value, _idem_max_key_bytes(), 'pg_idempotency.max_key_bytes');
+RETURN _idem_text_arg('key', value, max, 'pg_idempotency.max_key_bytes');
 
--- A positive (or, with allow_zero, zero) finite duration no longer than max_ttl, in
+-- A positive (or, with allow_zero, zero) finite duration no longer than max (max_ttl), in
 -- microseconds; NULL stays NULL.
-CREATE FUNCTION :"storage"._idem_duration(name text, iv interval, allow_zero boolean)
+CREATE FUNCTION :"storage"._idem_duration(name text, iv interval, allow_zero boolean, max bigint)
 RETURNS bigint
 LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
 DECLARE
-    max bigint := _idem_max_ttl_micros();
     us numeric;
 BEGIN
     IF iv IS NULL THEN
@@ -319,11 +429,12 @@ END
 $fn$;
 
 -- The ttl in force: the call's, else the policy's, else pg_idempotency.default_ttl (checked
--- against max_ttl).
-CREATE FUNCTION :"storage"._idem_effective_ttl(given bigint, policy bigint) RETURNS bigint
+-- against max_ttl, in microseconds).
+CREATE FUNCTION :"storage"._idem_effective_ttl(given bigint, policy bigint, max_ttl bigint)
+RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN coalesce(given, policy,
-    _idem_duration('ttl', _idem_interval(_idem_default_ttl_micros()), false));
+    _idem_duration('ttl', _idem_interval(_idem_default_ttl_micros()), false, max_ttl));
 
 CREATE FUNCTION :"storage"._idem_word(name text, value text, words text[]) RETURNS text
 LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
@@ -495,7 +606,8 @@ CREATE TYPE :"storage".begin_result AS (
     response     jsonb,
     lease_until  timestamptz,
     expires_at   timestamptz,
-    retry_after  interval);
+    retry_after  interval,
+    key          text);
 COMMENT ON TYPE :"storage".begin_result IS 'What idem_begin answers';
 CREATE TYPE :"storage".complete_result AS (state text, expires_at timestamptz);
 COMMENT ON TYPE :"storage".complete_result IS 'What idem_complete answers';
@@ -539,7 +651,10 @@ LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
     res begin_result;
-    -- The call, validated; durations in microseconds.
+    lim record := _idem_limits();
+    -- The call, validated; durations in microseconds. Its owner is the caller: the record
+    -- of another role with the same scope and key is another call, never read here.
+    c_owner regrole := _idem_caller();
     c_scope text;
     c_key text;
     c_fp bytea;
@@ -584,7 +699,7 @@ DECLARE
     pause numeric := 2000;
     written integer;
 BEGIN
-    c_scope := _idem_scope(idem_begin.scope);
+    c_scope := _idem_scope(idem_begin.scope, lim.max_scope_bytes);
     IF idem_begin.request IS NOT NULL THEN
         c_fp := _idem_hash(idem_begin.request);
     END IF;
@@ -596,13 +711,15 @@ BEGIN
         END IF;
         c_key := encode(c_fp, 'hex');
     ELSE
-        c_key := _idem_key(idem_begin.key);
+        c_key := _idem_key(idem_begin.key, lim.max_key_bytes);
     END IF;
-    c_ttl := _idem_duration('ttl', idem_begin.ttl, false);
-    c_lease := _idem_duration('lease', idem_begin.lease, false);
+    -- Every outcome answers the key the call used (derived or given).
+    res.key := c_key;
+    c_ttl := _idem_duration('ttl', idem_begin.ttl, false, lim.max_ttl_micros);
+    c_lease := _idem_duration('lease', idem_begin.lease, false, lim.max_ttl_micros);
     c_hit := _idem_on_cache_hit(idem_begin.on_cache_hit);
     c_mismatch := _idem_on_mismatch(idem_begin.on_mismatch);
-    c_wait := coalesce(_idem_duration('wait', idem_begin.wait, true), 0);
+    c_wait := coalesce(_idem_duration('wait', idem_begin.wait, true, lim.max_ttl_micros), 0);
     IF c_lease IS NOT NULL AND c_ttl IS NOT NULL THEN
         PERFORM _idem_effective_lease(c_lease, NULL, c_ttl);
     END IF;
@@ -616,11 +733,11 @@ BEGIN
              r_created, r_lease_until, r_expires,
              p_ttl, p_lease, p_hit, p_mismatch
         FROM (SELECT) AS one
-        LEFT JOIN records AS r ON r.scope = c_scope AND r.key = c_key
+        LEFT JOIN records AS r ON r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
         LEFT JOIN policies AS p ON p.scope = c_scope;
 
         IF NOT resolved THEN
-            s_ttl := _idem_effective_ttl(c_ttl, _idem_micros(p_ttl)::bigint);
+            s_ttl := _idem_effective_ttl(c_ttl, _idem_micros(p_ttl)::bigint, lim.max_ttl_micros);
             s_lease := _idem_effective_lease(c_lease, _idem_micros(p_lease)::bigint, s_ttl);
             s_hit := coalesce(c_hit, _idem_on_cache_hit(p_hit), 'return_cached');
             s_mismatch := coalesce(c_mismatch, _idem_on_mismatch(p_mismatch), 'reject');
@@ -698,8 +815,8 @@ BEGIN
                 INSERT INTO records AS r (scope, key, state, fence, attempt, fingerprint,
                                           upstream_key, created_at, lease_until, expires_at, ttl, owner)
                 VALUES (c_scope, c_key, 'in_progress', n_fence, 1, n_fp, n_upstream, n_created,
-                        n_lease_until, n_expires, _idem_interval(s_ttl), _idem_caller())
-                ON CONFLICT (scope, key) DO NOTHING;
+                        n_lease_until, n_expires, _idem_interval(s_ttl), c_owner)
+                ON CONFLICT (scope, key, owner) DO NOTHING;
             ELSE
                 -- Only if the record is still as it was read (a completion or an extension in
                 -- between wins).
@@ -707,8 +824,8 @@ BEGIN
                 SET state = 'in_progress', fence = n_fence, attempt = n_attempt,
                     fingerprint = n_fp, upstream_key = n_upstream, response = NULL,
                     created_at = n_created, completed_at = NULL, lease_until = n_lease_until,
-                    expires_at = n_expires, ttl = _idem_interval(s_ttl), owner = _idem_caller()
-                WHERE r.scope = c_scope AND r.key = c_key AND r.fence = r_fence
+                    expires_at = n_expires, ttl = _idem_interval(s_ttl)
+                WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = r_fence
                   AND r.state = r_state
                   AND coalesce(r.lease_until, '-infinity') = coalesce(r_lease_until, '-infinity');
             END IF;
@@ -735,10 +852,11 @@ COMMENT ON FUNCTION :"schema".idem_begin(text, text, jsonb, interval, interval, 
 -- write with a statement guarded by the fence; if the record changed in between, read
 -- again. A stale fence is an error, never a silent no-op.
 
--- The live record that `fence` holds, or lease lost; returns its state, ttl and expiry, and
--- its scope's policy fields.
+-- The live record of `owner` that `fence` holds, or lease lost; returns its state, ttl and
+-- expiry, and its scope's policy fields. Another owner's record is not looked at: a fence
+-- of theirs is lost here exactly as a made-up one on a key nobody used.
 CREATE FUNCTION :"storage"._idem_read_held(
-    scope text, key text, fence bigint, now timestamptz,
+    scope text, key text, owner regrole, fence bigint, now timestamptz,
     OUT state text, OUT ttl interval, OUT expires_at timestamptz,
     OUT policy_lease interval, OUT policy_cache_failures boolean)
 LANGUAGE plpgsql VOLATILE AS $fn$
@@ -750,6 +868,7 @@ BEGIN
     INTO state, r_fence, ttl, expires_at, policy_lease, policy_cache_failures
     FROM (SELECT) AS one
     LEFT JOIN records AS r ON r.scope = _idem_read_held.scope AND r.key = _idem_read_held.key
+                          AND r.owner = _idem_read_held.owner
     LEFT JOIN policies AS p ON p.scope = _idem_read_held.scope;
     IF state IS NULL OR expires_at <= now THEN
         PERFORM _idem_lease_lost(
@@ -777,8 +896,10 @@ LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
     res complete_result;
-    c_scope text := _idem_scope(idem_complete.scope);
-    c_key text := _idem_key(idem_complete.key);
+    lim record := _idem_limits();
+    c_owner regrole := _idem_caller();
+    c_scope text := _idem_scope(idem_complete.scope, lim.max_scope_bytes);
+    c_key text := _idem_key(idem_complete.key, lim.max_key_bytes);
     c_fence bigint := _idem_fence(idem_complete.fence);
     max_bytes bigint;
     bytes bigint;
@@ -789,7 +910,7 @@ DECLARE
     written integer;
 BEGIN
     IF idem_complete.response IS NOT NULL THEN
-        max_bytes := _idem_max_response_bytes();
+        max_bytes := lim.max_response_bytes;
         -- The size of the jsonb, uncompressed, without its header (as the extension counts);
         -- a compressed or stored value is measured on a fresh copy.
         bytes := pg_column_size(idem_complete.response) - 4;
@@ -809,7 +930,7 @@ BEGIN
     END IF;
     FOR race IN 1..1000 LOOP
         now := clock_timestamp();
-        held := _idem_read_held(c_scope, c_key, c_fence, now);
+        held := _idem_read_held(c_scope, c_key, c_owner, c_fence, now);
         IF held.state <> 'in_progress' THEN
             -- Completed by this very fence before (its first reply may have been lost): keep
             -- what is stored.
@@ -823,7 +944,8 @@ BEGIN
         IF NOT idem_complete.succeeded AND NOT cache THEN
             -- An uncached failure leaves nothing behind, so a retry runs the call again.
             DELETE FROM records AS r
-            WHERE r.scope = c_scope AND r.key = c_key AND r.fence = c_fence AND r.state = 'in_progress';
+            WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
+              AND r.state = 'in_progress';
             GET DIAGNOSTICS written = ROW_COUNT;
             IF written = 1 THEN
                 res.state := 'absent';
@@ -835,7 +957,8 @@ BEGIN
         UPDATE records AS r
         SET state = new_state, response = idem_complete.response, completed_at = now,
             lease_until = NULL, expires_at = now + held.ttl
-        WHERE r.scope = c_scope AND r.key = c_key AND r.fence = c_fence AND r.state = 'in_progress';
+        WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
+          AND r.state = 'in_progress';
         GET DIAGNOSTICS written = ROW_COUNT;
         IF written = 1 THEN
             res.state := new_state;
@@ -856,21 +979,24 @@ SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
-    c_scope text := _idem_scope(idem_release.scope);
-    c_key text := _idem_key(idem_release.key);
+    lim record := _idem_limits();
+    c_owner regrole := _idem_caller();
+    c_scope text := _idem_scope(idem_release.scope, lim.max_scope_bytes);
+    c_key text := _idem_key(idem_release.key, lim.max_key_bytes);
     c_fence bigint := _idem_fence(idem_release.fence);
     held record;
     written integer;
 BEGIN
     FOR race IN 1..1000 LOOP
-        held := _idem_read_held(c_scope, c_key, c_fence, clock_timestamp());
+        held := _idem_read_held(c_scope, c_key, c_owner, c_fence, clock_timestamp());
         IF held.state <> 'in_progress' THEN
             PERFORM _idem_lease_lost(
                 'The call was already completed; idem_forget removes a stored result.');
         END IF;
         PERFORM _idem_durable_commit();
         DELETE FROM records AS r
-        WHERE r.scope = c_scope AND r.key = c_key AND r.fence = c_fence AND r.state = 'in_progress';
+        WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
+          AND r.state = 'in_progress';
         GET DIAGNOSTICS written = ROW_COUNT;
         IF written = 1 THEN
             RETURN;
@@ -894,10 +1020,12 @@ LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
     res extend_result;
-    c_scope text := _idem_scope(idem_extend.scope);
-    c_key text := _idem_key(idem_extend.key);
+    lim record := _idem_limits();
+    c_owner regrole := _idem_caller();
+    c_scope text := _idem_scope(idem_extend.scope, lim.max_scope_bytes);
+    c_key text := _idem_key(idem_extend.key, lim.max_key_bytes);
     c_fence bigint := _idem_fence(idem_extend.fence);
-    c_lease bigint := _idem_duration('lease', idem_extend.lease, false);
+    c_lease bigint := _idem_duration('lease', idem_extend.lease, false, lim.max_ttl_micros);
     held record;
     now timestamptz;
     n_lease bigint;
@@ -907,7 +1035,7 @@ DECLARE
 BEGIN
     FOR race IN 1..1000 LOOP
         now := clock_timestamp();
-        held := _idem_read_held(c_scope, c_key, c_fence, now);
+        held := _idem_read_held(c_scope, c_key, c_owner, c_fence, now);
         IF held.state <> 'in_progress' THEN
             PERFORM _idem_lease_lost('The call was already completed; there is no lease to extend.');
         END IF;
@@ -918,7 +1046,8 @@ BEGIN
         n_expires := greatest(held.expires_at, n_lease_until);
         PERFORM _idem_durable_commit();
         UPDATE records AS r SET lease_until = n_lease_until, expires_at = n_expires
-        WHERE r.scope = c_scope AND r.key = c_key AND r.fence = c_fence AND r.state = 'in_progress';
+        WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
+          AND r.state = 'in_progress';
         GET DIAGNOSTICS written = ROW_COUNT;
         IF written = 1 THEN
             res.lease_until := n_lease_until;
@@ -932,50 +1061,56 @@ $fn$;
 COMMENT ON FUNCTION :"schema".idem_extend(text, text, bigint, interval) IS
     'Extend the lease of a claim that is still running (a heartbeat)';
 
--- idem_lookup's body (PL/pgSQL refuses result columns named like the parameters).
-CREATE FUNCTION :"storage"._idem_lookup(p_scope text, p_key text)
+-- idem_lookup's body (PL/pgSQL refuses result columns named like the parameters). The
+-- arguments are checked first, then whose record it may see, then it reads.
+CREATE FUNCTION :"storage"._idem_lookup(p_scope text, p_key text, p_owner regrole)
 RETURNS SETOF :"storage".lookup_result
 LANGUAGE plpgsql VOLATILE ROWS 1 AS $fn$
 DECLARE
-    c_scope text := _idem_scope(p_scope);
-    c_key text := _idem_key(p_key);
+    lim record := _idem_limits();
+    c_scope text := _idem_scope(p_scope, lim.max_scope_bytes);
+    c_key text := _idem_key(p_key, lim.max_key_bytes);
+    c_owner regrole := _idem_acting_owner(p_owner);
     now timestamptz := clock_timestamp();
 BEGIN
     RETURN QUERY
     SELECT r.* FROM records AS r
-    WHERE r.scope = c_scope AND r.key = c_key AND r.expires_at > now;
+    WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.expires_at > now;
 END
 $fn$;
 
-CREATE FUNCTION :"schema".idem_lookup(scope text, key text)
+-- owner NULL: the caller's own record. Naming another role needs idempotency_admin.
+CREATE FUNCTION :"schema".idem_lookup(scope text, key text, owner regrole DEFAULT NULL)
 RETURNS SETOF :"storage".lookup_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER ROWS 1
 SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE sql AS $fn$
-    SELECT * FROM _idem_lookup($1, $2)
+    SELECT * FROM _idem_lookup($1, $2, $3)
 $fn$;
-COMMENT ON FUNCTION :"schema".idem_lookup(text, text) IS
-    'The record of a call until it expires; no row when it is absent or expired';
+COMMENT ON FUNCTION :"schema".idem_lookup(text, text, regrole) IS
+    'The caller''s record of a call (an admin: owner''s) until it expires; no row when it is absent or expired';
 
-CREATE FUNCTION :"schema".idem_forget(scope text, key text)
+CREATE FUNCTION :"schema".idem_forget(scope text, key text, owner regrole DEFAULT NULL)
 RETURNS boolean
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
-    c_scope text := _idem_scope(idem_forget.scope);
-    c_key text := _idem_key(idem_forget.key);
+    lim record := _idem_limits();
+    c_scope text := _idem_scope(idem_forget.scope, lim.max_scope_bytes);
+    c_key text := _idem_key(idem_forget.key, lim.max_key_bytes);
+    c_owner regrole := _idem_acting_owner(idem_forget.owner);
     now timestamptz := clock_timestamp();
     gone timestamptz;
 BEGIN
-    DELETE FROM records AS r WHERE r.scope = c_scope AND r.key = c_key
+    DELETE FROM records AS r WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
     RETURNING r.expires_at INTO gone;
     RETURN coalesce(gone > now, false);
 END
 $fn$;
-COMMENT ON FUNCTION :"schema".idem_forget(text, text) IS
-    'Remove a record (an operator dropping a bad cached result); true when a live one was removed';
+COMMENT ON FUNCTION :"schema".idem_forget(text, text, regrole) IS
+    'Remove the caller''s record (an admin: owner''s), e.g. a bad cached result; true when a live one was removed';
 
 CREATE FUNCTION :"schema".idem_canonical(request jsonb)
 RETURNS text
@@ -1053,12 +1188,13 @@ SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
+    lim record := _idem_limits();
     c_ttl bigint;
     c_lease bigint;
 BEGIN
-    scope := _idem_scope(idem_set_policy.scope);
-    c_ttl := _idem_duration('ttl', idem_set_policy.ttl, false);
-    c_lease := _idem_duration('lease', idem_set_policy.lease, false);
+    scope := _idem_scope(idem_set_policy.scope, lim.max_scope_bytes);
+    c_ttl := _idem_duration('ttl', idem_set_policy.ttl, false, lim.max_ttl_micros);
+    c_lease := _idem_duration('lease', idem_set_policy.lease, false, lim.max_ttl_micros);
     IF c_ttl IS NOT NULL AND c_lease IS NOT NULL THEN
         PERFORM _idem_effective_lease(c_lease, NULL, c_ttl);
     END IF;
@@ -1089,7 +1225,7 @@ SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
-    c_scope text := _idem_scope(idem_drop_policy.scope);
+    c_scope text := _idem_scope(idem_drop_policy.scope, (_idem_limits()).max_scope_bytes);
     written integer;
 BEGIN
     DELETE FROM policies AS p WHERE p.scope = c_scope;
@@ -1110,10 +1246,12 @@ LANGUAGE sql AS $fn$
 $fn$;
 COMMENT ON FUNCTION :"schema".idem_policies() IS 'Every scope''s policy';
 
--- The outcome counters live in the extension's shared memory; the portable variant has
--- none, so they are NULL here (as in the extension when it is not preloaded).
+-- Per owner and scope: a role sees its own rows, a role with idempotency_admin's privileges
+-- every owner's. The outcome counters live in the extension's shared memory; the portable
+-- variant has none, so they are NULL here (as in the extension when it is not preloaded).
 CREATE FUNCTION :"schema".idem_metrics()
 RETURNS TABLE (
+    owner              regrole,
     scope              text,
     in_progress        bigint,
     succeeded          bigint,
@@ -1128,8 +1266,8 @@ RETURNS TABLE (
     note               text)
 VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE sql AS $fn$
-    WITH now AS (SELECT clock_timestamp() AS t)
-    SELECT r.scope,
+    WITH now AS (SELECT clock_timestamp() AS t, _idem_visible_owner() AS visible)
+    SELECT r.owner, r.scope,
            count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'in_progress'),
            count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'succeeded'),
            count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'failed'),
@@ -1141,11 +1279,12 @@ LANGUAGE sql AS $fn$
            NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
            'outcome counters are off: the portable variant keeps none (the extension, preloaded, counts them)'
     FROM records r, now
-    GROUP BY r.scope, now.t
-    ORDER BY 1
+    WHERE now.visible IS NULL OR r.owner = now.visible
+    GROUP BY r.owner, r.scope, now.t
+    ORDER BY r.owner::text, r.scope
 $fn$;
 COMMENT ON FUNCTION :"schema".idem_metrics() IS
-    'Per scope: live records by state, lapsed leases, expired rows not yet purged and the oldest running claim (the outcome counters are the extension''s: NULL here, and note says so)';
+    'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged and the oldest running claim (the outcome counters are the extension''s: NULL here, and note says so)';
 
 -- ---------------------------------------------------------------------------------------
 -- Privileges: execute is granted deliberately, never to PUBLIC.
@@ -1156,8 +1295,8 @@ REVOKE EXECUTE ON FUNCTION
     :"schema".idem_complete(text, text, bigint, jsonb, boolean, boolean),
     :"schema".idem_release(text, text, bigint),
     :"schema".idem_extend(text, text, bigint, interval),
-    :"schema".idem_lookup(text, text),
-    :"schema".idem_forget(text, text),
+    :"schema".idem_lookup(text, text, regrole),
+    :"schema".idem_forget(text, text, regrole),
     :"schema".idem_canonical(jsonb),
     :"schema".idem_hash(jsonb),
     :"schema".idem_purge_expired(integer),
@@ -1171,14 +1310,14 @@ GRANT EXECUTE ON FUNCTION
     :"schema".idem_complete(text, text, bigint, jsonb, boolean, boolean),
     :"schema".idem_release(text, text, bigint),
     :"schema".idem_extend(text, text, bigint, interval),
-    :"schema".idem_lookup(text, text),
+    :"schema".idem_lookup(text, text, regrole),
+    :"schema".idem_forget(text, text, regrole),
     :"schema".idem_canonical(jsonb),
     :"schema".idem_hash(jsonb),
-    :"schema".idem_policies()
+    :"schema".idem_policies(),
+    :"schema".idem_metrics()
 TO idempotency_user;
 GRANT EXECUTE ON FUNCTION
-    :"schema".idem_forget(text, text),
-    :"schema".idem_metrics(),
     :"schema".idem_purge_expired(integer),
     :"schema".idem_set_policy(text, interval, interval, text, boolean, text),
     :"schema".idem_drop_policy(text)
