@@ -44,16 +44,17 @@ fn dump_and_restore(src: &str, dst: &str) {
     );
 }
 
-/// The privileges on our functions and storage, as text, to compare two databases.
+/// The privileges on our functions and storage, as text, to compare two databases (a NULL
+/// ACL is the default one: pg_dump leaves out an ACL equal to the default).
 fn grants(c: &mut Client) -> Vec<String> {
     c.query(
-        "SELECT 'function ' || p.oid::regprocedure::text || ' ' || coalesce(p.proacl::text, '-') \
+        "SELECT 'function ' || p.oid::regprocedure::text || ' ' || coalesce(p.proacl, acldefault('f'::\"char\", p.proowner))::text \
          FROM pg_proc p WHERE p.proname LIKE 'idem\\_%' \
          UNION ALL \
-         SELECT 'relation ' || c.oid::regclass::text || ' ' || coalesce(c.relacl::text, '-') \
+         SELECT 'relation ' || c.oid::regclass::text || ' ' || coalesce(c.relacl, acldefault(CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END::\"char\", c.relowner))::text \
          FROM pg_class c WHERE c.relnamespace = 'idempotency'::regnamespace \
          UNION ALL \
-         SELECT 'schema idempotency ' || coalesce(n.nspacl::text, '-') \
+         SELECT 'schema idempotency ' || coalesce(n.nspacl, acldefault('n'::\"char\", n.nspowner))::text \
          FROM pg_namespace n WHERE n.nspname = 'idempotency' \
          ORDER BY 1",
         &[],
