@@ -10,6 +10,7 @@
 -- its locks; a call that waited gets an error once it commits (its function is gone) and
 -- its retry reaches the extension.
 \ir include/find-install.sql
+\ir include/require-current.sql
 
 -- Nobody writes records while they move.
 LOCK TABLE :"storage".records, :"storage".policies IN ACCESS EXCLUSIVE MODE;
@@ -36,6 +37,36 @@ FROM _idem_migrating.policies;
 SELECT pg_catalog.setval('idempotency.fence_seq',
     GREATEST(s.last_value, (SELECT pg_catalog.max(fence) FROM _idem_migrating.records), 1))
 FROM _idem_migrating.fence_seq AS s;
+
+-- The limits do not move: in the extension they are the server's superuser settings of the
+-- same names (postgresql.conf, ALTER SYSTEM), not a table. Where the portable install had
+-- changed one, say so, with the setting to give it the same value.
+DO $limits$
+DECLARE
+    changed text;
+BEGIN
+    SELECT pg_catalog.string_agg(pg_catalog.format('ALTER SYSTEM SET pg_idempotency.%s = %L;',
+                                                   l.name, l.value), E'\n' ORDER BY l.name)
+    INTO changed
+    FROM _idem_migrating.settings AS s,
+    LATERAL (VALUES
+        ('max_key_bytes', s.max_key_bytes::text, s.max_key_bytes OPERATOR(pg_catalog.<>) 512),
+        ('max_scope_bytes', s.max_scope_bytes::text, s.max_scope_bytes OPERATOR(pg_catalog.<>) 128),
+        ('max_ttl', pg_catalog.ceil(_idem_migrating._idem_micros(s.max_ttl) OPERATOR(pg_catalog./) 1000000)::text || 's',
+         s.max_ttl OPERATOR(pg_catalog.<>) interval '30 days'),
+        ('max_response_bytes', s.max_response_bytes::text,
+         s.max_response_bytes OPERATOR(pg_catalog.<>) 1048576)
+    ) AS l(name, value, differs)
+    WHERE l.differs;
+    IF changed IS NOT NULL THEN
+        RAISE WARNING 'the portable install''s limits were not the extension''s defaults'
+            USING DETAIL = 'The extension reads its limits from the server''s settings; until '
+                           'they are set, the defaults apply.',
+                  HINT = 'As a superuser, to keep them:' || E'\n' || changed
+                         || E'\nSELECT pg_reload_conf();';
+    END IF;
+END
+$limits$;
 
 DROP SCHEMA _idem_migrating CASCADE;
 

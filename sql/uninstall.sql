@@ -7,6 +7,7 @@
 -- The roles idempotency_user and idempotency_admin belong to the cluster and may serve
 -- other databases, so they stay (DROP ROLE them by hand once nothing uses them).
 \ir include/find-install.sql
+\ir include/require-current.sql
 
 \ir include/drop-api.sql
 DROP SCHEMA :"storage" CASCADE;
