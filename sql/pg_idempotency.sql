@@ -340,7 +340,8 @@ INSERT INTO :"storage".settings (max_key_bytes, max_scope_bytes, max_ttl, max_re
 VALUES (
     _idem_setting('pg_idempotency.max_key_bytes', 512, '', 1, 2048),
     _idem_setting('pg_idempotency.max_scope_bytes', 128, '', 1, 512),
-    _idem_setting('pg_idempotency.max_ttl', 2592000, 's', 1, 2147483647) * interval '1 second',
+    justify_hours(_idem_setting('pg_idempotency.max_ttl', 2592000, 's', 1, 2147483647)
+                  * interval '1 second'),
     _idem_setting('pg_idempotency.max_response_bytes', 1048576, 'B', 0, 2147483647));
 
 -- ---------------------------------------------------------------------------------------
