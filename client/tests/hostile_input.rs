@@ -51,8 +51,11 @@ impl Db {
             .map(|r| r.get(0))
             .collect()
     }
+}
 
-    fn drop_it(self) {
+/// Dropped with the test, failed or not.
+impl Drop for Db {
+    fn drop(&mut self) {
         pg_idempotency_tests::drop_database(&self.name);
     }
 }
@@ -85,10 +88,6 @@ where
         )
         .await;
     });
-    drop(rt);
-    if let Ok(db) = Arc::try_unwrap(db) {
-        db.drop_it();
-    }
 }
 
 /// One test per store for each case: `<case>_memory` and `<case>_pg`.
