@@ -3,6 +3,7 @@
 //! (`PGIDEM_BACKEND=portable`), each in a database of its own; the rest of the suite runs
 //! the API itself against both backends.
 
+use pg_idempotency_tests::attack::TestRole;
 use pg_idempotency_tests::*;
 
 fn portable_pass() -> bool {
@@ -182,8 +183,19 @@ fn moving_to_the_extension_keeps_records_policies_and_fences() {
     let max_fence = count(&mut c, "SELECT max(fence) FROM idempotency.records");
     drop(c);
 
+    // A limit its owner changed: the extension reads limits from the server's settings, so
+    // the move says how to keep it.
+    connect_to(&dsn)
+        .batch_execute("UPDATE idempotency.settings SET max_key_bytes = 1024")
+        .unwrap();
+
     let (ok, out) = run_sql_file(&dsn, "migrate-to-extension.sql", &[], &[]);
     assert!(ok, "migration failed:\n{out}");
+    assert!(
+        out.contains("ALTER SYSTEM SET pg_idempotency.max_key_bytes = '1024';"),
+        "{out}"
+    );
+    assert!(!out.contains("max_ttl"), "only the changed limits:\n{out}");
 
     let mut c = connect_to(&dsn);
     assert_eq!(
@@ -232,9 +244,10 @@ fn settings_are_read_with_their_units_and_a_bad_value_is_refused() {
     if !portable_pass() {
         return;
     }
-    // The reader of the pg_idempotency.* settings, on a setting of its own (the private
-    // clusters preload the extension, which reserves the pg_idempotency prefix and checks
-    // those values itself when they are set).
+    // The reader of the pg_idempotency.* settings (default_ttl and default_lease at each
+    // call; the limits once, when the install seeds them), on a setting of its own (the
+    // private clusters preload the extension, which reserves the pg_idempotency prefix and
+    // checks those values itself when they are set).
     let mut c = connect();
     // Internal helpers run under the API functions' pinned search_path.
     c.batch_execute("SET search_path = pg_catalog, idempotency, pg_temp")
@@ -363,4 +376,139 @@ fn a_plain_psql_f_installs_all_of_it_or_nothing() {
     drop(c);
     drop_database("pgidem_portable_plain");
     drop_database("pgidem_portable_reference");
+}
+
+fn limit_of(c: &mut Client, column: &str) -> String {
+    c.query_one(
+        &format!("SELECT {column}::text FROM idempotency.settings"),
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
+fn begin_key(c: &mut Client, key: &str) -> Result<String, postgres::Error> {
+    c.query_one("SELECT outcome FROM idem_begin('limits', $1)", &[&key])
+        .map(|r| r.get(0))
+}
+
+#[test]
+fn the_limits_live_in_the_storage_schema_and_only_its_owner_changes_them() {
+    if !portable_pass() {
+        return;
+    }
+    let db = "pgidem_portable_limits";
+    let dsn = fresh_database(db);
+    // Seeded from the installer's settings where it set them, else the defaults.
+    let (ok, out) = run_sql_file(
+        &dsn,
+        "pg_idempotency.sql",
+        &[],
+        &[(
+            "PGOPTIONS",
+            "-c pg_idempotency.max_key_bytes=16 -c pg_idempotency.max_ttl=2d",
+        )],
+    );
+    assert!(ok, "install failed:\n{out}");
+    let mut c = connect_to(&dsn);
+    assert_eq!(limit_of(&mut c, "max_key_bytes"), "16");
+    assert_eq!(limit_of(&mut c, "max_ttl"), "2 days");
+    assert_eq!(limit_of(&mut c, "max_scope_bytes"), "128");
+    assert_eq!(limit_of(&mut c, "max_response_bytes"), "1048576");
+    assert_eq!(begin_key(&mut c, &"k".repeat(16)).unwrap(), "claimed");
+    let err = begin_key(&mut c, &"k".repeat(17)).unwrap_err();
+    assert_eq!(sqlstate(&err), "22023");
+
+    // A session's setting no longer reaches them, not even a superuser's.
+    c.batch_execute("SET pg_idempotency.max_key_bytes = 1024")
+        .unwrap();
+    let err = begin_key(&mut c, &"k".repeat(17)).unwrap_err();
+    assert_eq!(sqlstate(&err), "22023", "a session's SET loosened a limit");
+
+    // An ordinary role neither reads nor writes them.
+    let user = TestRole::create(&dsn, "limits_user", "IN ROLE idempotency_user");
+    let mut u = user.login();
+    for sql in [
+        "SELECT * FROM idempotency.settings",
+        "UPDATE idempotency.settings SET max_key_bytes = 2048",
+    ] {
+        let err = u.batch_execute(sql).unwrap_err();
+        assert_eq!(sqlstate(&err), "42501", "{sql}");
+    }
+    assert_eq!(limit_of(&mut c, "max_key_bytes"), "16");
+
+    // Their owner changes them with UPDATE, and the next call obeys.
+    c.batch_execute("UPDATE idempotency.settings SET max_key_bytes = 32")
+        .unwrap();
+    assert_eq!(begin_key(&mut u, &"u".repeat(32)).unwrap(), "claimed");
+    let err = begin_key(&mut u, &"u".repeat(33)).unwrap_err();
+    assert_eq!(sqlstate(&err), "22023");
+    let detail = err
+        .as_db_error()
+        .unwrap()
+        .detail()
+        .unwrap_or_default()
+        .to_string();
+    assert!(detail.contains("the limit is 32"), "{detail}");
+
+    // A value out of the extension's range is refused, naming the limit, and nothing changes.
+    for (column, bad) in [
+        ("max_key_bytes", "4096"),
+        ("max_scope_bytes", "0"),
+        ("max_ttl", "'0 seconds'"),
+        ("max_ttl", "'-1 day'"),
+        ("max_response_bytes", "-1"),
+    ] {
+        let err = c
+            .batch_execute(&format!("UPDATE idempotency.settings SET {column} = {bad}"))
+            .unwrap_err();
+        assert_eq!(sqlstate(&err), "22023", "{column} = {bad}");
+        let e = err.as_db_error().unwrap();
+        assert!(e.message().contains(column), "{}", e.message());
+        assert!(e.hint().is_some_and(|h| h.contains(column)), "{column}");
+    }
+    assert_eq!(limit_of(&mut c, "max_key_bytes"), "32");
+    assert_eq!(limit_of(&mut c, "max_ttl"), "2 days");
+
+    // Without its row there are no limits to check against: calls are refused, not let
+    // through, until the defaults are back.
+    c.batch_execute("DELETE FROM idempotency.settings").unwrap();
+    let err = begin_key(&mut u, "k").unwrap_err();
+    assert_eq!(sqlstate(&err), "55000");
+    c.batch_execute("INSERT INTO idempotency.settings DEFAULT VALUES")
+        .unwrap();
+    assert_eq!(limit_of(&mut c, "max_key_bytes"), "512");
+    assert_eq!(limit_of(&mut c, "max_ttl"), "30 days");
+    assert_eq!(begin_key(&mut u, &"v".repeat(512)).unwrap(), "claimed");
+    drop(u);
+    drop(user);
+    drop(c);
+    drop_database(db);
+}
+
+#[test]
+fn uninstall_and_the_move_refuse_an_install_not_upgraded() {
+    if !portable_pass() {
+        return;
+    }
+    let db = "pgidem_portable_old";
+    let dsn = fresh_database(db);
+    let (ok, out) = run_sql_file(&dsn, "released/pg_idempotency--0.1.0.sql", &[], &[]);
+    assert!(ok, "{out}");
+    let mut c = connect_to(&dsn);
+    let before = count(&mut c, OUR_FUNCTIONS);
+    for file in ["uninstall.sql", "migrate-to-extension.sql"] {
+        let args = ["-v", "VERBOSITY=verbose", "-f", &sql_file(file)].map(String::from);
+        let (ok, out) = run_psql(&dsn, &args, &[]);
+        assert!(!ok, "{file} ran on 0.1.0:\n{out}");
+        assert!(out.contains("55000"), "{file}:\n{out}");
+        assert!(out.contains("sql/upgrade/"), "{file}:\n{out}");
+        assert_eq!(
+            count(&mut c, OUR_FUNCTIONS),
+            before,
+            "{file} changed something"
+        );
+    }
+    drop(c);
+    drop_database(db);
 }
