@@ -45,6 +45,10 @@ DO $limits$
 DECLARE
     changed text;
 BEGIN
+    -- (An install made by a development script of 0.2.0 may predate the table.)
+    IF pg_catalog.to_regclass('_idem_migrating.settings') IS NULL THEN
+        RETURN;
+    END IF;
     SELECT pg_catalog.string_agg(pg_catalog.format('ALTER SYSTEM SET pg_idempotency.%s = %L;',
                                                    l.name, l.value), E'\n' ORDER BY l.name)
     INTO changed
