@@ -1,7 +1,8 @@
 // An idempotent send_email in Node.js (node-postgres) on pg_idempotency's SQL API.
 //
 // Three retries of sendEmail(pool, 'call-1', 'ann@example.com') send one email: the first
-// claims the call, sends, and records the result; the others replay that result.
+// claims the call, sends, and records the result; the others replay that result. Without
+// a call id, sendEmailByContent(pool, email) makes the email itself the key (HASH_INPUT).
 // `db` is a pg.Pool or a pg.Client: each statement here commits on its own. For a side
 // effect that is a write to the same database, use sendEmailInTransaction.
 
@@ -16,6 +17,14 @@ const BEGIN = `
 export const COMPLETE = `
   SELECT state FROM idem_complete(scope => 'send_email', key => $1,
                                   fence => $2::bigint, response => $3::jsonb)`;
+
+// HASH_INPUT: key NULL, and the server derives the key from the request's canonical JSON;
+// the `key` column hands it back for idem_complete (COMPLETE above takes it as it is).
+const BEGIN_BY_CONTENT = `
+  SELECT outcome, fence, attempt, recovered, upstream_key, response, retry_after, key,
+         ceil(extract(epoch FROM retry_after) * 1000)::int AS retry_after_ms
+  FROM idem_begin(scope => 'send_email', key => NULL, request => $1::jsonb,
+                  lease => $2::interval, wait => $3::interval)`;
 
 export const LEASE_LOST = 'IK003'; // SQLSTATEs: docs/errors.md
 
@@ -64,6 +73,27 @@ export async function sendEmail(db, callId, to, { lease, wait, effect = deliver 
     return { outcome: 'lease_lost', response, recovered: claim.recovered };
   }
   return { outcome: 'sent', response, recovered: claim.recovered };
+}
+
+// One call of the send_email tool keyed by what it sends (HASH_INPUT): `email` is an object,
+// or JSON text as it arrived (an HTTP body, say), with at least "to". The server parses and
+// canonicalises it, so the same email spelled with other key order or whitespace is the
+// same call; there is nothing to hash here, and no canonical JSON to get right: the key
+// idem_begin derived comes back in its `key` column, and idem_complete gets that.
+export async function sendEmailByContent(db, email, { lease = null, wait = null, effect = deliver } = {}) {
+  const text = typeof email === 'string' ? email : JSON.stringify(email);
+  const { to } = JSON.parse(text);
+  const { rows: [claim] } = await db.query(BEGIN_BY_CONTENT, [text, lease, wait]);
+  const { key } = claim;
+  if (claim.outcome === 'replay') return { outcome: 'replay', response: claim.response, key };
+  if (claim.outcome === 'in_progress') {
+    return { outcome: 'in_progress', retryAfterMs: claim.retry_after_ms, key };
+  }
+  const response = await effect(db, to, claim.upstream_key);
+  if (!(await complete(db, key, claim.fence, response))) {
+    return { outcome: 'lease_lost', response, recovered: claim.recovered, key };
+  }
+  return { outcome: 'sent', response, recovered: claim.recovered, key };
 }
 
 // Exactly-once when the effect is a write to this database: idem_begin, the write and

@@ -5,7 +5,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { COMPLETE, begin, complete, deliver, sendEmail, sendEmailInTransaction } from './send_email.js';
+import {
+  COMPLETE, begin, complete, deliver, sendEmail, sendEmailByContent, sendEmailInTransaction,
+} from './send_email.js';
 
 // node-postgres parses URLs, not libpq "key=value" strings: map the fields by hand.
 // A host that is a directory (a unix socket folder) works as `host` in pg too.
@@ -40,6 +42,46 @@ async function connect(t) {
 function newCall() {
   const call = `call-${randomUUID()}`;
   return { call, to: `${call}@example.com` };
+}
+
+// The same database as PGIDEM_DSN, logged in as another role. (pg lets a URL's user win
+// over a `user` field beside it: change the URL itself.)
+function loggedInAs(user, password) {
+  if (!config.connectionString) return { ...config, user, password };
+  const url = new URL(config.connectionString);
+  [url.username, url.password] = [encodeURIComponent(user), encodeURIComponent(password)];
+  return { connectionString: url.href };
+}
+
+// Two login roles of their own (unique names, members of idempotency_user), one client
+// logged in as each: [{ name, client }, ...]. When the test ends: the clients close, the
+// roles' records of `call` are forgotten, their grants revoked and the roles dropped.
+async function twoRoles(t, call) {
+  const suffix = randomUUID().replaceAll('-', '').slice(0, 12);
+  const names = [`pidem_ex_${suffix}_a`, `pidem_ex_${suffix}_b`];
+  const password = randomUUID(); // unused where local connections are trusted
+  const roles = [];
+  t.after(async () => {
+    for (const { client } of roles) await client.end();
+    for (const name of names) {
+      const { rowCount } = await pool.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [name]);
+      if (rowCount === 0) continue;
+      await pool.query("SELECT idem_forget('send_email', $1, owner => quote_ident($2)::regrole)", [call, name]);
+      await pool.query(`DROP OWNED BY ${pg.escapeIdentifier(name)}`);
+      await pool.query(`DROP ROLE ${pg.escapeIdentifier(name)}`);
+    }
+  });
+  for (const name of names) {
+    // A name is an identifier, a password a literal: quote both (DDL takes no parameters).
+    const role = pg.escapeIdentifier(name);
+    await pool.query(`CREATE ROLE ${role} LOGIN PASSWORD ${pg.escapeLiteral(password)} IN ROLE idempotency_user`);
+    await pool.query(`GRANT SELECT, INSERT ON outbox TO ${role}`);
+    await pool.query(`GRANT USAGE ON SEQUENCE outbox_id_seq TO ${role}`);
+    const client = new pg.Client(loggedInAs(name, password));
+    await client.connect();
+    roles.push({ name, client });
+  }
+  return roles;
 }
 
 async function emails(db, to) {
@@ -209,4 +251,50 @@ test('lease lost is reported and the effect not retried', async (t) => {
   const replay = await sendEmail(a, call, to);
   assert.deepEqual(replay.response, bResult.response);
   assert.notDeepEqual(replay.response, result.response);
+});
+
+test('the email is its own key', async () => {
+  const { to } = newCall();
+  // One email, three spellings: key order and whitespace differ, the content does not.
+  const spellings = [
+    `{"to": "${to}", "subject": "Welcome"}`,
+    `{"subject":"Welcome","to":"${to}"}`,
+    `{\n  "subject" :  "Welcome" ,\n\t"to" : "${to}"\n}`,
+  ];
+  const results = [];
+  for (const email of spellings) results.push(await sendEmailByContent(pool, email));
+  assert.deepEqual(results.map((r) => r.outcome), ['sent', 'replay', 'replay']);
+  assert.equal(await emails(pool, to), 1);
+  assert.deepEqual(results[1].response, results[0].response);
+  assert.deepEqual(results[2].response, results[0].response);
+  // The key the server derived, as idem_hash computes it (no hashing in JavaScript).
+  const { rows: [{ derived }] } = await pool.query(
+    "SELECT encode(idem_hash($1::jsonb), 'hex') AS derived", [spellings[1]]);
+  assert.deepEqual(results.map((r) => r.key), [derived, derived, derived]);
+  assert.equal((await lookup(pool, derived)).state, 'succeeded'); // completed under that key
+  // Another email is another call, with another key.
+  const other = await sendEmailByContent(pool, { to, subject: 'Welcome back' });
+  assert.equal(other.outcome, 'sent');
+  assert.notEqual(other.key, derived);
+  assert.notDeepEqual(other.response, results[0].response);
+  assert.equal(await emails(pool, to), 2);
+});
+
+test('each role has its own key space', async (t) => {
+  const { call, to } = newCall();
+  const [a, b] = await twoRoles(t, call);
+  const sentA = await sendEmail(a.client, call, to);
+  const sentB = await sendEmail(b.client, call, to); // the same call id, another role: another call
+  assert.deepEqual([sentA.outcome, sentB.outcome], ['sent', 'sent']);
+  assert.notDeepEqual(sentA.response, sentB.response);
+  assert.equal(await emails(pool, to), 2);
+  // Each role replays its own result, and owns its own record.
+  const [replayA, replayB] = [await sendEmail(a.client, call, to), await sendEmail(b.client, call, to)];
+  assert.deepEqual([replayA.outcome, replayA.response], ['replay', sentA.response]);
+  assert.deepEqual([replayB.outcome, replayB.response], ['replay', sentB.response]);
+  const owner = "SELECT owner::text FROM idem_lookup('send_email', $1)";
+  assert.deepEqual((await a.client.query(owner, [call])).rows, [{ owner: a.name }]);
+  assert.deepEqual((await b.client.query(owner, [call])).rows, [{ owner: b.name }]);
+  assert.equal(await lookup(pool, call), undefined); // nor is it the connecting role's call
+  assert.equal(await emails(pool, to), 2);
 });

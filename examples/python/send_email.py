@@ -1,7 +1,8 @@
 """An idempotent send_email in Python (psycopg 3) on pg_idempotency's SQL API.
 
 Three retries of send_email(conn, "call-1", "ann@example.com") send one email: the first
-claims the call, sends, and records the result; the others replay that result.
+claims the call, sends, and records the result; the others replay that result. Without a
+call id, send_email_by_content(conn, email) makes the email itself the key (HASH_INPUT).
 
 `conn` must be in autocommit mode (psycopg.connect(dsn, autocommit=True)): otherwise
 psycopg opens a transaction implicitly, and the claim stays invisible to other sessions
@@ -11,6 +12,8 @@ database, use send_email_in_transaction: claim, write and completion in one tran
 
 from dataclasses import dataclass
 from datetime import timedelta
+
+import json
 
 import psycopg
 from psycopg.rows import namedtuple_row
@@ -26,6 +29,13 @@ COMPLETE = """
     SELECT state FROM idem_complete(scope => 'send_email', key => %(key)s,
                                     fence => %(fence)s::bigint, response => %(response)s::jsonb)"""
 
+# HASH_INPUT: key NULL, and the server derives the key from the request's canonical JSON;
+# the `key` column hands it back for idem_complete (COMPLETE above takes it as it is).
+BEGIN_BY_CONTENT = """
+    SELECT outcome, fence, attempt, recovered, upstream_key, response, retry_after, key
+    FROM idem_begin(scope => 'send_email', key => NULL, request => %(request)s::jsonb,
+                    lease => %(lease)s::interval, wait => %(wait)s::interval)"""
+
 LEASE_LOST = "IK003"  # SQLSTATEs: docs/errors.md
 
 
@@ -35,6 +45,7 @@ class Result:
     response: dict | None = None  # jsonb arrives as a dict
     retry_after: timedelta | None = None  # in_progress: until the holder's lease lapses
     recovered: bool = False  # sent after taking over a lapsed claim
+    key: str | None = None  # send_email_by_content: the key the server derived
 
 
 def deliver(conn, to, upstream_key):
@@ -81,6 +92,26 @@ def send_email(conn, call_id, to, *, lease=None, wait=None, effect=deliver):
         # their result. Report it; a later retry of the call replays their result.
         return Result("lease_lost", response, recovered=claim.recovered)
     return Result("sent", response, recovered=claim.recovered)
+
+
+def send_email_by_content(conn, email, *, lease=None, wait=None, effect=deliver):
+    """One call of the send_email tool keyed by what it sends (HASH_INPUT): `email` is a dict,
+    or JSON text as it arrived (an HTTP body, say), with at least "to". The server parses
+    and canonicalises it, so the same email spelled with other key order or whitespace is
+    the same call; there is nothing to hash here, and no canonical JSON to get right: the
+    key idem_begin derived comes back in its `key` column, and idem_complete gets that."""
+    request = email if isinstance(email, str) else Jsonb(email)  # text: cast to jsonb in SQL
+    to = (json.loads(email) if isinstance(email, str) else email)["to"]
+    claim = conn.cursor(row_factory=namedtuple_row).execute(
+        BEGIN_BY_CONTENT, {"request": request, "lease": lease, "wait": wait}).fetchone()
+    if claim.outcome == "replay":
+        return Result("replay", claim.response, key=claim.key)
+    if claim.outcome == "in_progress":
+        return Result("in_progress", retry_after=claim.retry_after, key=claim.key)
+    response = effect(conn, to, claim.upstream_key)
+    if not complete(conn, claim.key, claim.fence, response):
+        return Result("lease_lost", response, recovered=claim.recovered, key=claim.key)
+    return Result("sent", response, recovered=claim.recovered, key=claim.key)
 
 
 def send_email_in_transaction(pool, call_id, to, *, effect=deliver):

@@ -12,10 +12,12 @@ from datetime import datetime, timedelta
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool
 
 from send_email import (COMPLETE, Jsonb, begin, complete, deliver, send_email,
-                        send_email_in_transaction)
+                        send_email_by_content, send_email_in_transaction)
 
 DSN = os.environ.get("PGIDEM_DSN") or pytest.exit("set PGIDEM_DSN to a libpq conninfo", 2)
 
@@ -54,6 +56,42 @@ def call():
 @pytest.fixture
 def to(call):
     return f"{call}@example.com"  # one recipient per test: emails() counts this test's
+
+
+@pytest.fixture
+def two_roles(call):
+    """Two login roles of their own (unique names, members of idempotency_user), one
+    autocommit session as each: (name, conn) pairs. Afterwards their records of `call` are
+    forgotten, their grants revoked and the roles dropped."""
+    suffix = uuid.uuid4().hex[:12]
+    names = [f"pidem_ex_{suffix}_a", f"pidem_ex_{suffix}_b"]
+    password = uuid.uuid4().hex  # unused where local connections are trusted
+    admin = psycopg.connect(DSN, autocommit=True)
+    sessions = []
+    try:
+        for name in names:
+            # A name is an identifier, not a value: psycopg.sql quotes it.
+            role = sql.Identifier(name)
+            admin.execute(sql.SQL(
+                "CREATE ROLE {} LOGIN PASSWORD {} IN ROLE idempotency_user").format(
+                    role, sql.Literal(password)))
+            admin.execute(sql.SQL(
+                "GRANT SELECT, INSERT ON outbox TO {0}; GRANT USAGE ON SEQUENCE outbox_id_seq TO {0}"
+            ).format(role))
+            # The same database as DSN, logged in as the role.
+            sessions.append(psycopg.connect(make_conninfo(DSN, user=name, password=password),
+                                            autocommit=True))
+        yield list(zip(names, sessions))
+    finally:
+        for conn in sessions:
+            conn.close()
+        for name in names:
+            if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
+                admin.execute("SELECT idem_forget('send_email', %s, owner => quote_ident(%s)::regrole)",
+                              (call, name))
+                role = sql.Identifier(name)
+                admin.execute(sql.SQL("DROP OWNED BY {0}; DROP ROLE {0}").format(role))
+        admin.close()
 
 
 def emails(conn, to):
@@ -205,3 +243,42 @@ def test_lease_lost_is_reported_and_the_effect_not_retried(connect, call, to):
     assert send_email(a, call, to).response == seen["b"].response != result.response
     expires_at = a.execute("SELECT expires_at FROM idem_lookup('send_email', %s)", (call,)).fetchone()[0]
     assert isinstance(expires_at, datetime) and expires_at.tzinfo is not None
+
+
+def test_the_email_is_its_own_key(connect, to):
+    conn = connect()
+    # One email, three spellings: key order and whitespace differ, the content does not.
+    spellings = [f'{{"to": "{to}", "subject": "Welcome"}}',
+                 f'{{"subject":"Welcome","to":"{to}"}}',
+                 f'{{\n  "subject" :  "Welcome" ,\n\t"to" : "{to}"\n}}']
+    results = [send_email_by_content(conn, email) for email in spellings]
+    assert [r.outcome for r in results] == ["sent", "replay", "replay"]
+    assert emails(conn, to) == 1
+    assert results[1].response == results[2].response == results[0].response
+    # The key the server derived, as idem_hash computes it (no hashing in Python).
+    derived = conn.execute("SELECT encode(idem_hash(%s::jsonb), 'hex')", (spellings[1],)).fetchone()[0]
+    assert [r.key for r in results] == [derived] * 3
+    assert lookup(conn, derived)[0] == "succeeded"  # completed under that key
+    # Another email is another call, with another key.
+    other = send_email_by_content(conn, {"to": to, "subject": "Welcome back"})
+    assert other.outcome == "sent" and other.key != derived
+    assert other.response != results[0].response
+    assert emails(conn, to) == 2
+
+
+def test_each_role_has_its_own_key_space(two_roles, connect, call, to):
+    (name_a, a), (name_b, b) = two_roles
+    sent_a = send_email(a, call, to)
+    sent_b = send_email(b, call, to)  # the same call id, another role: another call
+    assert (sent_a.outcome, sent_b.outcome) == ("sent", "sent")
+    assert sent_a.response != sent_b.response
+    assert emails(connect(), to) == 2
+    # Each role replays its own result, and owns its own record.
+    replay_a, replay_b = send_email(a, call, to), send_email(b, call, to)
+    assert (replay_a.outcome, replay_a.response) == ("replay", sent_a.response)
+    assert (replay_b.outcome, replay_b.response) == ("replay", sent_b.response)
+    owner = "SELECT owner::text FROM idem_lookup('send_email', %s)"
+    assert a.execute(owner, (call,)).fetchone() == (name_a,)
+    assert b.execute(owner, (call,)).fetchone() == (name_b,)
+    assert lookup(connect(), call) is None  # nor is it the connecting role's call
+    assert emails(connect(), to) == 2
