@@ -1,6 +1,9 @@
 -- Every error: a stable SQLSTATE (shown first), a detail and a hint, and nothing changed.
 \set VERBOSITY verbose
 \set SHOW_CONTEXT never
+-- Limits are set by those who may: a superuser's pg_idempotency.* settings for the
+-- extension, the storage's settings table (its owner's) for the portable variant.
+SELECT to_regclass('idempotency.settings') IS NOT NULL AS portable \gset
 
 -- 22023 invalid argument: scope and key.
 SELECT * FROM idem_begin(NULL, 'k');
@@ -14,9 +17,17 @@ SELECT * FROM idem_begin('scope', repeat('k', 513));
 SELECT outcome FROM idem_begin('scope', repeat('k', 512));
 -- Limits count bytes, not characters.
 SELECT * FROM idem_begin('scope', repeat('é', 257));
+\if :portable
+UPDATE idempotency.settings SET max_key_bytes = 8;
+\else
 SET pg_idempotency.max_key_bytes = 8;
+\endif
 SELECT * FROM idem_begin('scope', 'ninebytes');
+\if :portable
+UPDATE idempotency.settings SET max_key_bytes = DEFAULT;
+\else
 RESET pg_idempotency.max_key_bytes;
+\endif
 
 -- 22023 invalid argument: durations, on the normalised interval.
 SELECT * FROM idem_begin('scope', 'd', ttl => '0');
@@ -28,9 +39,17 @@ SELECT * FROM idem_begin('scope', 'd', lease => '0');
 SELECT * FROM idem_begin('scope', 'd', ttl => '1 minute', lease => '2 minutes');
 SELECT * FROM idem_begin('scope', 'd', wait => '-1 second');
 SELECT * FROM idem_begin('scope', 'd', wait => '100 days');
+\if :portable
+UPDATE idempotency.settings SET max_ttl = '1h';
+\else
 SET pg_idempotency.max_ttl = '1h';
+\endif
 SELECT * FROM idem_begin('scope', 'd', ttl => '2 hours');
+\if :portable
+UPDATE idempotency.settings SET max_ttl = DEFAULT;
+\else
 RESET pg_idempotency.max_ttl;
+\endif
 
 -- 22023 invalid argument: policy words.
 SELECT * FROM idem_begin('scope', 'd', on_cache_hit => 'RETURN_CACHED');
@@ -48,11 +67,19 @@ SELECT count(*) AS rows FROM idem_lookup('scope', 'd');
 
 -- IK004 response too large: checked before the record is touched.
 SELECT fence AS f FROM idem_begin('big', 'b1') \gset
+\if :portable
+UPDATE idempotency.settings SET max_response_bytes = 64;
+\else
 SET pg_idempotency.max_response_bytes = 64;
+\endif
 SELECT * FROM idem_complete('big', 'b1', :f, jsonb_build_object('data', repeat('x', 100)));
 SELECT state, response FROM idem_lookup('big', 'b1');
 SELECT state FROM idem_complete('big', 'b1', :f, '{"small": true}');
+\if :portable
+UPDATE idempotency.settings SET max_response_bytes = DEFAULT;
+\else
 RESET pg_idempotency.max_response_bytes;
+\endif
 
 -- IK003 lease lost: a fence that never held the record, a negative one, an absent key,
 -- a released record, a completed record released or extended.
