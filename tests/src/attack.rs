@@ -16,12 +16,13 @@ impl TestRole {
     pub fn create(dsn: &str, name: &str, clause: &str) -> TestRole {
         let name = crate::scope(name).replace('-', "_");
         let mut c = crate::connect_to(dsn);
-        c.batch_execute(&format!("CREATE ROLE \"{name}\" LOGIN {clause}"))
-            .unwrap_or_else(|e| panic!("CREATE ROLE {name}: {e}"));
-        TestRole {
+        let role = TestRole {
             name,
             admin_dsn: dsn.to_string(),
-        }
+        };
+        c.batch_execute(&format!("CREATE ROLE {} LOGIN {clause}", role.ident()))
+            .unwrap_or_else(|e| panic!("CREATE ROLE {}: {e}", role.name));
+        role
     }
 
     /// The role's name, quoted as an identifier.
@@ -31,13 +32,15 @@ impl TestRole {
 
     /// A session logged in as this role itself (the private clusters trust local sockets).
     pub fn login(&self) -> Client {
-        let dsn: Vec<String> = self
+        let mut config: postgres::Config = self
             .admin_dsn
-            .split_whitespace()
-            .filter(|p| !p.starts_with("user="))
-            .map(String::from)
-            .collect();
-        crate::connect_to(&format!("{} user={}", dsn.join(" "), self.name))
+            .parse()
+            .unwrap_or_else(|e| panic!("bad DSN {}: {e}", self.admin_dsn));
+        // A Config takes the name as it is: no quoting for odd role names.
+        config.user(&self.name);
+        config
+            .connect(postgres::NoTls)
+            .unwrap_or_else(|e| panic!("cannot log in as {}: {e}", self.name))
     }
 
     /// A session of the suite's superuser that has `SET ROLE` to this role (the behaviour
