@@ -66,6 +66,20 @@ pub fn canonical_value(value: &serde_json::Value) -> Result<String, CanonError> 
     value::canonicalize(value)
 }
 
+/// Whether a value has a canonical form: refuses exactly what [`canonical_value`] refuses
+/// (U+0000, nesting deeper than [`MAX_DEPTH`]) without writing the form, for a client that
+/// sends the value to SQL to be canonicalized there and refuses it before sending.
+pub fn check_value(value: &serde_json::Value) -> Result<(), CanonError> {
+    value::check(value, MAX_DEPTH)
+}
+
+/// Refuses U+0000 in any string or member name of a value, at any depth: what `jsonb`
+/// cannot hold. For values stored but never canonicalized (a call's response); nesting
+/// is not limited here.
+pub fn check_nul(value: &serde_json::Value) -> Result<(), CanonError> {
+    value::check(value, usize::MAX)
+}
+
 /// SHA-256 of canonical text.
 pub fn sha256(canonical: &str) -> [u8; 32] {
     Sha256::digest(canonical.as_bytes()).into()

@@ -21,15 +21,11 @@ fn write_value(value: &Value, out: &mut String, depth: usize) -> Result<(), Cano
         // then gives the same digits SQL computes from the JSON the client sends.
         Value::Number(n) => write_number(&n.to_string(), out),
         Value::String(s) => {
-            if s.contains('\0') {
-                return Err(CanonError::Nul);
-            }
+            storable(s)?;
             write_string(s, out);
         }
         Value::Array(items) => {
-            if depth + 1 > MAX_DEPTH {
-                return Err(CanonError::TooDeep);
-            }
+            nested(depth, MAX_DEPTH)?;
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
@@ -40,19 +36,58 @@ fn write_value(value: &Value, out: &mut String, depth: usize) -> Result<(), Cano
             out.push(']');
         }
         Value::Object(map) => {
-            if depth + 1 > MAX_DEPTH {
-                return Err(CanonError::TooDeep);
-            }
+            nested(depth, MAX_DEPTH)?;
             let mut members = Vec::with_capacity(map.len());
             for (k, v) in map {
-                if k.contains('\0') {
-                    return Err(CanonError::Nul);
-                }
+                storable(k)?;
                 let mut s = String::new();
                 write_value(v, &mut s, depth + 1)?;
                 members.push((k.clone(), s));
             }
             write_object(members, out);
+        }
+    }
+    Ok(())
+}
+
+/// A string or member name `jsonb` can hold: one without U+0000.
+fn storable(s: &str) -> Result<(), CanonError> {
+    if s.contains('\0') {
+        return Err(CanonError::Nul);
+    }
+    Ok(())
+}
+
+/// The depth of the members of a container at `depth`, if within `limit`.
+fn nested(depth: usize, limit: usize) -> Result<usize, CanonError> {
+    if depth + 1 > limit {
+        return Err(CanonError::TooDeep);
+    }
+    Ok(depth + 1)
+}
+
+/// Refuses what [`canonicalize`] refuses with a `limit` of [`MAX_DEPTH`] (U+0000, deeper
+/// nesting), without writing anything: for a caller that sends the value elsewhere to be
+/// canonicalized and wants the refusal first. With no limit it refuses U+0000 only, at
+/// any depth: what `jsonb` cannot hold. A loop over a stack, not recursion, so an
+/// unlimited walk cannot exhaust the thread's stack.
+pub(crate) fn check(value: &Value, limit: usize) -> Result<(), CanonError> {
+    let mut pending = vec![(value, 0)];
+    while let Some((v, depth)) = pending.pop() {
+        match v {
+            Value::String(s) => storable(s)?,
+            Value::Array(items) => {
+                let inner = nested(depth, limit)?;
+                pending.extend(items.iter().map(|item| (item, inner)));
+            }
+            Value::Object(map) => {
+                let inner = nested(depth, limit)?;
+                for (k, v) in map {
+                    storable(k)?;
+                    pending.push((v, inner));
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! Input without a canonical form is an error, never a panic or a guess.
 
-use canon::{canonical_text, canonical_value, CanonError, MAX_DEPTH};
+use canon::{canonical_text, canonical_value, check_nul, check_value, CanonError, MAX_DEPTH};
+use serde_json::{json, Value};
 
 fn nested(depth: usize) -> String {
     format!("{}{}", "[".repeat(depth), "]".repeat(depth))
@@ -93,4 +94,55 @@ fn syntax_errors_are_reported() {
             "{bad:?}"
         );
     }
+}
+
+/// A value nested `depth` arrays deep around `inner`.
+fn wrapped(inner: Value, depth: usize) -> Value {
+    (0..depth).fold(inner, |v, _| json!([v]))
+}
+
+#[test]
+fn check_value_refuses_what_canonical_value_refuses() {
+    let cases = [
+        json!(null),
+        json!("a\u{0}b"),
+        json!({"\u{0}": 1}),
+        json!({"a": [1, {"b": "\u{0}"}]}),
+        json!([1, 2, {"c": true}]),
+        json!({"a\u{1}": "\u{7f}"}),
+        wrapped(json!(1), MAX_DEPTH),
+        wrapped(json!(1), MAX_DEPTH + 1),
+        wrapped(json!({}), MAX_DEPTH - 1),
+        wrapped(json!({}), MAX_DEPTH),
+        wrapped(json!("\u{0}"), 3),
+    ];
+    for v in cases {
+        assert_eq!(
+            check_value(&v),
+            canonical_value(&v).map(|_| ()),
+            "{}",
+            serde_json::to_string(&v)
+                .unwrap()
+                .chars()
+                .take(80)
+                .collect::<String>()
+        );
+    }
+}
+
+#[test]
+fn check_nul_refuses_u0000_at_any_depth_and_nothing_else() {
+    assert_eq!(
+        check_nul(&json!({"a": ["x", "\u{0}"]})),
+        Err(CanonError::Nul)
+    );
+    assert_eq!(check_nul(&json!({"a\u{0}": null})), Err(CanonError::Nul));
+    // Deeper than a canonical form may be, which a stored response may well be.
+    let deep = wrapped(json!({"k": "v"}), 10 * MAX_DEPTH);
+    assert_eq!(check_nul(&deep), Ok(()));
+    assert_eq!(
+        check_nul(&wrapped(json!(["\u{0}"]), 10 * MAX_DEPTH)),
+        Err(CanonError::Nul)
+    );
+    assert_eq!(check_nul(&json!("\u{1}\u{fffd}")), Ok(()));
 }

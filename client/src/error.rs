@@ -5,7 +5,9 @@ use std::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
-    /// 22023: a blank or over-long key or scope, a bad duration, an unknown policy word.
+    /// 22023: a blank or over-long key or scope, a bad duration, an unknown policy word;
+    /// and, refused by every store before it sends anything, NUL in a key or scope or
+    /// U+0000 in a response (neither can be stored).
     InvalidArgument,
     /// IK001: the key was used before with a different request.
     Mismatch,
@@ -15,7 +17,8 @@ pub enum ErrorKind {
     LeaseLost,
     /// IK004: the response is larger than the server allows.
     ResponseTooLarge,
-    /// IK005: the request has no canonical form (nested too deep, U+0000).
+    /// IK005: the request has no canonical form (nested too deep, U+0000); every store
+    /// refuses such a request before it sends anything.
     Uncanonicalizable,
     /// 40001: the record kept changing, or a serialization failure: retry.
     Contention,

@@ -1,6 +1,10 @@
-//! The argument limits of the SQL API, for the stores that check them themselves.
+//! The argument limits of the SQL API, for the stores that check them themselves, and
+//! what no store can hold (NUL in a scope or key, U+0000 in a response), which every store
+//! refuses before it sends or stores anything.
 
 use std::time::Duration;
+
+use serde_json::Value;
 
 use crate::error::{Error, Result};
 
@@ -11,6 +15,7 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
 pub fn text(name: &str, value: &str, max: usize) -> Result<()> {
+    without_nul(name, value)?;
     if value.trim().is_empty() {
         return Err(Error::invalid(format!("{name} must not be blank")));
     }
@@ -23,6 +28,48 @@ pub fn text(name: &str, value: &str, max: usize) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// PostgreSQL text cannot hold NUL: the server would refuse it while reading the
+/// parameter (22021), an error that says nothing of which argument was wrong. Refused here
+/// as an argument error, in the words the server uses for its other scope and key checks.
+pub fn without_nul(name: &str, value: &str) -> Result<()> {
+    match value.find('\0') {
+        None => Ok(()),
+        Some(at) => Err(Error::invalid(format!("{name} must not contain NUL"))
+            .with_detail(format!(
+                "The {name} has the character U+0000 at byte {at}, which PostgreSQL text cannot hold."
+            ))
+            .with_hint(format!("Pass a {name} without NUL."))),
+    }
+}
+
+/// The NUL check alone, for the stores that leave the other limits to the server (whose
+/// limits are settings) or have nothing to look up under such a name.
+pub fn scope_and_key_without_nul(scope: &str, key: &str) -> Result<()> {
+    without_nul("scope", scope)?;
+    without_nul("key", key)
+}
+
+/// A response is stored as `jsonb`, which cannot hold U+0000 (the server refuses it while
+/// reading the parameter, 22P05). No store can hold such a response, whatever its
+/// contents otherwise, so it is the caller's argument that is wrong: InvalidArgument
+/// (not Uncanonicalizable, which is about requests: a response is never canonicalized;
+/// not Serialization, which is the client failing to encode or decode a value). Refused
+/// before anything changes, so the claim stays held and its holder can complete it with a
+/// response that can be stored, or release it. A walk over the value (canon's U+0000
+/// check), no serialisation.
+pub fn response(response: Option<&Value>) -> Result<()> {
+    match response.map(canon::check_nul) {
+        Some(Err(_)) => Err(Error::invalid("response must not contain U+0000")
+            .with_detail(
+                "A string or member name of the response has the character U+0000, which jsonb cannot hold.",
+            )
+            .with_hint(
+                "Encode such data (base64, for example) or leave the U+0000 out; the claim is still held: complete it again or release it.",
+            )),
+        _ => Ok(()),
+    }
 }
 
 pub fn duration(name: &str, d: Duration) -> Result<Duration> {

@@ -15,7 +15,10 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::limits::{duration, lease_for, scope_and_key, DEFAULT_TTL, MAX_TTL};
+use crate::limits::{
+    duration, lease_for, response as storable_response, scope_and_key, scope_and_key_without_nul,
+    DEFAULT_TTL, MAX_TTL,
+};
 use crate::store::IdempotencyStore;
 use crate::types::*;
 
@@ -212,6 +215,9 @@ impl IdempotencyStore for MemoryStore {
         succeeded: bool,
         cache_failure: Option<bool>,
     ) -> Result<Completed> {
+        // What no store can hold is refused before the claim is touched: it stays held.
+        scope_and_key_without_nul(scope, key)?;
+        storable_response(response)?;
         let id = (scope.to_string(), key.to_string());
         let now = SystemTime::now();
         let result = {
@@ -247,6 +253,7 @@ impl IdempotencyStore for MemoryStore {
     }
 
     async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {
+        scope_and_key_without_nul(scope, key)?;
         let id = (scope.to_string(), key.to_string());
         {
             let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
@@ -267,6 +274,7 @@ impl IdempotencyStore for MemoryStore {
         fence: i64,
         lease: Option<Duration>,
     ) -> Result<SystemTime> {
+        scope_and_key_without_nul(scope, key)?;
         let id = (scope.to_string(), key.to_string());
         let now = SystemTime::now();
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
@@ -282,6 +290,7 @@ impl IdempotencyStore for MemoryStore {
     }
 
     async fn lookup(&self, scope: &str, key: &str) -> Result<Option<Record>> {
+        scope_and_key_without_nul(scope, key)?;
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let now = SystemTime::now();
         Ok(entries

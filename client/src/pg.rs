@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio_postgres::{GenericClient, Row, Statement};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::limits::{response as storable_response, scope_and_key_without_nul};
 use crate::store::IdempotencyStore;
 use crate::types::{Begin, BeginOptions, Claim, Completed, InProgress, Record, Replay, State};
 
@@ -168,6 +169,13 @@ fn begin_row(row: &Row) -> Begin {
 #[async_trait]
 impl<S: PgSource> IdempotencyStore for PgStore<S> {
     async fn begin(&self, scope: &str, key: &str, o: &BeginOptions) -> Result<Begin> {
+        // The server would refuse these while reading the parameters, with errors that do
+        // not say what was wrong (22021, 22P05): refused here with the kinds the other
+        // stores give. The other limits are the server's (they are settings there).
+        scope_and_key_without_nul(scope, key)?;
+        if let Some(request) = &o.request {
+            canon::check_value(request)?;
+        }
         let c = self.source.client().await?;
         let stmt = S::prepare(&c, BEGIN).await?;
         let row = c
@@ -197,6 +205,8 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         succeeded: bool,
         cache_failure: Option<bool>,
     ) -> Result<Completed> {
+        scope_and_key_without_nul(scope, key)?;
+        storable_response(response)?;
         let c = self.source.client().await?;
         let stmt = S::prepare(
             &c,
@@ -217,6 +227,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
     }
 
     async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {
+        scope_and_key_without_nul(scope, key)?;
         let c = self.source.client().await?;
         let stmt = S::prepare(&c, "SELECT idem_release($1, $2, $3)").await?;
         c.execute(&stmt, &[&scope, &key, &fence]).await?;
@@ -230,6 +241,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         fence: i64,
         lease: Option<Duration>,
     ) -> Result<SystemTime> {
+        scope_and_key_without_nul(scope, key)?;
         let c = self.source.client().await?;
         let stmt = S::prepare(
             &c,
@@ -243,6 +255,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
     }
 
     async fn lookup(&self, scope: &str, key: &str) -> Result<Option<Record>> {
+        scope_and_key_without_nul(scope, key)?;
         let c = self.source.client().await?;
         let stmt = S::prepare(
             &c,

@@ -15,7 +15,9 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::limits::{duration, lease_for, scope_and_key, DEFAULT_TTL, MAX_TTL};
+use crate::limits::{
+    duration, lease_for, response as storable_response, scope_and_key, DEFAULT_TTL, MAX_TTL,
+};
 use crate::store::IdempotencyStore;
 use crate::types::*;
 
@@ -215,6 +217,8 @@ impl IdempotencyStore for RedisStore {
         cache_failure: Option<bool>,
     ) -> Result<Completed> {
         scope_and_key(scope, key)?;
+        // Refused before the script runs, so the claim stays held.
+        storable_response(response)?;
         let flag = |b: bool| if b { "1".to_string() } else { "0".to_string() };
         let args = [
             "complete".to_string(),
