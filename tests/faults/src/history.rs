@@ -1,0 +1,97 @@
+//! What happened in a run: one event per operation a client task invoked, with what it
+//! was answered, and when (microseconds since the run started).
+
+use serde_json::Value;
+
+/// What a client task asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// `idem_begin` of the key.
+    Begin,
+    /// `idem_complete` with this fence and response.
+    Complete { fence: i64, response: Value },
+    /// `idem_release` with this fence.
+    Release { fence: i64 },
+    /// `idem_extend` with this fence.
+    Extend { fence: i64 },
+    /// The side effect, written to the ledger under this fence and upstream key.
+    Effect { fence: i64, upstream_key: uuid::Uuid },
+}
+
+/// What the operation was answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// `idem_begin` claimed the call.
+    Claimed {
+        fence: i64,
+        attempt: i32,
+        recovered: bool,
+        upstream_key: uuid::Uuid,
+    },
+    /// `idem_begin` replayed a remembered result.
+    Replay {
+        succeeded: bool,
+        response: Option<Value>,
+    },
+    /// `idem_begin`: another attempt holds the call.
+    InProgress,
+    /// `idem_complete` left this state (`succeeded`, `failed` or `absent`).
+    Completed { state: String },
+    /// `idem_release` or `idem_extend` worked; an effect was accepted by the ledger.
+    Done,
+    /// A definite failure with this SQLSTATE (IK003, IK001, ...; the ledger's refusal of
+    /// a stale fence is `ledger`): nothing changed.
+    Failed { sqlstate: String },
+    /// The outcome is unknown (an I/O error, a timeout, a killed process): the operation
+    /// may have taken effect at any time from its invocation on.
+    Indeterminate { why: String },
+}
+
+/// One operation of one client task on one key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// The client task (or process) that made it.
+    pub process: usize,
+    pub key: String,
+    pub op: Op,
+    /// When it was invoked, in microseconds since the run started.
+    pub invoked: i64,
+    /// When its answer arrived; None for an indeterminate operation (it is concurrent
+    /// with everything after its invocation).
+    pub returned: Option<i64>,
+    pub outcome: Outcome,
+}
+
+impl Event {
+    pub fn is_indeterminate(&self) -> bool {
+        matches!(self.outcome, Outcome::Indeterminate { .. })
+    }
+}
+
+/// A side effect as the ledger accepted it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerRow {
+    pub key: String,
+    pub fence: i64,
+    pub upstream_key: uuid::Uuid,
+    /// When the ledger accepted it, in microseconds since the run started.
+    pub at: i64,
+}
+
+/// A record as stored at the end of a run (read as a superuser from the storage).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinalRecord {
+    pub key: String,
+    pub state: String,
+    pub fence: i64,
+    pub response: Option<Value>,
+    pub expires_at: i64,
+}
+
+/// Everything a run leaves for the checker.
+#[derive(Debug, Clone, Default)]
+pub struct Run {
+    pub events: Vec<Event>,
+    pub ledger: Vec<LedgerRow>,
+    pub records: Vec<FinalRecord>,
+}

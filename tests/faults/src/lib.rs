@@ -1,0 +1,7 @@
+//! The fault-injection suite: client tasks call pg_idempotency over a set of keys while
+//! faults are injected, every operation is recorded in a history, each call's side effect
+//! is written to a ledger that refuses stale fences, and after the run the history, the
+//! ledger and the stored records are checked against the product's invariants (I1-I5 in
+//! docs/reliability.md).
+
+pub mod history;
