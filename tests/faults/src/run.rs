@@ -1,0 +1,222 @@
+//! Client tasks calling the SQL API the way a service does (claim, effect, complete), each
+//! operation recorded with its invocation and return times.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use tokio_postgres::Client;
+
+use crate::history::{Event, FinalRecord, Op, Outcome, Run};
+use crate::ledger;
+
+/// What the client tasks do.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// Concurrent client tasks, each on its own connection.
+    pub processes: usize,
+    /// Keys the tasks pick from (few keys: many duplicates racing on each).
+    pub keys: usize,
+    /// Calls each task makes.
+    pub calls_per_process: usize,
+    pub scope: String,
+    pub lease: String,
+    pub ttl: String,
+    /// Seed of the tasks' choices, so a failing run can be repeated.
+    pub seed: u64,
+}
+
+/// The run's clock: microseconds since it started, and the wall clock at its start.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start: Instant,
+    pub start_epoch_micros: i64,
+}
+
+impl Clock {
+    pub fn start() -> Clock {
+        let epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros() as i64)
+            .unwrap_or(0);
+        Clock {
+            start: Instant::now(),
+            start_epoch_micros: epoch,
+        }
+    }
+
+    pub fn now(&self) -> i64 {
+        self.start.elapsed().as_micros() as i64
+    }
+}
+
+/// A small deterministic generator (xorshift64*): the choices of a run follow its seed.
+struct Choices(u64);
+
+impl Choices {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// The outcome of a failed statement: a definite failure when the server answered with a
+/// SQLSTATE, unknown otherwise (the connection broke: it may have taken effect).
+fn failure(e: &tokio_postgres::Error) -> Outcome {
+    match e.code() {
+        Some(code) => Outcome::Failed {
+            sqlstate: code.code().to_string(),
+        },
+        None => Outcome::Indeterminate {
+            why: e.to_string(),
+        },
+    }
+}
+
+const BEGIN: &str = "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response \
+     FROM idem_begin($1, $2, lease => $3::text::interval, ttl => $4::text::interval)";
+const COMPLETE: &str = "SELECT state FROM idem_complete($1, $2, $3, $4)";
+
+async fn begin(c: &Client, w: &Workload, key: &str) -> Outcome {
+    match c.query_one(BEGIN, &[&w.scope, &key, &w.lease, &w.ttl]).await {
+        Ok(row) => match row.get::<_, String>(0).as_str() {
+            "claimed" => Outcome::Claimed {
+                fence: row.get(1),
+                attempt: row.get(2),
+                recovered: row.get(3),
+                upstream_key: row.get(4),
+            },
+            "replay" => Outcome::Replay {
+                succeeded: row.get(5),
+                response: row.get(6),
+            },
+            _ => Outcome::InProgress,
+        },
+        Err(e) => failure(&e),
+    }
+}
+
+async fn complete(c: &Client, w: &Workload, key: &str, fence: i64, response: &Value) -> Outcome {
+    match c
+        .query_one(COMPLETE, &[&w.scope, &key, &fence, response])
+        .await
+    {
+        Ok(row) => Outcome::Completed { state: row.get(0) },
+        Err(e) => failure(&e),
+    }
+}
+
+/// One client task: `calls_per_process` calls of randomly chosen keys, each a begin and,
+/// when it claims, the effect and the completion.
+async fn process(
+    id: usize,
+    server: Client,
+    ledger: Client,
+    w: Arc<Workload>,
+    clock: Clock,
+) -> Vec<Event> {
+    let mut choices = Choices(w.seed.wrapping_add(id as u64 + 1).max(1));
+    let mut events = Vec::new();
+    let mut record = |key: &str, op: Op, invoked: i64, outcome: Outcome| {
+        let returned = (!matches!(outcome, Outcome::Indeterminate { .. })).then(|| clock.now());
+        events.push(Event {
+            process: id,
+            key: key.to_string(),
+            op,
+            invoked,
+            returned,
+            outcome: outcome.clone(),
+        });
+        outcome
+    };
+    for _ in 0..w.calls_per_process {
+        let key = format!("k{}", choices.below(w.keys));
+        let t = clock.now();
+        let answer = begin(&server, &w, &key).await;
+        let Outcome::Claimed {
+            fence,
+            upstream_key,
+            ..
+        } = record(&key, Op::Begin, t, answer)
+        else {
+            continue;
+        };
+        let t = clock.now();
+        let applied = ledger::apply(&ledger, &key, fence, upstream_key).await;
+        let op = Op::Effect {
+            fence,
+            upstream_key,
+        };
+        if record(&key, op, t, applied) != Outcome::Done {
+            continue;
+        }
+        let response = json!({"by": id, "fence": fence});
+        let t = clock.now();
+        let done = complete(&server, &w, &key, fence, &response).await;
+        record(&key, Op::Complete { fence, response }, t, done);
+    }
+    events
+}
+
+/// The records of the run's scope as stored at its end.
+pub async fn final_records(
+    c: &Client,
+    scope: &str,
+    clock: Clock,
+) -> Result<Vec<FinalRecord>, tokio_postgres::Error> {
+    Ok(c
+        .query(
+            "SELECT key, state, fence, response, \
+                    (extract(epoch FROM expires_at) * 1000000)::bigint - $2 \
+             FROM idempotency.records WHERE scope = $1 ORDER BY key",
+            &[&scope, &clock.start_epoch_micros],
+        )
+        .await?
+        .iter()
+        .map(|r| FinalRecord {
+            key: r.get(0),
+            state: r.get(1),
+            fence: r.get(2),
+            response: r.get(3),
+            expires_at: r.get(4),
+        })
+        .collect())
+}
+
+/// Runs the workload against the SQL API at `server_dsn`, effects into the ledger at
+/// `ledger_dsn` (created by [`ledger::create`]); returns everything the checker needs.
+pub async fn plain_sql(
+    server_dsn: &str,
+    ledger_dsn: &str,
+    w: Workload,
+) -> Result<Run, tokio_postgres::Error> {
+    let w = Arc::new(w);
+    let clock = Clock::start();
+    let mut tasks = Vec::new();
+    for id in 0..w.processes {
+        let server = ledger::connect(server_dsn).await?;
+        let ledger_client = ledger::connect(ledger_dsn).await?;
+        tasks.push(tokio::spawn(process(
+            id,
+            server,
+            ledger_client,
+            w.clone(),
+            clock,
+        )));
+    }
+    let mut run = Run::default();
+    for t in tasks {
+        run.events
+            .extend(t.await.unwrap_or_else(|e| panic!("client task: {e}")));
+    }
+    let admin = ledger::connect(server_dsn).await?;
+    run.records = final_records(&admin, &w.scope, clock).await?;
+    run.ledger = ledger::rows(&ledger::connect(ledger_dsn).await?, clock.start_epoch_micros).await?;
+    Ok(run)
+}
