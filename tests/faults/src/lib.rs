@@ -5,3 +5,4 @@
 //! docs/reliability.md).
 
 pub mod history;
+pub mod proxy;
