@@ -94,4 +94,8 @@ pub struct Run {
     pub events: Vec<Event>,
     pub ledger: Vec<LedgerRow>,
     pub records: Vec<FinalRecord>,
+    /// The records' time to live in microseconds, when it is short enough that records may
+    /// expire during the run (a new life may then begin once it has passed); None when
+    /// nothing expires before the run ends.
+    pub ttl_micros: Option<i64>,
 }

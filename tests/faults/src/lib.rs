@@ -4,5 +4,6 @@
 //! ledger and the stored records are checked against the product's invariants (I1-I5 in
 //! docs/reliability.md).
 
+pub mod check;
 pub mod history;
 pub mod proxy;

@@ -1,0 +1,497 @@
+//! The checker on hand-written histories: each invariant's violation is reported, and
+//! valid histories full of what faults produce (takeovers, retries, lost answers, a new
+//! life after a release or an expiry, a failure run again) report nothing. No database.
+
+use pg_idempotency_faults::check::{check, Invariant, Violation};
+use pg_idempotency_faults::history::{Event, FinalRecord, LedgerRow, Op, Outcome, Run};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+// ---------------------------------------------------------------------------------------
+// Building histories: `t` is (invoked, returned) in microseconds.
+
+fn upstream(n: u128) -> Uuid {
+    Uuid::from_u128(n)
+}
+
+fn event(process: usize, key: &str, t: (i64, i64), op: Op, outcome: Outcome) -> Event {
+    Event {
+        process,
+        key: key.into(),
+        op,
+        invoked: t.0,
+        returned: Some(t.1),
+        outcome,
+    }
+}
+
+/// An operation whose answer was lost: it may have taken effect any time after `invoked`.
+fn lost(process: usize, key: &str, invoked: i64, op: Op) -> Event {
+    Event {
+        process,
+        key: key.into(),
+        op,
+        invoked,
+        returned: None,
+        outcome: Outcome::Indeterminate {
+            why: "connection reset".into(),
+        },
+    }
+}
+
+/// A claim; attempt > 1 is a takeover of a lapsed lease.
+fn claim(p: usize, key: &str, t: (i64, i64), fence: i64, attempt: i32, uk: Uuid) -> Event {
+    let outcome = Outcome::Claimed {
+        fence,
+        attempt,
+        recovered: attempt > 1,
+        upstream_key: uk,
+    };
+    event(p, key, t, Op::Begin, outcome)
+}
+
+fn in_progress(p: usize, key: &str, t: (i64, i64)) -> Event {
+    event(p, key, t, Op::Begin, Outcome::InProgress)
+}
+
+fn replay(p: usize, key: &str, t: (i64, i64), succeeded: bool, response: Value) -> Event {
+    let outcome = Outcome::Replay {
+        succeeded,
+        response: Some(response),
+    };
+    event(p, key, t, Op::Begin, outcome)
+}
+
+fn effect(p: usize, key: &str, t: (i64, i64), fence: i64, uk: Uuid) -> Event {
+    let op = Op::Effect {
+        fence,
+        upstream_key: uk,
+    };
+    event(p, key, t, op, Outcome::Done)
+}
+
+fn complete(p: usize, key: &str, t: (i64, i64), fence: i64, response: Value, state: &str) -> Event {
+    let outcome = Outcome::Completed {
+        state: state.into(),
+    };
+    event(p, key, t, Op::Complete { fence, response }, outcome)
+}
+
+fn complete_refused(p: usize, key: &str, t: (i64, i64), fence: i64, response: Value) -> Event {
+    let outcome = Outcome::Failed {
+        sqlstate: "IK003".into(),
+    };
+    event(p, key, t, Op::Complete { fence, response }, outcome)
+}
+
+fn complete_lost(p: usize, key: &str, invoked: i64, fence: i64, response: Value) -> Event {
+    lost(p, key, invoked, Op::Complete { fence, response })
+}
+
+fn release(p: usize, key: &str, t: (i64, i64), fence: i64) -> Event {
+    event(p, key, t, Op::Release { fence }, Outcome::Done)
+}
+
+fn row(key: &str, fence: i64, uk: Uuid, at: i64) -> LedgerRow {
+    LedgerRow {
+        key: key.into(),
+        fence,
+        upstream_key: uk,
+        at,
+    }
+}
+
+fn record(key: &str, state: &str, fence: i64, response: Value) -> FinalRecord {
+    FinalRecord {
+        key: key.into(),
+        state: state.into(),
+        fence,
+        response: Some(response),
+        expires_at: 1_000_000_000,
+    }
+}
+
+fn run(events: Vec<Event>, ledger: Vec<LedgerRow>, records: Vec<FinalRecord>) -> Run {
+    Run {
+        events,
+        ledger,
+        records,
+        ttl_micros: None,
+    }
+}
+
+fn answer(by: usize) -> Value {
+    json!({ "by": by })
+}
+
+// ---------------------------------------------------------------------------------------
+// Asserting.
+
+fn show(found: &[Violation]) -> String {
+    found
+        .iter()
+        .map(|v| format!("  {v}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn assert_clean(run: &Run) {
+    let found = check(run);
+    assert!(
+        found.is_empty(),
+        "a valid history was reported:\n{}",
+        show(&found)
+    );
+}
+
+/// The checker reports `invariant` on `key`, and nothing but `invariant`: each history
+/// below breaks one thing only, so a report of anything else is a false alarm.
+fn assert_only(run: &Run, invariant: Invariant, key: &str) {
+    let found = check(run);
+    assert!(
+        found
+            .iter()
+            .any(|v| v.invariant == invariant && v.key == key),
+        "{invariant:?} on {key} not reported; found:\n{}",
+        show(&found)
+    );
+    assert!(
+        found.iter().all(|v| v.invariant == invariant),
+        "other invariants reported too:\n{}",
+        show(&found)
+    );
+    println!("{}", show(&found));
+}
+
+// ---------------------------------------------------------------------------------------
+// Valid histories: the checker must stay silent.
+
+/// Key "crash": the holder's completion is lost and it dies; a duplicate sees the call in
+/// progress; once the lease lapses a takeover (attempt 2, same upstream key) repeats the
+/// effect (the provider dedups it: no second row) and completes, retrying its completion
+/// once; the first holder's own retry with its old fence is refused; a replay follows.
+fn crash_and_takeover() -> (Vec<Event>, Vec<LedgerRow>, Vec<FinalRecord>) {
+    let k = "crash";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        effect(0, k, (11, 20), 1, upstream(1)),
+        complete_lost(0, k, 21, 1, answer(0)),
+        in_progress(1, k, (30, 40)),
+        claim(1, k, (100, 110), 5, 2, upstream(1)),
+        effect(1, k, (111, 120), 5, upstream(1)),
+        complete_refused(0, k, (115, 125), 1, answer(0)),
+        complete(1, k, (121, 130), 5, answer(1), "succeeded"),
+        complete(1, k, (131, 140), 5, answer(1), "succeeded"),
+        replay(2, k, (150, 160), true, answer(1)),
+    ];
+    let ledger = vec![row(k, 1, upstream(1), 15)];
+    let records = vec![record(k, "succeeded", 5, answer(1))];
+    (events, ledger, records)
+}
+
+/// Key "unseen": a begin's answer is lost but it claimed; the takeover that follows
+/// continues a life no acknowledged claim started, with its upstream key.
+fn lost_begin_then_takeover() -> (Vec<Event>, Vec<LedgerRow>, Vec<FinalRecord>) {
+    let k = "unseen";
+    let events = vec![
+        lost(2, k, 0, Op::Begin),
+        claim(3, k, (50, 60), 7, 2, upstream(2)),
+        effect(3, k, (61, 70), 7, upstream(2)),
+        complete(3, k, (71, 80), 7, answer(3), "succeeded"),
+    ];
+    let ledger = vec![row(k, 7, upstream(2), 65)];
+    let records = vec![record(k, "succeeded", 7, answer(3))];
+    (events, ledger, records)
+}
+
+/// Key "released": a holder releases without acting; the next begin starts a new life
+/// (attempt 1, a new upstream key), whose effect is the key's second life's only one.
+fn release_then_new_life() -> (Vec<Event>, Vec<LedgerRow>, Vec<FinalRecord>) {
+    let k = "released";
+    let events = vec![
+        claim(4, k, (0, 10), 2, 1, upstream(3)),
+        release(4, k, (11, 20), 2),
+        claim(5, k, (30, 40), 9, 1, upstream(4)),
+        effect(5, k, (41, 50), 9, upstream(4)),
+        complete(5, k, (51, 60), 9, answer(5), "succeeded"),
+    ];
+    let ledger = vec![row(k, 9, upstream(4), 45)];
+    let records = vec![record(k, "succeeded", 9, answer(5))];
+    (events, ledger, records)
+}
+
+/// Key "late": the completion's answer is lost but it took effect: a later begin replays
+/// the response only that lost completion sent.
+fn lost_completion_that_landed() -> (Vec<Event>, Vec<LedgerRow>, Vec<FinalRecord>) {
+    let k = "late";
+    let events = vec![
+        claim(6, k, (0, 10), 11, 1, upstream(5)),
+        effect(6, k, (11, 20), 11, upstream(5)),
+        complete_lost(6, k, 21, 11, answer(6)),
+        replay(7, k, (50, 60), true, answer(6)),
+    ];
+    let ledger = vec![row(k, 11, upstream(5), 15)];
+    let records = vec![record(k, "succeeded", 11, answer(6))];
+    (events, ledger, records)
+}
+
+#[test]
+fn takeovers_retries_and_lost_answers_are_valid() {
+    let mut all = run(Vec::new(), Vec::new(), Vec::new());
+    for (events, ledger, records) in [
+        crash_and_takeover(),
+        lost_begin_then_takeover(),
+        release_then_new_life(),
+        lost_completion_that_landed(),
+    ] {
+        all.events.extend(events);
+        all.ledger.extend(ledger);
+        all.records.extend(records);
+    }
+    assert_clean(&all);
+}
+
+/// A failure is remembered; `return_cached_if_success` runs it again: the same life
+/// (upstream key kept, attempt 2, not recovered), completed again with the new fence.
+#[test]
+fn a_failure_run_again_is_valid() {
+    let k = "retry";
+    let mut again = claim(1, k, (40, 50), 4, 2, upstream(1));
+    again.outcome = Outcome::Claimed {
+        fence: 4,
+        attempt: 2,
+        recovered: false,
+        upstream_key: upstream(1),
+    };
+    let events = vec![
+        claim(0, k, (0, 10), 3, 1, upstream(1)),
+        complete(0, k, (11, 20), 3, answer(0), "failed"),
+        replay(2, k, (25, 30), false, answer(0)),
+        again,
+        complete(1, k, (51, 60), 4, answer(1), "succeeded"),
+        replay(2, k, (70, 80), true, answer(1)),
+    ];
+    assert_clean(&run(
+        events,
+        Vec::new(),
+        vec![record(k, "succeeded", 4, answer(1))],
+    ));
+}
+
+/// A completed call, then a fresh claim long after, completed and replayed with its own
+/// result: valid once the first result's ttl has passed (the record expired), otherwise
+/// a second life while the first is remembered, and a replay that contradicts it.
+#[test]
+fn a_new_life_needs_the_old_one_expired() {
+    let k = "expiry";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        complete(0, k, (11, 20), 1, answer(0), "succeeded"),
+        claim(1, k, (2000, 2010), 2, 1, upstream(2)),
+        complete(1, k, (2011, 2020), 2, answer(1), "succeeded"),
+        replay(2, k, (2030, 2040), true, answer(1)),
+    ];
+    let mut expiring = run(events, Vec::new(), Vec::new());
+    expiring.ttl_micros = Some(1000);
+    assert_clean(&expiring);
+
+    expiring.ttl_micros = None;
+    let found: Vec<Invariant> = check(&expiring).iter().map(|v| v.invariant).collect();
+    assert_eq!(
+        found,
+        [Invariant::I2, Invariant::I4],
+        "{}",
+        show(&check(&expiring))
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// I1: at most one accepted effect per key per life.
+
+/// A takeover minted a new upstream key: the provider cannot tell the repeat from a new
+/// call and accepts a second effect.
+#[test]
+fn i1_takeover_with_a_new_upstream_key() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        effect(0, k, (11, 20), 1, upstream(1)),
+        complete_lost(0, k, 21, 1, answer(0)),
+        claim(1, k, (100, 110), 2, 2, upstream(2)),
+        effect(1, k, (111, 120), 2, upstream(2)),
+        complete(1, k, (121, 130), 2, answer(1), "succeeded"),
+    ];
+    let ledger = vec![row(k, 1, upstream(1), 15), row(k, 2, upstream(2), 115)];
+    let found = check(&run(events, ledger, Vec::new()));
+    let i1: Vec<&Violation> = found
+        .iter()
+        .filter(|v| v.invariant == Invariant::I1)
+        .collect();
+    // Both the extra row (2 effects, 1 life) and the takeover's name are reported.
+    assert!(
+        i1.iter().any(|v| v.explanation.contains("at most 1 lives")),
+        "{}",
+        show(&found)
+    );
+    assert!(
+        i1.iter()
+            .any(|v| v.explanation.contains("takeover of no life")),
+        "{}",
+        show(&found)
+    );
+}
+
+/// An effect under an upstream key that no claim of the key handed out.
+#[test]
+fn i1_effect_of_no_life() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        effect(0, k, (11, 20), 1, upstream(1)),
+        complete(0, k, (21, 30), 1, answer(0), "succeeded"),
+    ];
+    let ledger = vec![row(k, 1, upstream(1), 15), row(k, 1, upstream(9), 16)];
+    assert_only(&run(events, ledger, Vec::new()), Invariant::I1, k);
+}
+
+// ---------------------------------------------------------------------------------------
+// I2: acknowledged results are read back identically.
+
+/// The completion was acknowledged, a later begin replays another response (one that a
+/// lost completion with a stale fence had sent).
+#[test]
+fn i2_replay_differs_from_the_acknowledged_result() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        complete_lost(0, k, 11, 1, answer(0)),
+        claim(1, k, (100, 110), 2, 2, upstream(1)),
+        complete(1, k, (111, 120), 2, answer(1), "succeeded"),
+        replay(2, k, (130, 140), true, answer(0)),
+    ];
+    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I2, k);
+}
+
+/// A replay of a result no completion sent.
+#[test]
+fn i2_replay_of_a_result_never_sent() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        complete_lost(0, k, 11, 1, answer(0)),
+        replay(1, k, (20, 30), true, answer(7)),
+    ];
+    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I2, k);
+}
+
+/// The stored record lost the acknowledged response.
+#[test]
+fn i2_final_record_differs() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        complete(0, k, (11, 20), 1, answer(0), "succeeded"),
+    ];
+    let records = vec![record(k, "succeeded", 1, json!({"by": "nobody"}))];
+    assert_only(&run(events, Vec::new(), records), Invariant::I2, k);
+}
+
+// ---------------------------------------------------------------------------------------
+// I3: fences strictly increase per key and are never reused.
+
+/// A takeover that started after the first claim returned got a lower fence: the
+/// ledger would refuse the holder that has the call.
+#[test]
+fn i3_later_claim_with_a_lower_fence() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 5, 1, upstream(1)),
+        claim(1, k, (100, 110), 4, 2, upstream(1)),
+    ];
+    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I3, k);
+}
+
+/// One fence handed out on two keys.
+#[test]
+fn i3_fence_acknowledged_twice() {
+    let events = vec![
+        claim(0, "a", (0, 10), 5, 1, upstream(1)),
+        claim(1, "b", (0, 10), 5, 1, upstream(2)),
+    ];
+    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I3, "b");
+}
+
+// ---------------------------------------------------------------------------------------
+// I4: no new life while one may be live; one completion per life.
+
+/// The holder's completion was lost; the next begin claims afresh (attempt 1, a new
+/// upstream key) instead of replaying, answering in_progress or taking over.
+#[test]
+fn i4_fresh_claim_after_a_lost_completion() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        effect(0, k, (11, 20), 1, upstream(1)),
+        complete_lost(0, k, 21, 1, answer(0)),
+        claim(1, k, (100, 110), 2, 1, upstream(2)),
+        effect(1, k, (111, 120), 2, upstream(2)),
+    ];
+    let ledger = vec![row(k, 1, upstream(1), 15), row(k, 2, upstream(2), 115)];
+    assert_only(&run(events, ledger, Vec::new()), Invariant::I4, k);
+}
+
+/// A begin whose answer was lost held the key (another begin saw it in progress), yet a
+/// later begin claims afresh.
+#[test]
+fn i4_fresh_claim_after_in_progress() {
+    let k = "k";
+    let events = vec![
+        lost(0, k, 0, Op::Begin),
+        in_progress(1, k, (10, 20)),
+        claim(2, k, (30, 40), 3, 1, upstream(3)),
+    ];
+    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I4, k);
+}
+
+/// The first holder and the takeover both completed the same life (their calls
+/// overlapped, so this is not a refused stale fence but two results for one call).
+#[test]
+fn i4_one_life_completed_twice() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        claim(1, k, (20, 30), 2, 2, upstream(1)),
+        complete(0, k, (25, 40), 1, answer(0), "succeeded"),
+        complete(1, k, (45, 50), 2, answer(1), "succeeded"),
+    ];
+    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I4, k);
+}
+
+/// A completion retried with the fence that completed the record must get the stored
+/// state back, not another one.
+#[test]
+fn i4_retried_completion_changes_state() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        complete(0, k, (11, 20), 1, answer(0), "succeeded"),
+        complete(0, k, (21, 30), 1, answer(0), "failed"),
+    ];
+    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I4, k);
+}
+
+// ---------------------------------------------------------------------------------------
+// I5: a superseded fence is refused.
+
+/// The takeover's claim had returned when the old holder completed: the product must
+/// answer IK003, not accept it.
+#[test]
+fn i5_stale_holder_completed() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        claim(1, k, (100, 110), 2, 2, upstream(1)),
+        complete(0, k, (120, 130), 1, answer(0), "succeeded"),
+    ];
+    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I5, k);
+}
