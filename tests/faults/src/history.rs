@@ -15,7 +15,10 @@ pub enum Op {
     /// `idem_extend` with this fence.
     Extend { fence: i64 },
     /// The side effect, written to the ledger under this fence and upstream key.
-    Effect { fence: i64, upstream_key: uuid::Uuid },
+    Effect {
+        fence: i64,
+        upstream_key: uuid::Uuid,
+    },
 }
 
 /// What the operation was answered.

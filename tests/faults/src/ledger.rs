@@ -74,21 +74,23 @@ pub async fn apply(c: &Client, key: &str, fence: i64, upstream_key: uuid::Uuid) 
 }
 
 /// Every accepted effect, with its time in microseconds since `start_epoch_micros`.
-pub async fn rows(c: &Client, start_epoch_micros: i64) -> Result<Vec<LedgerRow>, tokio_postgres::Error> {
-    Ok(c
-        .query(
-            "SELECT key, fence, upstream_key, \
+pub async fn rows(
+    c: &Client,
+    start_epoch_micros: i64,
+) -> Result<Vec<LedgerRow>, tokio_postgres::Error> {
+    Ok(c.query(
+        "SELECT key, fence, upstream_key, \
                     (extract(epoch FROM at) * 1000000)::bigint - $1 \
              FROM effects ORDER BY at",
-            &[&start_epoch_micros],
-        )
-        .await?
-        .iter()
-        .map(|r| LedgerRow {
-            key: r.get(0),
-            fence: r.get(1),
-            upstream_key: r.get(2),
-            at: r.get(3),
-        })
-        .collect())
+        &[&start_epoch_micros],
+    )
+    .await?
+    .iter()
+    .map(|r| LedgerRow {
+        key: r.get(0),
+        fence: r.get(1),
+        upstream_key: r.get(2),
+        at: r.get(3),
+    })
+    .collect())
 }

@@ -6,4 +6,6 @@
 
 pub mod check;
 pub mod history;
+pub mod ledger;
 pub mod proxy;
+pub mod run;

@@ -73,9 +73,7 @@ fn failure(e: &tokio_postgres::Error) -> Outcome {
         Some(code) => Outcome::Failed {
             sqlstate: code.code().to_string(),
         },
-        None => Outcome::Indeterminate {
-            why: e.to_string(),
-        },
+        None => Outcome::Indeterminate { why: e.to_string() },
     }
 }
 
@@ -84,7 +82,10 @@ const BEGIN: &str = "SELECT outcome, fence, attempt, recovered, upstream_key, su
 const COMPLETE: &str = "SELECT state FROM idem_complete($1, $2, $3, $4)";
 
 async fn begin(c: &Client, w: &Workload, key: &str) -> Outcome {
-    match c.query_one(BEGIN, &[&w.scope, &key, &w.lease, &w.ttl]).await {
+    match c
+        .query_one(BEGIN, &[&w.scope, &key, &w.lease, &w.ttl])
+        .await
+    {
         Ok(row) => match row.get::<_, String>(0).as_str() {
             "claimed" => Outcome::Claimed {
                 fence: row.get(1),
@@ -170,23 +171,22 @@ pub async fn final_records(
     scope: &str,
     clock: Clock,
 ) -> Result<Vec<FinalRecord>, tokio_postgres::Error> {
-    Ok(c
-        .query(
-            "SELECT key, state, fence, response, \
+    Ok(c.query(
+        "SELECT key, state, fence, response, \
                     (extract(epoch FROM expires_at) * 1000000)::bigint - $2 \
              FROM idempotency.records WHERE scope = $1 ORDER BY key",
-            &[&scope, &clock.start_epoch_micros],
-        )
-        .await?
-        .iter()
-        .map(|r| FinalRecord {
-            key: r.get(0),
-            state: r.get(1),
-            fence: r.get(2),
-            response: r.get(3),
-            expires_at: r.get(4),
-        })
-        .collect())
+        &[&scope, &clock.start_epoch_micros],
+    )
+    .await?
+    .iter()
+    .map(|r| FinalRecord {
+        key: r.get(0),
+        state: r.get(1),
+        fence: r.get(2),
+        response: r.get(3),
+        expires_at: r.get(4),
+    })
+    .collect())
 }
 
 /// Runs the workload against the SQL API at `server_dsn`, effects into the ledger at
@@ -217,6 +217,10 @@ pub async fn plain_sql(
     }
     let admin = ledger::connect(server_dsn).await?;
     run.records = final_records(&admin, &w.scope, clock).await?;
-    run.ledger = ledger::rows(&ledger::connect(ledger_dsn).await?, clock.start_epoch_micros).await?;
+    run.ledger = ledger::rows(
+        &ledger::connect(ledger_dsn).await?,
+        clock.start_epoch_micros,
+    )
+    .await?;
     Ok(run)
 }
