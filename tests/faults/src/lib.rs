@@ -8,4 +8,5 @@ pub mod check;
 pub mod history;
 pub mod ledger;
 pub mod proxy;
+pub mod report;
 pub mod run;

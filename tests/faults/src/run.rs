@@ -77,6 +77,9 @@ fn failure(e: &tokio_postgres::Error) -> Outcome {
     }
 }
 
+/// The application_name of the client tasks' sessions on the server under test.
+pub const APPLICATION: &str = "pgidem_faults";
+
 const BEGIN: &str = "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response \
      FROM idem_begin($1, $2, lease => $3::text::interval, ttl => $4::text::interval)";
 const COMPLETE: &str = "SELECT state FROM idem_complete($1, $2, $3, $4)";
@@ -113,12 +116,61 @@ async fn complete(c: &Client, w: &Workload, key: &str, fence: i64, response: &Va
     }
 }
 
+/// A connection that comes back after a fault: dropped when an operation's outcome was
+/// unknown (the connection may be dead), made again before the next operation.
+pub struct Conn {
+    dsn: String,
+    client: Option<Client>,
+}
+
+impl Conn {
+    pub fn new(dsn: &str) -> Conn {
+        Conn {
+            dsn: dsn.to_string(),
+            client: None,
+        }
+    }
+
+    /// The connection, made again if needed: retried until the server accepts it (it may be
+    /// restarting), for at most a minute.
+    pub async fn get(&mut self) -> &Client {
+        if self.client.as_ref().is_some_and(|c| c.is_closed()) {
+            self.client = None;
+        }
+        if self.client.is_none() {
+            let until = Instant::now() + std::time::Duration::from_secs(60);
+            loop {
+                match ledger::connect(&self.dsn).await {
+                    Ok(c) => {
+                        self.client = Some(c);
+                        break;
+                    }
+                    Err(e) if Instant::now() > until => {
+                        panic!("cannot connect to {} for a minute: {e}", self.dsn)
+                    }
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+                }
+            }
+        }
+        self.client
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("connected above"))
+    }
+
+    /// After an operation whose outcome is unknown: the next one connects again.
+    pub fn settle(&mut self, outcome: &Outcome) {
+        if matches!(outcome, Outcome::Indeterminate { .. }) {
+            self.client = None;
+        }
+    }
+}
+
 /// One client task: `calls_per_process` calls of randomly chosen keys, each a begin and,
 /// when it claims, the effect and the completion.
 async fn process(
     id: usize,
-    server: Client,
-    ledger: Client,
+    mut server: Conn,
+    mut ledger: Conn,
     w: Arc<Workload>,
     clock: Clock,
 ) -> Vec<Event> {
@@ -138,8 +190,10 @@ async fn process(
     };
     for _ in 0..w.calls_per_process {
         let key = format!("k{}", choices.below(w.keys));
+        let c = server.get().await;
         let t = clock.now();
-        let answer = begin(&server, &w, &key).await;
+        let answer = begin(c, &w, &key).await;
+        server.settle(&answer);
         let Outcome::Claimed {
             fence,
             upstream_key,
@@ -148,8 +202,10 @@ async fn process(
         else {
             continue;
         };
+        let l = ledger.get().await;
         let t = clock.now();
-        let applied = ledger::apply(&ledger, &key, fence, upstream_key).await;
+        let applied = ledger::apply(l, &key, fence, upstream_key).await;
+        ledger.settle(&applied);
         let op = Op::Effect {
             fence,
             upstream_key,
@@ -158,8 +214,10 @@ async fn process(
             continue;
         }
         let response = json!({"by": id, "fence": fence});
+        let c = server.get().await;
         let t = clock.now();
-        let done = complete(&server, &w, &key, fence, &response).await;
+        let done = complete(c, &w, &key, fence, &response).await;
+        server.settle(&done);
         record(&key, Op::Complete { fence, response }, t, done);
     }
     events
@@ -199,13 +257,13 @@ pub async fn plain_sql(
     let w = Arc::new(w);
     let clock = Clock::start();
     let mut tasks = Vec::new();
+    // The server's sessions are named, so a fault can pick them (pg_terminate_backend).
+    let server_dsn = format!("{server_dsn} application_name={APPLICATION}");
     for id in 0..w.processes {
-        let server = ledger::connect(server_dsn).await?;
-        let ledger_client = ledger::connect(ledger_dsn).await?;
         tasks.push(tokio::spawn(process(
             id,
-            server,
-            ledger_client,
+            Conn::new(&server_dsn),
+            Conn::new(ledger_dsn),
             w.clone(),
             clock,
         )));
@@ -215,7 +273,7 @@ pub async fn plain_sql(
         run.events
             .extend(t.await.unwrap_or_else(|e| panic!("client task: {e}")));
     }
-    let admin = ledger::connect(server_dsn).await?;
+    let admin = ledger::connect(&server_dsn).await?;
     run.records = final_records(&admin, &w.scope, clock).await?;
     run.ledger = ledger::rows(
         &ledger::connect(ledger_dsn).await?,

@@ -1,0 +1,82 @@
+//! What each scenario reports for docs/reliability.md: trials, faults injected, operations
+//! whose outcome was unknown, and violations of each invariant. `scripts/faults.sh` sets
+//! `PGIDEM_FAULT_REPORT` (a file the lines are appended to) and `PGIDEM_FAULT_SCALE` (how
+//! many times the test command's trial counts a full run makes).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use crate::check::Violation;
+use crate::history::Run;
+
+/// How many trials to run: the test command's count, times `PGIDEM_FAULT_SCALE` in a full
+/// run.
+pub fn trials(in_test_command: usize) -> usize {
+    let scale = std::env::var("PGIDEM_FAULT_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
+    in_test_command * scale
+}
+
+/// The figures of one scenario on one backend, summed over its trials.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub scenario: String,
+    pub trials: usize,
+    pub faults: usize,
+    pub operations: usize,
+    pub indeterminate: usize,
+    /// Violations by invariant (I1..I5).
+    pub violations: BTreeMap<String, usize>,
+}
+
+impl Tally {
+    pub fn new(scenario: &str) -> Tally {
+        Tally {
+            scenario: scenario.to_string(),
+            ..Tally::default()
+        }
+    }
+
+    /// Adds one trial: its run, how many faults it injected, and what the checker found.
+    pub fn add(&mut self, run: &Run, faults: usize, violations: &[Violation]) {
+        self.trials += 1;
+        self.faults += faults;
+        self.operations += run.events.len();
+        self.indeterminate += run.events.iter().filter(|e| e.is_indeterminate()).count();
+        for v in violations {
+            *self.violations.entry(format!("{:?}", v.invariant)).or_default() += 1;
+        }
+    }
+
+    /// Appends the tally to the report file, when a full run asked for one. One line:
+    /// scenario, backend, server version, trials, faults, operations, indeterminate, then
+    /// I1..I5 counts.
+    pub fn write(&self, backend: &str, server_version: &str) {
+        let Ok(path) = std::env::var("PGIDEM_FAULT_REPORT") else {
+            return;
+        };
+        let counts: Vec<String> = ["I1", "I2", "I3", "I4", "I5"]
+            .iter()
+            .map(|i| self.violations.get(*i).copied().unwrap_or(0).to_string())
+            .collect();
+        let line = format!(
+            "{}\t{backend}\t{server_version}\t{}\t{}\t{}\t{}\t{}\n",
+            self.scenario,
+            self.trials,
+            self.faults,
+            self.operations,
+            self.indeterminate,
+            counts.join("\t")
+        );
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("cannot append to {path}: {e}"));
+        f.write_all(line.as_bytes())
+            .unwrap_or_else(|e| panic!("cannot append to {path}: {e}"));
+    }
+}
