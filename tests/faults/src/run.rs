@@ -51,24 +51,29 @@ impl Clock {
 }
 
 /// A small deterministic generator (xorshift64*): the choices of a run follow its seed.
-struct Choices(u64);
+pub struct Choices(u64);
 
 impl Choices {
-    fn next(&mut self) -> u64 {
+    /// A generator for `seed` (0 is not a state of xorshift: it becomes 1).
+    pub fn new(seed: u64) -> Choices {
+        Choices(seed.max(1))
+    }
+
+    pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545F4914F6CDD1D)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 }
 
 /// The outcome of a failed statement: a definite failure when the server answered with a
 /// SQLSTATE, unknown otherwise (the connection broke: it may have taken effect).
-fn failure(e: &tokio_postgres::Error) -> Outcome {
+pub fn failure(e: &tokio_postgres::Error) -> Outcome {
     match e.code() {
         Some(code) => Outcome::Failed {
             sqlstate: code.code().to_string(),
@@ -84,7 +89,8 @@ const BEGIN: &str = "SELECT outcome, fence, attempt, recovered, upstream_key, su
      FROM idem_begin($1, $2, lease => $3::text::interval, ttl => $4::text::interval)";
 const COMPLETE: &str = "SELECT state FROM idem_complete($1, $2, $3, $4)";
 
-async fn begin(c: &Client, w: &Workload, key: &str) -> Outcome {
+/// `idem_begin` of `key` with the workload's scope, lease and ttl, as an outcome.
+pub async fn begin(c: &Client, w: &Workload, key: &str) -> Outcome {
     match c
         .query_one(BEGIN, &[&w.scope, &key, &w.lease, &w.ttl])
         .await
@@ -106,7 +112,14 @@ async fn begin(c: &Client, w: &Workload, key: &str) -> Outcome {
     }
 }
 
-async fn complete(c: &Client, w: &Workload, key: &str, fence: i64, response: &Value) -> Outcome {
+/// `idem_complete` of `key` with `fence` and `response` (a success), as an outcome.
+pub async fn complete(
+    c: &Client,
+    w: &Workload,
+    key: &str,
+    fence: i64,
+    response: &Value,
+) -> Outcome {
     match c
         .query_one(COMPLETE, &[&w.scope, &key, &fence, response])
         .await
