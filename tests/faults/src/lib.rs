@@ -5,8 +5,10 @@
 //! docs/reliability.md).
 
 pub mod check;
+pub mod client_process;
 pub mod history;
 pub mod ledger;
+pub mod lines;
 pub mod proxy;
 pub mod report;
 pub mod run;
