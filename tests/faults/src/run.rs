@@ -26,6 +26,18 @@ pub struct Workload {
     pub seed: u64,
 }
 
+/// What the client tasks do after an operation whose answer was lost, beyond connecting
+/// again. Apart from the [`Workload`] so that adding a behaviour never changes how a
+/// workload is written; the default is none of them ([`plain_sql`] runs that way).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Retries {
+    /// After a completion whose answer was lost, complete again with the same fence and
+    /// response, up to this many times while the answer keeps being lost: what a real
+    /// client does, since completing again with the fence that completed the record returns
+    /// the stored state (and a fence that lost its lease is refused).
+    pub lost_completion: usize,
+}
+
 /// The run's clock: microseconds since it started, and the wall clock at its start.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
@@ -185,6 +197,7 @@ async fn process(
     mut server: Conn,
     mut ledger: Conn,
     w: Arc<Workload>,
+    retries: Retries,
     clock: Clock,
 ) -> Vec<Event> {
     let mut choices = Choices(w.seed.wrapping_add(id as u64 + 1).max(1));
@@ -231,7 +244,25 @@ async fn process(
         let t = clock.now();
         let done = complete(c, &w, &key, fence, &response).await;
         server.settle(&done);
-        record(&key, Op::Complete { fence, response }, t, done);
+        let op = Op::Complete {
+            fence,
+            response: response.clone(),
+        };
+        let mut lost = matches!(record(&key, op, t, done), Outcome::Indeterminate { .. });
+        for _ in 0..retries.lost_completion {
+            if !lost {
+                break;
+            }
+            let c = server.get().await;
+            let t = clock.now();
+            let again = complete(c, &w, &key, fence, &response).await;
+            server.settle(&again);
+            let op = Op::Complete {
+                fence,
+                response: response.clone(),
+            };
+            lost = matches!(record(&key, op, t, again), Outcome::Indeterminate { .. });
+        }
     }
     events
 }
@@ -267,6 +298,16 @@ pub async fn plain_sql(
     ledger_dsn: &str,
     w: Workload,
 ) -> Result<Run, tokio_postgres::Error> {
+    plain_sql_with(server_dsn, ledger_dsn, w, Retries::default()).await
+}
+
+/// [`plain_sql`], with client tasks that retry as `retries` says.
+pub async fn plain_sql_with(
+    server_dsn: &str,
+    ledger_dsn: &str,
+    w: Workload,
+    retries: Retries,
+) -> Result<Run, tokio_postgres::Error> {
     let w = Arc::new(w);
     let clock = Clock::start();
     let mut tasks = Vec::new();
@@ -278,6 +319,7 @@ pub async fn plain_sql(
             Conn::new(&server_dsn),
             Conn::new(ledger_dsn),
             w.clone(),
+            retries,
             clock,
         )));
     }
