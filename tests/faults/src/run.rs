@@ -71,7 +71,7 @@ impl Choices {
         Choices(seed.max(1))
     }
 
-    pub fn next(&mut self) -> u64 {
+    fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
