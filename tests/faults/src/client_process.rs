@@ -25,6 +25,8 @@ pub struct Settings {
     /// `claim` or `effect`: print `paused` there and wait for a line on stdin (`go`, or
     /// `go complete` to complete even when the ledger refused the effect).
     pub pause_after: Option<String>,
+    /// Microseconds the client waits between calls (a service's pace; 0: none).
+    pub pace_micros: u64,
 }
 
 impl Settings {
@@ -40,6 +42,7 @@ impl Settings {
             ("--seed", self.seed.to_string()),
             ("--process", self.process.to_string()),
             ("--start-epoch-micros", self.start_epoch_micros.to_string()),
+            ("--pace-micros", self.pace_micros.to_string()),
         ];
         if let Some(point) = &self.pause_after {
             args.push(("--pause-after", point.clone()));

@@ -99,6 +99,7 @@ async fn trial(server: &str, ledger_dsn: &str, point: &str, seed: u64) -> (Run, 
         process: HOLDER,
         start_epoch_micros: clock.start_epoch_micros,
         pause_after: Some(point.into()),
+        pace_micros: 0,
     };
     let mut holder = ClientProcess::spawn(Path::new(CLIENT), &settings, 0, tx);
     let mut recorder = Recorder::new(HOLDER);
@@ -199,9 +200,11 @@ async fn trial(server: &str, ledger_dsn: &str, point: &str, seed: u64) -> (Run, 
     let outcome_of = |op: &str| -> Vec<Outcome> {
         holder_events
             .iter()
-            .filter(|e| match (&e.op, op) {
-                (Op::Effect { .. }, "effect") | (Op::Complete { .. }, "complete") => true,
-                _ => false,
+            .filter(|e| {
+                matches!(
+                    (&e.op, op),
+                    (Op::Effect { .. }, "effect") | (Op::Complete { .. }, "complete")
+                )
             })
             .map(|e| e.outcome.clone())
             .collect()

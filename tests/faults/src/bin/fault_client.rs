@@ -5,6 +5,8 @@
 //! prints every operation on stdout as it happens (see lines.rs), on the clock of
 //! `--start-epoch-micros`.
 //!
+//! `--pace-micros` spaces its calls out.
+//!
 //! `--pause-after claim|effect` stops after that step of the first call that reaches it:
 //! it prints `paused <t> <key>` and waits for a line on stdin: `go` goes on, `go complete`
 //! goes on and completes even when the ledger refused the effect (a stale holder that does
@@ -25,6 +27,7 @@ struct Args {
     process: usize,
     start_epoch_micros: i64,
     pause_after: Option<String>,
+    pace: std::time::Duration,
 }
 
 fn args() -> Args {
@@ -64,6 +67,9 @@ fn args() -> Args {
         process: number("process") as usize,
         start_epoch_micros: number("start-epoch-micros") as i64,
         pause_after: get("pause-after"),
+        pace: std::time::Duration::from_micros(
+            get("pace-micros").map_or(0, |p| p.parse().expect("--pace-micros")),
+        ),
     }
 }
 
@@ -102,7 +108,12 @@ async fn main() {
     let mut ledger = Conn::new(&format!("{} {app}", a.ledger));
     let mut choices = Choices::new(w.seed.wrapping_add(a.process as u64 + 1));
     let mut pause_at = a.pause_after.clone();
-    for _ in 0..w.calls_per_process {
+    for call in 0..w.calls_per_process {
+        // The pace of a service between its calls: it spreads a run over several leases,
+        // so that calls left in progress by a killed client are taken over in the run.
+        if call > 0 && !a.pace.is_zero() {
+            tokio::time::sleep(a.pace).await;
+        }
         let key = format!("k{}", choices.below(w.keys));
 
         let c = server.get().await;
