@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
+use tokio::sync::watch;
 use tokio_postgres::Client;
 
 use crate::history::{Event, FinalRecord, Op, Outcome, Run};
@@ -36,6 +37,51 @@ pub struct Retries {
     /// client does, since completing again with the fence that completed the record returns
     /// the stored state (and a fence that lost its lease is refused).
     pub lost_completion: usize,
+}
+
+/// How far the client tasks have got: what a fault injector paces itself on, rather than
+/// on time (see [`Progress`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pace {
+    /// Operations recorded so far, by all tasks.
+    pub events: usize,
+    /// Every task has made all its calls.
+    pub ended: bool,
+}
+
+/// The run's [`Pace`] as it goes, shared with whoever watches it (clones watch the same run).
+#[derive(Debug, Clone)]
+pub struct Progress(Arc<watch::Sender<Pace>>);
+
+impl Default for Progress {
+    fn default() -> Progress {
+        Progress(Arc::new(watch::channel(Pace::default()).0))
+    }
+}
+
+impl Progress {
+    pub fn now(&self) -> Pace {
+        *self.0.borrow()
+    }
+
+    /// Waits until at least `events` operations have been recorded, or every task has
+    /// ended; the pace then.
+    pub async fn reached(&self, events: usize) -> Pace {
+        let mut watching = self.0.subscribe();
+        let pace = watching
+            .wait_for(|p| p.events >= events || p.ended)
+            .await
+            .map(|p| *p);
+        pace.unwrap_or_else(|_| unreachable!("the sender lives in self"))
+    }
+
+    fn recorded(&self) {
+        self.0.send_modify(|p| p.events += 1);
+    }
+
+    fn ended(&self) {
+        self.0.send_modify(|p| p.ended = true);
+    }
 }
 
 /// The run's clock: microseconds since it started, and the wall clock at its start.
@@ -199,6 +245,7 @@ async fn process(
     w: Arc<Workload>,
     retries: Retries,
     clock: Clock,
+    progress: Progress,
 ) -> Vec<Event> {
     let mut choices = Choices(w.seed.wrapping_add(id as u64 + 1).max(1));
     let mut events = Vec::new();
@@ -212,6 +259,7 @@ async fn process(
             returned,
             outcome: outcome.clone(),
         });
+        progress.recorded();
         outcome
     };
     for _ in 0..w.calls_per_process {
@@ -308,19 +356,32 @@ pub async fn plain_sql_with(
     w: Workload,
     retries: Retries,
 ) -> Result<Run, tokio_postgres::Error> {
+    plain_sql_observed(server_dsn, ledger_dsn, w, retries, Progress::default()).await
+}
+
+/// [`plain_sql_with`], reporting its progress to `progress` as it goes.
+pub async fn plain_sql_observed(
+    server_dsn: &str,
+    ledger_dsn: &str,
+    w: Workload,
+    retries: Retries,
+    progress: Progress,
+) -> Result<Run, tokio_postgres::Error> {
     let w = Arc::new(w);
     let clock = Clock::start();
     let mut tasks = Vec::new();
-    // The server's sessions are named, so a fault can pick them (pg_terminate_backend).
-    let server_dsn = format!("{server_dsn} application_name={APPLICATION}");
+    // The client tasks' sessions are named, so a fault can pick them (pg_terminate_backend);
+    // the session that reads the records at the end is not one of them.
+    let named_dsn = format!("{server_dsn} application_name={APPLICATION}");
     for id in 0..w.processes {
         tasks.push(tokio::spawn(process(
             id,
-            Conn::new(&server_dsn),
+            Conn::new(&named_dsn),
             Conn::new(ledger_dsn),
             w.clone(),
             retries,
             clock,
+            progress.clone(),
         )));
     }
     let mut run = Run::default();
@@ -328,7 +389,8 @@ pub async fn plain_sql_with(
         run.events
             .extend(t.await.unwrap_or_else(|e| panic!("client task: {e}")));
     }
-    let admin = ledger::connect(&server_dsn).await?;
+    progress.ended();
+    let admin = ledger::connect(server_dsn).await?;
     run.records = final_records(&admin, &w.scope, clock).await?;
     run.ledger = ledger::rows(
         &ledger::connect(ledger_dsn).await?,
