@@ -558,7 +558,8 @@ async fn keep_losing_replies(proxy: Arc<Proxy>, seed: u64, stop: Arc<AtomicBool>
 /// One randomized trial: client tasks race on hot keys through the proxy while the replies
 /// of random statements are lost; they complete again after a lost completion reply.
 async fn trial(server: &str, ledger_dsn: &str, seed: u64) -> (Run, usize) {
-    let (proxy, through) = proxy_for(server).await;
+    // The runner names its sessions itself: the proxy's DSN goes to it as it is.
+    let (proxy, _) = proxy_for(server).await;
     let proxy = Arc::new(proxy);
     let stop = Arc::new(AtomicBool::new(false));
     let faults = tokio::spawn(keep_losing_replies(proxy.clone(), seed, stop.clone()));
@@ -575,7 +576,6 @@ async fn trial(server: &str, ledger_dsn: &str, seed: u64) -> (Run, usize) {
         seed,
     };
     let retries = run::Retries { lost_completion: 3 };
-    // The runner's own server DSN adds the application_name.
     let run = run::plain_sql_with(&proxy.dsn(server), ledger_dsn, w, retries)
         .await
         .unwrap();
