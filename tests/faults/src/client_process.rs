@@ -27,6 +27,9 @@ pub struct Settings {
     pub pause_after: Option<String>,
     /// Microseconds the client waits between calls (a service's pace; 0: none).
     pub pace_micros: u64,
+    /// `sql` (plain SQL, as run.rs) or `rust` (the Rust client's PgStore) for the begins
+    /// and completions.
+    pub api: String,
 }
 
 impl Settings {
@@ -43,6 +46,7 @@ impl Settings {
             ("--process", self.process.to_string()),
             ("--start-epoch-micros", self.start_epoch_micros.to_string()),
             ("--pace-micros", self.pace_micros.to_string()),
+            ("--api", self.api.clone()),
         ];
         if let Some(point) = &self.pause_after {
             args.push(("--pause-after", point.clone()));

@@ -12,3 +12,4 @@ pub mod lines;
 pub mod proxy;
 pub mod report;
 pub mod run;
+pub mod rust_client;

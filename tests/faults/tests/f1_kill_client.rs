@@ -5,7 +5,8 @@
 //! the killed one had left, under the same process id, as a restarted service would. The
 //! operation a killed process had invoked and not seen answered is indeterminate; the
 //! call it held stays in progress until its lease (300 ms) lapses and another client takes
-//! it over. Every run is checked against I1-I5.
+//! it over. Every run is checked against I1-I5. Trials alternate between clients that
+//! call plain SQL and clients that call through the Rust client (PgStore).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -89,6 +90,8 @@ struct Trial<'a> {
     scope: String,
     start_epoch_micros: i64,
     seed: u64,
+    /// `sql` or `rust`: what the clients call the API through.
+    api: &'static str,
     choices: Choices,
     lines: Sender<Message>,
 }
@@ -123,6 +126,7 @@ impl Trial<'_> {
             start_epoch_micros: self.start_epoch_micros,
             pause_after: None,
             pace_micros: PACE_MICROS,
+            api: self.api.into(),
         };
         ClientProcess::spawn(Path::new(CLIENT), &settings, generation, self.lines.clone())
     }
@@ -160,7 +164,7 @@ async fn sessions_gone(server: &str) {
 }
 
 /// One trial: the run and how many processes were killed.
-async fn trial(server: &str, ledger_dsn: &str, seed: u64) -> (Run, usize) {
+async fn trial(server: &str, ledger_dsn: &str, seed: u64, api: &'static str) -> (Run, usize) {
     let l = ledger::connect(ledger_dsn).await.unwrap();
     // The ledger is keyed by key alone: each trial starts from an empty one.
     l.batch_execute("TRUNCATE effects, fences").await.unwrap();
@@ -172,6 +176,7 @@ async fn trial(server: &str, ledger_dsn: &str, seed: u64) -> (Run, usize) {
         scope: suite::scope("f1"),
         start_epoch_micros: clock.start_epoch_micros,
         seed,
+        api,
         choices: Choices::new(seed + 1),
         lines: tx,
     };
@@ -262,7 +267,9 @@ async fn killed_clients_break_no_invariant() {
     let mut takeovers = 0;
     let mut in_flight: HashMap<&str, usize> = HashMap::new();
     for n in 0..report::trials(6) {
-        let (run, kills) = trial(&server, &ledger_dsn, n as u64).await;
+        // Plain SQL and the Rust client (PgStore), in turn.
+        let api = if n % 2 == 0 { "sql" } else { "rust" };
+        let (run, kills) = trial(&server, &ledger_dsn, n as u64, api).await;
         let violations = check::check(&run);
         tally.add(&run, kills, &violations);
         takeovers += run
@@ -287,7 +294,7 @@ async fn killed_clients_break_no_invariant() {
             };
             *in_flight.entry(op).or_default() += 1;
         }
-        assert!(violations.is_empty(), "trial {n}: {violations:#?}");
+        assert!(violations.is_empty(), "trial {n} ({api}): {violations:#?}");
     }
     eprintln!("{tally:?}, {takeovers} takeovers, in flight when killed: {in_flight:?}");
     // The kills happened, some while an operation was in flight, and the calls they left

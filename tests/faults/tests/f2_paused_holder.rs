@@ -6,7 +6,8 @@
 //! had happened: its effect is refused by the ledger (stale fence) or was already made
 //! under the upstream key the takeover repeated, and its completion, which it is told to
 //! send whatever the ledger said, is refused by the server with IK003 (lease lost). One
-//! effect in all, and the takeover's result is what a later begin replays.
+//! effect in all, and the takeover's result is what a later begin replays. Trials run
+//! through plain SQL and through the Rust client (PgStore: its LeaseLost is IK003).
 
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver};
@@ -16,7 +17,7 @@ use pg_idempotency_faults::client_process::{ClientProcess, Message, Settings};
 use pg_idempotency_faults::history::{Event, Op, Outcome, Run};
 use pg_idempotency_faults::lines::{self, Line, Recorder};
 use pg_idempotency_faults::report::{self, Tally};
-use pg_idempotency_faults::{check, ledger, run};
+use pg_idempotency_faults::{check, ledger, run, rust_client};
 use pg_idempotency_tests as suite;
 use serde_json::json;
 
@@ -70,7 +71,7 @@ impl Taker<'_> {
 
 /// One trial: the holder frozen after `point` (`claim` or `effect`); the run, and how many
 /// holders were seen frozen (1).
-async fn trial(server: &str, ledger_dsn: &str, point: &str, seed: u64) -> (Run, usize) {
+async fn trial(server: &str, ledger_dsn: &str, point: &str, api: &str, seed: u64) -> (Run, usize) {
     let clock = run::Clock::start();
     let w = run::Workload {
         processes: 1,
@@ -100,6 +101,7 @@ async fn trial(server: &str, ledger_dsn: &str, point: &str, seed: u64) -> (Run, 
         start_epoch_micros: clock.start_epoch_micros,
         pause_after: Some(point.into()),
         pace_micros: 0,
+        api: api.into(),
     };
     let mut holder = ClientProcess::spawn(Path::new(CLIENT), &settings, 0, tx);
     let mut recorder = Recorder::new(HOLDER);
@@ -144,7 +146,7 @@ async fn trial(server: &str, ledger_dsn: &str, point: &str, seed: u64) -> (Run, 
     let until = Instant::now() + Duration::from_secs(30);
     let (fence, recovered, taken_key) = loop {
         let t = taker.now();
-        let answer = run::begin(&c, &w, key).await;
+        let answer = begin(&c, &w, key, api).await;
         match taker.record(key, Op::Begin, t, answer) {
             Outcome::Claimed {
                 fence,
@@ -177,7 +179,11 @@ async fn trial(server: &str, ledger_dsn: &str, point: &str, seed: u64) -> (Run, 
     assert_eq!(taker.record(key, op, t, applied), Outcome::Done);
     let response = json!({"by": TAKER, "fence": fence});
     let t = taker.now();
-    let done = run::complete(&c, &w, key, fence, &response).await;
+    let done = if api == "rust" {
+        rust_client::complete(&c, &w, key, fence, &response).await
+    } else {
+        run::complete(&c, &w, key, fence, &response).await
+    };
     let op = Op::Complete {
         fence,
         response: response.clone(),
@@ -233,7 +239,7 @@ async fn trial(server: &str, ledger_dsn: &str, point: &str, seed: u64) -> (Run, 
 
     // A later begin replays the takeover's result.
     let t = taker.now();
-    let answer = run::begin(&c, &w, key).await;
+    let answer = begin(&c, &w, key, api).await;
     assert_eq!(
         taker.record(key, Op::Begin, t, answer),
         Outcome::Replay {
@@ -258,6 +264,15 @@ async fn trial(server: &str, ledger_dsn: &str, point: &str, seed: u64) -> (Run, 
     (run, fired)
 }
 
+/// A begin through plain SQL or the Rust client.
+async fn begin(c: &tokio_postgres::Client, w: &run::Workload, key: &str, api: &str) -> Outcome {
+    if api == "rust" {
+        rust_client::begin(c, w, key).await
+    } else {
+        run::begin(c, w, key).await
+    }
+}
+
 async fn server_version(server: &str) -> String {
     let c = ledger::connect(server).await.unwrap();
     let v: String = c
@@ -274,14 +289,16 @@ async fn a_frozen_holder_is_fenced_off() {
     ledger::create(&ledger_dsn).await.unwrap();
     let mut tally = Tally::new("F2 paused holder");
     for n in 0..report::trials(4) {
-        // Frozen before its effect, then after it, in turn.
+        // Frozen before its effect, then after it, in turn; through plain SQL, then
+        // through the Rust client (PgStore), both for the holder and for the takeover.
         let point = if n % 2 == 0 { "claim" } else { "effect" };
-        let (run, fired) = trial(&server, &ledger_dsn, point, n as u64).await;
+        let api = if n / 2 % 2 == 0 { "sql" } else { "rust" };
+        let (run, fired) = trial(&server, &ledger_dsn, point, api, n as u64).await;
         let violations = check::check(&run);
         tally.add(&run, fired, &violations);
         assert!(
             violations.is_empty(),
-            "trial {n} (frozen after {point}): {violations:#?}"
+            "trial {n} (frozen after {point}, {api}): {violations:#?}"
         );
     }
     // Every trial saw its holder frozen (the stop was observed, not assumed).

@@ -5,7 +5,8 @@
 //! prints every operation on stdout as it happens (see lines.rs), on the clock of
 //! `--start-epoch-micros`.
 //!
-//! `--pace-micros` spaces its calls out.
+//! `--pace-micros` spaces its calls out; `--api rust` makes the begins and completions
+//! through the Rust client (PgStore) instead of plain SQL.
 //!
 //! `--pause-after claim|effect` stops after that step of the first call that reaches it:
 //! it prints `paused <t> <key>` and waits for a line on stdin: `go` goes on, `go complete`
@@ -16,8 +17,8 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use pg_idempotency_faults::history::{Op, Outcome};
-use pg_idempotency_faults::lines;
 use pg_idempotency_faults::run::{self, Choices, Conn, Workload};
+use pg_idempotency_faults::{lines, rust_client};
 use serde_json::json;
 
 struct Args {
@@ -28,6 +29,8 @@ struct Args {
     start_epoch_micros: i64,
     pause_after: Option<String>,
     pace: std::time::Duration,
+    /// Through the Rust client (PgStore) rather than plain SQL.
+    rust: bool,
 }
 
 fn args() -> Args {
@@ -67,6 +70,11 @@ fn args() -> Args {
         process: number("process") as usize,
         start_epoch_micros: number("start-epoch-micros") as i64,
         pause_after: get("pause-after"),
+        rust: match get("api").as_deref() {
+            None | Some("sql") => false,
+            Some("rust") => true,
+            Some(other) => panic!("--api {other}: sql or rust"),
+        },
         pace: std::time::Duration::from_micros(
             get("pace-micros").map_or(0, |p| p.parse().expect("--pace-micros")),
         ),
@@ -119,7 +127,11 @@ async fn main() {
         let c = server.get().await;
         let t = clock();
         say(lines::invoked(t, &key, &Op::Begin));
-        let answer = run::begin(c, w, &key).await;
+        let answer = if a.rust {
+            rust_client::begin(c, w, &key).await
+        } else {
+            run::begin(c, w, &key).await
+        };
         say(lines::returned(clock(), &key, &answer));
         server.settle(&answer);
         let Outcome::Claimed {
@@ -160,7 +172,11 @@ async fn main() {
             response: response.clone(),
         };
         say(lines::invoked(clock(), &key, &op));
-        let done = run::complete(c, w, &key, fence, &response).await;
+        let done = if a.rust {
+            rust_client::complete(c, w, &key, fence, &response).await
+        } else {
+            run::complete(c, w, &key, fence, &response).await
+        };
         say(lines::returned(clock(), &key, &done));
         server.settle(&done);
     }
