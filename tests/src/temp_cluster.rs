@@ -116,6 +116,60 @@ impl TempCluster {
         TempCluster { dir, port }
     }
 
+    /// The server's data folder.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// The server's log file.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+
+    /// The postmaster's process id (the first line of postmaster.pid), while it runs.
+    pub fn postmaster_pid(&self) -> Option<i32> {
+        std::fs::read_to_string(self.data_dir().join("postmaster.pid"))
+            .ok()?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Stops the server as a crash would leave it: `pg_ctl stop -m immediate` (no
+    /// checkpoint; every process ends at once; the next start runs crash recovery).
+    pub fn stop_immediate(&self) {
+        self.pg_ctl_stop("immediate");
+    }
+
+    /// Starts the stopped server again, waiting until it accepts connections.
+    pub fn start_again(&self) {
+        let mut pg_ctl = server_command("pg_ctl");
+        pg_ctl
+            .arg("-D")
+            .arg(self.data_dir())
+            .arg("-l")
+            .arg(self.log_path())
+            .args(["-w", "-t", "60", "start"]);
+        run(pg_ctl, "pg_ctl start");
+    }
+
+    /// A clean restart (`-m fast`), e.g. for a setting read only when the server starts.
+    pub fn restart(&self) {
+        self.pg_ctl_stop("fast");
+        self.start_again();
+    }
+
+    fn pg_ctl_stop(&self, mode: &str) {
+        let mut pg_ctl = server_command("pg_ctl");
+        pg_ctl
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-m", mode, "-w", "-t", "60", "stop"]);
+        run(pg_ctl, &format!("pg_ctl stop -m {mode}"));
+    }
+
     /// A connection string to database `db` of this server.
     pub fn dsn(&self, db: &str) -> String {
         format!(
