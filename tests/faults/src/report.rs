@@ -47,7 +47,10 @@ impl Tally {
         self.operations += run.events.len();
         self.indeterminate += run.events.iter().filter(|e| e.is_indeterminate()).count();
         for v in violations {
-            *self.violations.entry(format!("{:?}", v.invariant)).or_default() += 1;
+            *self
+                .violations
+                .entry(format!("{:?}", v.invariant))
+                .or_default() += 1;
         }
     }
 
