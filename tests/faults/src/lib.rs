@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod client_process;
+pub mod crash_server;
 pub mod history;
 pub mod ledger;
 pub mod lines;
