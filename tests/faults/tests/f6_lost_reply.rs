@@ -630,7 +630,9 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
                 .collect::<Vec<_>>()
                 .join("\n")
         );
-        assert!(fired > 1, "trial {n}: {fired} replies lost");
+        // A trial is short: now and then only one reply is lost in it. Over the trials,
+        // the fault must have fired more than once per trial on average (below).
+        assert!(fired > 0, "trial {n}: no reply was lost");
         assert!(lost > 0, "trial {n}: no outcome was unknown");
         retried_and_told += retried_completions(&run);
     }
@@ -646,7 +648,12 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
         tally.operations,
         retried_and_told
     );
-    assert!(tally.faults > 0 && tally.indeterminate > 0);
+    assert!(
+        tally.faults > tally.trials && tally.indeterminate > 0,
+        "{} replies lost in {} trials",
+        tally.faults,
+        tally.trials
+    );
     assert!(
         retried_and_told > 0,
         "no completion whose reply was lost was completed again"
