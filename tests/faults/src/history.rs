@@ -101,4 +101,40 @@ pub struct Run {
     /// expire during the run (a new life may then begin once it has passed); None when
     /// nothing expires before the run ends.
     pub ttl_micros: Option<i64>,
+    /// What the record monitor saw of the storage while the run went on (with the purge it
+    /// ran alongside); None when the run had no monitor.
+    pub observed: Option<Observed>,
+}
+
+/// A record as the record monitor read it from the storage table (as a superuser).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeenRecord {
+    pub key: String,
+    /// The role that owns the record (records are keyed by scope, key and owner).
+    pub owner: String,
+    pub state: String,
+    pub fence: i64,
+    pub attempt: i32,
+    /// Names the record's life: kept by takeovers, new with a fresh claim.
+    pub upstream_key: uuid::Uuid,
+    /// On the server's clock, in microseconds since the run started.
+    pub expires_at: i64,
+}
+
+/// One read of the storage table: every record of the run's scope at that moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Poll {
+    /// The server's clock (`clock_timestamp()`) in the statement that read the table, in
+    /// microseconds since the run started: the read's snapshot is no later than this.
+    pub at: i64,
+    pub records: Vec<SeenRecord>,
+}
+
+/// What the record monitor saw, in poll order, and how often the records were purged.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    /// The purge interval in force during the run (the extension's
+    /// `pg_idempotency.purge_interval`, or how often `idem_purge_expired` was called).
+    pub purge_interval_micros: i64,
+    pub polls: Vec<Poll>,
 }

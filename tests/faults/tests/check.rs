@@ -117,6 +117,7 @@ fn run(events: Vec<Event>, ledger: Vec<LedgerRow>, records: Vec<FinalRecord>) ->
         ledger,
         records,
         ttl_micros: None,
+        observed: None,
     }
 }
 

@@ -260,6 +260,7 @@ async fn trial(server: &str, ledger_dsn: &str, point: &str, api: &str, seed: u64
         ledger: ledger_rows,
         records: run::final_records(&c, &w.scope, clock).await.unwrap(),
         ttl_micros: None,
+        observed: None,
     };
     (run, fired)
 }

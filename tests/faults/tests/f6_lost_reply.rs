@@ -118,6 +118,7 @@ impl Story {
             records: run::final_records(server, scope, self.clock).await.unwrap(),
             events: self.events,
             ttl_micros: None,
+            observed: None,
         }
     }
 }
