@@ -10,6 +10,8 @@ use crate::{bindir, connect, root};
 pub struct TempCluster {
     dir: PathBuf,
     port: u16,
+    /// Environment variables the server is started with (every start, restarts included).
+    env: Vec<(String, String)>,
 }
 
 fn is_root() -> bool {
@@ -49,6 +51,13 @@ impl TempCluster {
     /// Starts a new server named `name`. It finds the extension where the server under test
     /// does (its extension_control_path and dynamic_library_path); `conf` lines are added.
     pub fn start(name: &str, conf: &[&str]) -> TempCluster {
+        TempCluster::start_with_env(name, conf, &[])
+    }
+
+    /// [`TempCluster::start`], the server (postmaster, and so every process it forks)
+    /// started with these environment variables, e.g. `LD_PRELOAD` of a library that fakes
+    /// its clock; initdb runs without them.
+    pub fn start_with_env(name: &str, conf: &[&str], env: &[(&str, &str)]) -> TempCluster {
         let dir = root()
             .join("target/temp-clusters")
             .join(format!("{name}-{}", std::process::id()));
@@ -112,8 +121,16 @@ impl TempCluster {
             .arg("-l")
             .arg(dir.join("server.log"))
             .args(["-w", "-t", "60", "start"]);
+        pg_ctl.envs(env.iter().copied());
         run(pg_ctl, "pg_ctl start");
-        TempCluster { dir, port }
+        TempCluster {
+            dir,
+            port,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
     }
 
     /// The server's data folder.
@@ -152,6 +169,7 @@ impl TempCluster {
             .arg("-l")
             .arg(self.log_path())
             .args(["-w", "-t", "60", "start"]);
+        pg_ctl.envs(self.env.iter().map(|(k, v)| (k, v)));
         run(pg_ctl, "pg_ctl start");
     }
 

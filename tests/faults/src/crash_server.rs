@@ -23,6 +23,12 @@ impl CrashServer {
     /// A new server named `name` with the backend under test installed in database `db`.
     /// Blocking (initdb, pg_ctl, psql): call it from `spawn_blocking`.
     pub fn start(name: &str, db: &str) -> CrashServer {
+        CrashServer::start_with_env(name, db, &[])
+    }
+
+    /// [`CrashServer::start`], the server started with these environment variables (see
+    /// [`TempCluster::start_with_env`]).
+    pub fn start_with_env(name: &str, db: &str, env: &[(&str, &str)]) -> CrashServer {
         let worker_db = format!("pg_idempotency.database = '{db}'");
         let conf: Vec<&str> = match suite::backend() {
             Backend::Extension => vec![
@@ -33,7 +39,7 @@ impl CrashServer {
             // The portable variant runs where no library can be installed: nothing to load.
             Backend::Portable => vec![],
         };
-        let cluster = TempCluster::start(name, &conf);
+        let cluster = TempCluster::start_with_env(name, &conf, env);
         suite::connect_to(&cluster.dsn("postgres"))
             .batch_execute(&format!("CREATE DATABASE {db}"))
             .unwrap_or_else(|e| panic!("CREATE DATABASE {db}: {e}"));

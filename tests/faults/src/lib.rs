@@ -7,6 +7,7 @@
 pub mod check;
 pub mod client_process;
 pub mod crash_server;
+pub mod fake_clock;
 pub mod history;
 pub mod ledger;
 pub mod lines;
