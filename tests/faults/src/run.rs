@@ -1,8 +1,9 @@
 //! Client tasks calling the SQL API the way a service does (claim, effect, complete), each
 //! operation recorded with its invocation and return times.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -236,14 +237,33 @@ impl Conn {
     }
 }
 
+/// `call`, given up after `limit` when there is one: a call not answered in time has an
+/// unknown outcome (what a service's own timeout makes of it, e.g. the Rust client's
+/// dispatcher with `Policy::timeout`).
+async fn bounded(limit: Option<Duration>, call: impl Future<Output = Outcome>) -> Outcome {
+    match limit {
+        None => call.await,
+        Some(limit) => {
+            tokio::time::timeout(limit, call)
+                .await
+                .unwrap_or_else(|_| Outcome::Indeterminate {
+                    why: format!("no answer within {limit:?}"),
+                })
+        }
+    }
+}
+
 /// One client task: `calls_per_process` calls of randomly chosen keys, each a begin and,
-/// when it claims, the effect and the completion.
+/// when it claims, the effect and the completion; calls to the server under test are
+/// given up after `call_timeout`, if any.
+#[allow(clippy::too_many_arguments)]
 async fn process(
     id: usize,
     mut server: Conn,
     mut ledger: Conn,
     w: Arc<Workload>,
     retries: Retries,
+    call_timeout: Option<Duration>,
     clock: Clock,
     progress: Progress,
 ) -> Vec<Event> {
@@ -266,7 +286,7 @@ async fn process(
         let key = format!("k{}", choices.below(w.keys));
         let c = server.get().await;
         let t = clock.now();
-        let answer = begin(c, &w, &key).await;
+        let answer = bounded(call_timeout, begin(c, &w, &key)).await;
         server.settle(&answer);
         let Outcome::Claimed {
             fence,
@@ -290,7 +310,7 @@ async fn process(
         let response = json!({"by": id, "fence": fence});
         let c = server.get().await;
         let t = clock.now();
-        let done = complete(c, &w, &key, fence, &response).await;
+        let done = bounded(call_timeout, complete(c, &w, &key, fence, &response)).await;
         server.settle(&done);
         let op = Op::Complete {
             fence,
@@ -303,7 +323,7 @@ async fn process(
             }
             let c = server.get().await;
             let t = clock.now();
-            let again = complete(c, &w, &key, fence, &response).await;
+            let again = bounded(call_timeout, complete(c, &w, &key, fence, &response)).await;
             server.settle(&again);
             let op = Op::Complete {
                 fence,
@@ -367,6 +387,20 @@ pub async fn plain_sql_observed(
     retries: Retries,
     progress: Progress,
 ) -> Result<Run, tokio_postgres::Error> {
+    plain_sql_bounded(server_dsn, ledger_dsn, w, retries, progress, None).await
+}
+
+/// [`plain_sql_observed`], with every call to the server under test given up after
+/// `call_timeout` (when set): its outcome is then unknown and the task connects again, as
+/// a service with a client-side timeout does when a connection stops answering.
+pub async fn plain_sql_bounded(
+    server_dsn: &str,
+    ledger_dsn: &str,
+    w: Workload,
+    retries: Retries,
+    progress: Progress,
+    call_timeout: Option<Duration>,
+) -> Result<Run, tokio_postgres::Error> {
     let w = Arc::new(w);
     let clock = Clock::start();
     let mut tasks = Vec::new();
@@ -380,6 +414,7 @@ pub async fn plain_sql_observed(
             Conn::new(ledger_dsn),
             w.clone(),
             retries,
+            call_timeout,
             clock,
             progress.clone(),
         )));
