@@ -30,6 +30,10 @@ CREATE TABLE idempotency.records (
     expires_at   timestamptz NOT NULL,
     ttl          interval    NOT NULL,
     owner        regrole     NOT NULL,
+    -- The claim holding the record: the caller's token for that attempt (a repeat of the
+    -- same idem_begin gets the claim back) and whether it took over a lapsed lease.
+    claim_token  uuid,
+    recovered    boolean     NOT NULL DEFAULT false,
     -- Each role its own key space: the same scope and key under two roles are two calls.
     PRIMARY KEY (scope, key, owner)
 ) WITH (
@@ -127,11 +131,12 @@ CREATE FUNCTION @extschema@.idem_begin(
     lease        interval DEFAULT NULL,
     on_cache_hit text     DEFAULT NULL,
     on_mismatch  text     DEFAULT NULL,
-    wait         interval DEFAULT '0')
+    wait         interval DEFAULT '0',
+    claim_token  uuid     DEFAULT NULL)
 RETURNS idempotency.begin_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_begin';
-COMMENT ON FUNCTION @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval) IS
+COMMENT ON FUNCTION @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid) IS
     'Claim a call (outcome claimed, with a fence), or learn it is running (in_progress), or get its remembered result (replay)';
 
 CREATE FUNCTION @extschema@.idem_complete(
@@ -305,7 +310,7 @@ COMMENT ON FUNCTION @extschema@.idem_metrics() IS
 
 -- Execute is granted deliberately, never to PUBLIC.
 REVOKE EXECUTE ON FUNCTION
-    @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval),
+    @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
     @extschema@.idem_complete(text, text, bigint, jsonb, boolean, boolean),
     @extschema@.idem_release(text, text, bigint),
     @extschema@.idem_extend(text, text, bigint, interval),
@@ -320,7 +325,7 @@ REVOKE EXECUTE ON FUNCTION
     @extschema@.idem_metrics()
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval),
+    @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
     @extschema@.idem_complete(text, text, bigint, jsonb, boolean, boolean),
     @extschema@.idem_release(text, text, bigint),
     @extschema@.idem_extend(text, text, bigint, interval),

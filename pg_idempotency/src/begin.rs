@@ -9,7 +9,7 @@ use pgrx::{pg_sys, IntoDatum};
 
 use crate::args::{self, micros_interval, OnCacheHit, OnMismatch};
 use crate::clock::{self, Micros};
-use crate::entry::{composite, result_columns, Args, Column};
+use crate::entry::{arg_count, composite, result_columns, Args, Column};
 use crate::error::{ErrorKind, IdemError, IdemResult};
 use crate::metrics::{self, Counter};
 use crate::request;
@@ -32,6 +32,8 @@ struct Call {
     on_cache_hit: Option<OnCacheHit>,
     on_mismatch: Option<OnMismatch>,
     wait: i64,
+    /// The caller's token for this attempt: a repeat of it gets the claim it made back.
+    claim_token: Option<pgrx::Uuid>,
 }
 
 /// The settings in force for a call: its arguments, else its scope's policy, else the
@@ -103,6 +105,8 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
         on_cache_hit: OnCacheHit::parse(a.get::<String>(5).as_deref())?,
         on_mismatch: OnMismatch::parse(a.get::<String>(6).as_deref())?,
         wait: args::wait(a.get(7))?,
+        // The 0.2.0 function (served until the extension's update) has no token argument.
+        claim_token: if arg_count(a) > 8 { a.get(8) } else { None },
     };
     if let (Some(lease), Some(ttl)) = (call.lease, call.ttl) {
         args::effective_lease(Some(lease), None, ttl)?;
@@ -149,7 +153,7 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
                 let claim = fresh_claim(call, set, now);
                 clock::ensure_durable_commit();
                 if store::insert(&id, &claim) {
-                    return Ok(claimed(claim, false));
+                    return Ok(claimed(claim));
                 }
                 continue;
             }
@@ -157,7 +161,7 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
                 let claim = fresh_claim(call, set, now);
                 clock::ensure_durable_commit();
                 if store::claim_again(&id, &r, &claim) {
-                    return Ok(claimed(claim, false));
+                    return Ok(claimed(claim));
                 }
                 continue;
             }
@@ -166,6 +170,17 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
         check_fingerprint(call, set, &record)?;
         let lease_live = record.lease_until.is_some_and(|l| l > now);
         match (record.state, set.on_cache_hit) {
+            (State::InProgress, _) if lease_live && holds_own_claim(call, &record) => {
+                // A repeat of the attempt that claimed (its answer was lost): the same claim.
+                return Ok(Outcome::Claimed {
+                    fence: record.fence,
+                    attempt: record.attempt,
+                    recovered: record.recovered,
+                    upstream_key: record.upstream_key,
+                    lease_until: record.lease_until.unwrap_or(now),
+                    expires_at: record.expires_at,
+                });
+            }
             (State::InProgress, _) if lease_live => {
                 let remaining = started + call.wait - now;
                 if remaining <= 0 {
@@ -206,6 +221,11 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
     ))
 }
 
+/// The caller named the token of the claim holding the record.
+fn holds_own_claim(call: &Call, record: &Record) -> bool {
+    call.claim_token.is_some() && call.claim_token == record.claim_token
+}
+
 fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
     Claim {
         fence: clock::next_fence(),
@@ -216,6 +236,8 @@ fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
         lease_until: now + set.lease,
         expires_at: now + set.ttl,
         ttl: set.ttl,
+        claim_token: call.claim_token,
+        recovered: false,
     }
 }
 
@@ -244,16 +266,18 @@ fn take_over(
         lease_until: now + set.lease,
         expires_at: (now + set.ttl).max(record.expires_at),
         ttl: set.ttl,
+        claim_token: call.claim_token,
+        recovered,
     };
     clock::ensure_durable_commit();
-    store::claim_again(&call.id(), record, &claim).then(|| claimed(claim, recovered))
+    store::claim_again(&call.id(), record, &claim).then(|| claimed(claim))
 }
 
-fn claimed(c: Claim<'_>, recovered: bool) -> Outcome {
+fn claimed(c: Claim<'_>) -> Outcome {
     Outcome::Claimed {
         fence: c.fence,
         attempt: c.attempt,
-        recovered,
+        recovered: c.recovered,
         upstream_key: c.upstream_key,
         lease_until: c.lease_until,
         expires_at: c.expires_at,

@@ -20,6 +20,16 @@ pub struct Oids {
     /// False while a 0.1.0 schema awaits `ALTER EXTENSION pg_idempotency UPDATE`: this
     /// library then serves it as 0.1.0 did, one key space shared by every role.
     pub owner_keyed: bool,
+    /// The records keep the claim's token and whether it was a takeover (0.3.0): a repeat
+    /// of one attempt gets its claim back. False for an older schema awaiting its update.
+    pub claim_tokens: bool,
+}
+
+impl Oids {
+    /// What the saved statements over the records must be made for.
+    pub fn layout(&self) -> (bool, bool) {
+        (self.owner_keyed, self.claim_tokens)
+    }
 }
 
 thread_local! {
@@ -69,6 +79,11 @@ fn key_columns(index: pg_sys::Oid) -> i16 {
     }
 }
 
+/// Whether `table` has a column `name`.
+fn has_column(table: pg_sys::Oid, name: &CStr) -> bool {
+    unsafe { pg_sys::get_attnum(table, name.as_ptr()) != pg_sys::InvalidAttrNumber as i16 }
+}
+
 /// The storage objects' OIDs (an error when the extension's schema is incomplete).
 pub fn oids() -> Oids {
     if !REGISTERED.get() {
@@ -82,8 +97,9 @@ pub fn oids() -> Oids {
     }
     let nsp = unsafe { pg_sys::get_namespace_oid(c"idempotency".as_ptr(), false) };
     let records_pkey = relid(nsp, c"records_pkey");
+    let records = relid(nsp, c"records");
     let o = Oids {
-        records: relid(nsp, c"records"),
+        records,
         records_pkey,
         policies: relid(nsp, c"policies"),
         policies_pkey: relid(nsp, c"policies_pkey"),
@@ -91,6 +107,7 @@ pub fn oids() -> Oids {
         distributed: unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) }
             != pg_sys::InvalidOid,
         owner_keyed: key_columns(records_pkey) == 3,
+        claim_tokens: has_column(records, c"claim_token"),
     };
     OIDS.set(Some(o));
     // New objects: nothing remembered about the old ones applies.

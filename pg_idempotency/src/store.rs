@@ -56,6 +56,10 @@ pub struct Record {
     pub expires_at: Micros,
     pub ttl: i64,
     pub owner: pg_sys::Oid,
+    /// The token of the claim holding the record, and whether that claim was a takeover
+    /// (None and false where the schema predates 0.3.0).
+    pub claim_token: Option<pgrx::Uuid>,
+    pub recovered: bool,
     /// Where the row version that was read lives, when it was read from the index: a write
     /// guarded by the same conditions can go straight to it.
     pub tid: Option<pg_sys::ItemPointerData>,
@@ -72,6 +76,8 @@ const READ_COLUMNS: &str =
     "r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response, \
      r.created_at, r.completed_at, r.lease_until, r.expires_at, r.ttl, r.owner::pg_catalog.oid, \
      p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch";
+/// Read after the others where the schema has them (0.3.0).
+const READ_TOKEN_COLUMNS: &str = ", r.claim_token, r.recovered";
 /// The record's key in a statement: scope `$1`, key `$2`, and, where records are keyed by
 /// owner, the owner in parameter `$owner`.
 fn where_key(keyed: bool, owner: usize) -> String {
@@ -101,9 +107,13 @@ struct Plans {
     forget: OwnedPreparedStatement,
 }
 
+/// What the saved statements were made for: records keyed by owner (0.2.0), records with
+/// claim tokens (0.3.0).
+type Layout = (bool, bool);
+
 thread_local! {
-    /// The saved plans, and whether they were made for records keyed by owner.
-    static PLANS: RefCell<Option<(bool, Plans)>> = const { RefCell::new(None) };
+    /// The saved plans, and the layout of the records they were made for.
+    static PLANS: RefCell<Option<(Layout, Plans)>> = const { RefCell::new(None) };
 }
 
 fn oids(list: &[pg_sys::Oid]) -> Vec<PgOid> {
@@ -117,9 +127,9 @@ fn prepare(client: &SpiClient<'_>, sql: &str, types: &[pg_sys::Oid]) -> OwnedPre
         .keep()
 }
 
-fn build_plans(client: &SpiClient<'_>, keyed: bool) -> Plans {
+fn build_plans(client: &SpiClient<'_>, (keyed, tokens): Layout) -> Plans {
     use pg_sys::{
-        BYTEAOID, INT4OID, INT8OID, INTERVALOID, JSONBOID, REGROLEOID, TEXTOID, TIDOID,
+        BOOLOID, BYTEAOID, INT4OID, INT8OID, INTERVALOID, JSONBOID, REGROLEOID, TEXTOID, TIDOID,
         TIMESTAMPTZOID, UUIDOID,
     };
     // The owner is the last parameter of every statement; where records are not keyed by
@@ -134,12 +144,24 @@ fn build_plans(client: &SpiClient<'_>, keyed: bool) -> Plans {
     } else {
         ""
     };
+    // The claim's token and takeover flag are the last two parameters of the statements
+    // that claim; where the records have no such columns (before 0.3.0) they are unused.
+    let (token_columns, token_read) = if tokens {
+        (", claim_token, recovered", READ_TOKEN_COLUMNS)
+    } else {
+        ("", "")
+    };
+    let (insert_tokens, set_tokens) = if tokens {
+        (", $11, $12", ", claim_token = $15, recovered = $16")
+    } else {
+        ("", "")
+    };
     Plans {
         read: prepare(
             client,
             // Always one row: the record if any, and the scope's policy if any.
             &format!(
-                "SELECT {READ_COLUMNS} FROM (SELECT) AS one \
+                "SELECT {READ_COLUMNS}{token_read} FROM (SELECT) AS one \
                  LEFT JOIN idempotency.records r \
                      ON r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2 \
                      {owner_of_row} \
@@ -151,24 +173,26 @@ fn build_plans(client: &SpiClient<'_>, keyed: bool) -> Plans {
             client,
             &format!(
                 "INSERT INTO idempotency.records AS r (scope, key, state, fence, attempt, \
-                     fingerprint, upstream_key, created_at, lease_until, expires_at, ttl, owner) \
-                 VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10) \
+                     fingerprint, upstream_key, created_at, lease_until, expires_at, ttl, owner\
+                     {token_columns}) \
+                 VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10{insert_tokens}) \
                  ON CONFLICT {conflict} DO NOTHING RETURNING r.fence"
             ),
-            &[TEXTOID, TEXTOID, INT8OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID],
+            &[TEXTOID, TEXTOID, INT8OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, UUIDOID, BOOLOID],
         ),
         claim_again: prepare(
             client,
             &format!(
                 "UPDATE idempotency.records SET state = 'in_progress', fence = $4, attempt = $5, \
                      fingerprint = $6, upstream_key = $7, response = NULL, created_at = $8, \
-                     completed_at = NULL, lease_until = $9, expires_at = $10, ttl = $11, owner = $12 \
+                     completed_at = NULL, lease_until = $9, expires_at = $10, ttl = $11, owner = $12\
+                     {set_tokens} \
                  WHERE {} \
                      AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) $13 \
                      AND COALESCE(lease_until, '-infinity'::pg_catalog.timestamptz) OPERATOR(pg_catalog.=) $14",
                 where_key(keyed, 12)
             ),
-            &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID],
+            &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID, UUIDOID, BOOLOID],
         ),
         complete: prepare(
             client,
@@ -216,17 +240,17 @@ fn build_plans(client: &SpiClient<'_>, keyed: bool) -> Plans {
 }
 
 fn with_plan<R>(client: &SpiClient<'_>, pick: impl FnOnce(&Plans) -> R) -> R {
-    let keyed = relations::oids().owner_keyed;
+    let layout = relations::oids().layout();
     PLANS.with(|cell| {
         let mut slot = cell.borrow_mut();
         let plans = match slot.take() {
-            Some((k, plans)) if k == keyed => slot.insert((k, plans)),
+            Some((made_for, plans)) if made_for == layout => slot.insert((made_for, plans)),
             stale => {
-                // An update of the extension re-keys the table under a running backend: its
-                // statements are made again for the new key. The old ones are left alone
+                // An update of the extension changes the table under a running backend: its
+                // statements are made again for the new layout. The old ones are left alone
                 // (once per backend), in case a statement of theirs is still running.
                 std::mem::forget(stale);
-                slot.insert((keyed, build_plans(client, keyed)))
+                slot.insert((layout, build_plans(client, layout)))
             }
         };
         pick(&plans.1)
@@ -324,12 +348,13 @@ pub fn read(id: &Id<'_>) -> (Option<Record>, Policy) {
     } else {
         &full[..2]
     };
-    let record = fetch::by_key(
-        oids.records,
-        oids.records_pkey,
-        keys,
-        &RECORD_COLUMNS,
-        |row| Record {
+    let columns: &'static [&'static str] = if oids.claim_tokens {
+        &RECORD_COLUMNS
+    } else {
+        &RECORD_COLUMNS[..12]
+    };
+    let record = fetch::by_key(oids.records, oids.records_pkey, keys, columns, |row| {
+        Record {
             state: State::parse(&row.text(0).unwrap_or_default()),
             fence: row.int(1).unwrap_or_default(),
             attempt: row.int(2).unwrap_or_default() as i32,
@@ -347,9 +372,11 @@ pub fn read(id: &Id<'_>) -> (Option<Record>, Policy) {
                 .int(11)
                 .map(|o| pg_sys::Oid::from(o as u32))
                 .unwrap_or(pg_sys::InvalidOid),
+            claim_token: oids.claim_tokens.then(|| row.uuid(12)).flatten(),
+            recovered: oids.claim_tokens && row.int(13).unwrap_or_default() != 0,
             tid: Some(row.tid()),
-        },
-    );
+        }
+    });
     (record, policy_cache::of(id.scope))
 }
 
@@ -392,12 +419,20 @@ fn read_by_statement(client: &mut SpiClient<'_>, id: &Id<'_>) -> (Option<Record>
         expires_at: col_ts(&t, 10).unwrap_or_default(),
         ttl: col_micros(&t, 11).unwrap_or_default(),
         owner: col(&t, 12).unwrap_or(pg_sys::InvalidOid),
+        // Present after the policy's columns where the schema has them (0.3.0).
+        claim_token: if t.columns().unwrap_or(0) > 17 {
+            col(&t, 18)
+        } else {
+            None
+        },
+        recovered: t.columns().unwrap_or(0) > 17 && col::<bool>(&t, 19).unwrap_or(false),
         tid: None,
     };
     (Some(record), policy)
 }
 
-static RECORD_COLUMNS: [&str; 12] = [
+/// The record's columns as `read` takes them; the last two only where the schema has them.
+static RECORD_COLUMNS: [&str; 14] = [
     "state",
     "fence",
     "attempt",
@@ -410,6 +445,8 @@ static RECORD_COLUMNS: [&str; 12] = [
     "expires_at",
     "ttl",
     "owner",
+    "claim_token",
+    "recovered",
 ];
 
 /// The values of a claim, computed before the statement that writes it.
@@ -422,6 +459,17 @@ pub struct Claim<'a> {
     pub lease_until: Micros,
     pub expires_at: Micros,
     pub ttl: i64,
+    /// The caller's token for this attempt, if it gave one.
+    pub claim_token: Option<pgrx::Uuid>,
+    /// A takeover of a lapsed lease.
+    pub recovered: bool,
+}
+
+fn uuid_opt(u: Option<pgrx::Uuid>) -> DatumWithOid<'static> {
+    match u {
+        Some(u) => u.into(),
+        None => DatumWithOid::null_oid(pg_sys::UUIDOID),
+    }
 }
 
 /// Claims an absent key: true when this call inserted the row.
@@ -438,6 +486,8 @@ pub fn insert(id: &Id<'_>, c: &Claim<'_>) -> bool {
         ts(c.expires_at),
         ttl_arg(c.ttl),
         owner(id.owner),
+        uuid_opt(c.claim_token),
+        c.recovered.into(),
     ];
     written(|p| &p.insert, &args) > 0
 }
@@ -462,6 +512,8 @@ pub fn claim_again(id: &Id<'_>, seen: &Record, c: &Claim<'_>) -> bool {
         owner(id.owner),
         seen.state.as_str().into(),
         ts(seen.lease_until.unwrap_or(i64::MIN)),
+        uuid_opt(c.claim_token),
+        c.recovered.into(),
     ];
     written(|p| &p.claim_again, &args) == 1
 }
