@@ -57,7 +57,7 @@ CREATE TABLE :"storage".installed (
     version      text        NOT NULL,
     installed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
-INSERT INTO :"storage".installed (version) VALUES ('0.2.0');
+INSERT INTO :"storage".installed (version) VALUES ('0.3.0');
 
 CREATE SEQUENCE :"storage".fence_seq AS bigint NO CYCLE;
 COMMENT ON SEQUENCE :"storage".fence_seq IS 'pg_idempotency fencing tokens';
@@ -78,6 +78,10 @@ CREATE TABLE :"storage".records (
     expires_at   timestamptz NOT NULL,
     ttl          interval    NOT NULL,
     owner        regrole     NOT NULL,
+    -- The claim holding the record: the caller's token for that attempt (a repeat of the
+    -- same idem_begin gets the claim back) and whether it took over a lapsed lease.
+    claim_token  uuid,
+    recovered    boolean     NOT NULL DEFAULT false,
     -- Each role its own key space: the same scope and key under two roles are two calls.
     PRIMARY KEY (scope, key, owner)
 ) WITH (
@@ -644,7 +648,8 @@ CREATE FUNCTION :"schema".idem_begin(
     lease        interval DEFAULT NULL,
     on_cache_hit text     DEFAULT NULL,
     on_mismatch  text     DEFAULT NULL,
-    wait         interval DEFAULT '0')
+    wait         interval DEFAULT '0',
+    claim_token  uuid     DEFAULT NULL)
 RETURNS :"storage".begin_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, :"storage", pg_temp
@@ -680,6 +685,8 @@ DECLARE
     r_created timestamptz;
     r_lease_until timestamptz;
     r_expires timestamptz;
+    r_token uuid;
+    r_recovered boolean;
     p_ttl interval;
     p_lease interval;
     p_hit text;
@@ -728,10 +735,10 @@ BEGIN
     FOR race IN 1..1000 LOOP
         now := clock_timestamp();
         SELECT r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response,
-               r.created_at, r.lease_until, r.expires_at,
+               r.created_at, r.lease_until, r.expires_at, r.claim_token, r.recovered,
                p.ttl, p.lease, p.on_cache_hit, p.on_mismatch
         INTO r_state, r_fence, r_attempt, r_fp, r_upstream, r_response,
-             r_created, r_lease_until, r_expires,
+             r_created, r_lease_until, r_expires, r_token, r_recovered,
              p_ttl, p_lease, p_hit, p_mismatch
         FROM (SELECT) AS one
         LEFT JOIN records AS r ON r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
@@ -765,6 +772,18 @@ BEGIN
                     'Use a new key for a different request, or on_mismatch => ''ignore'' when only part of the request names the call.');
             END IF;
             IF r_state = 'in_progress' AND r_lease_until > now THEN
+                -- The caller's own claim, repeated because its answer was lost: the claim
+                -- as it stands, at once (no wait) and unchanged (the lease is not renewed).
+                IF idem_begin.claim_token IS NOT NULL AND idem_begin.claim_token = r_token THEN
+                    res.outcome := 'claimed';
+                    res.fence := r_fence;
+                    res.attempt := r_attempt;
+                    res.recovered := r_recovered;
+                    res.upstream_key := r_upstream;
+                    res.lease_until := r_lease_until;
+                    res.expires_at := r_expires;
+                    RETURN res;
+                END IF;
                 remaining := c_wait - _idem_between(started, now);
                 IF remaining <= 0 THEN
                     res.outcome := 'in_progress';
@@ -814,9 +833,11 @@ BEGIN
             PERFORM _idem_durable_commit();
             IF r_state IS NULL THEN
                 INSERT INTO records AS r (scope, key, state, fence, attempt, fingerprint,
-                                          upstream_key, created_at, lease_until, expires_at, ttl, owner)
+                                          upstream_key, created_at, lease_until, expires_at, ttl, owner,
+                                          claim_token, recovered)
                 VALUES (c_scope, c_key, 'in_progress', n_fence, 1, n_fp, n_upstream, n_created,
-                        n_lease_until, n_expires, _idem_interval(s_ttl), c_owner)
+                        n_lease_until, n_expires, _idem_interval(s_ttl), c_owner,
+                        idem_begin.claim_token, false)
                 ON CONFLICT (scope, key, owner) DO NOTHING;
             ELSE
                 -- Only if the record is still as it was read (a completion or an extension in
@@ -825,7 +846,8 @@ BEGIN
                 SET state = 'in_progress', fence = n_fence, attempt = n_attempt,
                     fingerprint = n_fp, upstream_key = n_upstream, response = NULL,
                     created_at = n_created, completed_at = NULL, lease_until = n_lease_until,
-                    expires_at = n_expires, ttl = _idem_interval(s_ttl)
+                    expires_at = n_expires, ttl = _idem_interval(s_ttl),
+                    claim_token = idem_begin.claim_token, recovered = n_recovered
                 WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = r_fence
                   AND r.state = r_state
                   AND coalesce(r.lease_until, '-infinity') = coalesce(r_lease_until, '-infinity');
@@ -846,7 +868,7 @@ BEGIN
     PERFORM _idem_contention();
 END
 $fn$;
-COMMENT ON FUNCTION :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval) IS
+COMMENT ON FUNCTION :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid) IS
     'Claim a call (outcome claimed, with a fence), or learn it is running (in_progress), or get its remembered result (replay)';
 
 -- What only the holder of a claim may do, named by its fence: read the record, decide, then
@@ -1074,8 +1096,12 @@ DECLARE
     c_owner regrole := _idem_acting_owner(p_owner);
     now timestamptz := clock_timestamp();
 BEGIN
+    -- The record as the API shows it: the claim token stays inside (it holds the claim).
     RETURN QUERY
-    SELECT r.* FROM records AS r
+    SELECT r.scope, r.key, r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key,
+           r.response, r.created_at, r.completed_at, r.lease_until, r.expires_at, r.ttl,
+           r.owner
+    FROM records AS r
     WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.expires_at > now;
 END
 $fn$;
@@ -1292,7 +1318,7 @@ COMMENT ON FUNCTION :"schema".idem_metrics() IS
 -- ---------------------------------------------------------------------------------------
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA :"storage" FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION
-    :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval),
+    :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
     :"schema".idem_complete(text, text, bigint, jsonb, boolean, boolean),
     :"schema".idem_release(text, text, bigint),
     :"schema".idem_extend(text, text, bigint, interval),
@@ -1307,7 +1333,7 @@ REVOKE EXECUTE ON FUNCTION
     :"schema".idem_metrics()
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval),
+    :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
     :"schema".idem_complete(text, text, bigint, jsonb, boolean, boolean),
     :"schema".idem_release(text, text, bigint),
     :"schema".idem_extend(text, text, bigint, interval),
