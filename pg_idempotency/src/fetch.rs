@@ -127,7 +127,8 @@ pub enum Key<'a> {
 }
 
 /// Reads the row of `table` whose key index `index` holds `keys`, and hands `read` a view of
-/// its `columns` (by name; a static list, whose address names it in a per-backend cache).
+/// its `columns` (by name; a static list, whose address and length name it in a per-backend
+/// cache).
 /// None when no row is visible.
 pub fn by_key<T>(
     table: pg_sys::Oid,
@@ -202,13 +203,14 @@ pub fn by_key<T>(
 
 thread_local! {
     /// Where each asked-for column sits, by table and column list.
-    static PLACES: RefCell<HashMap<(pg_sys::Oid, usize), Vec<Place>>> = RefCell::new(HashMap::new());
+    /// (A list and a prefix of it share an address: the length tells them apart.)
+    static PLACES: RefCell<HashMap<(pg_sys::Oid, usize, usize), Vec<Place>>> = RefCell::new(HashMap::new());
 }
 
 /// The places of `columns` in `table` (whose descriptor is `desc`), worked out once per
 /// backend, table and column list (a new table has a new OID).
 unsafe fn places(table: pg_sys::Oid, desc: pg_sys::TupleDesc, columns: &[&str]) -> Vec<Place> {
-    let id = (table, columns.as_ptr() as usize);
+    let id = (table, columns.as_ptr() as usize, columns.len());
     if let Some(p) = PLACES.with(|p| p.borrow().get(&id).cloned()) {
         return p;
     }

@@ -1,11 +1,20 @@
-//! Upgrades, for the backend under test: a database on the last release (its install script
-//! as released: `pg_idempotency/sql/released/`, `sql/released/`), upgraded, has exactly the
+//! Upgrades, for the backend under test: a database on each release (its install script as
+//! released: `pg_idempotency/sql/released/`, `sql/released/`), upgraded, has exactly the
 //! objects of a fresh install of this version, and keeps its records, holders and fences.
 
 use pg_idempotency_tests::*;
 
-const FROM: &str = "0.1.0";
+/// Every released version, oldest first: each is upgraded to this one.
+const RELEASES: &[&str] = &["0.1.0", "0.2.0"];
 const CURRENT: &str = env!("CARGO_PKG_VERSION");
+
+/// The versions an install of `from` passes through to this one: (from, to) per step.
+fn steps(from: &str) -> Vec<(&'static str, &'static str)> {
+    let start = RELEASES.iter().position(|r| *r == from).unwrap();
+    let mut chain: Vec<&'static str> = RELEASES[start..].to_vec();
+    chain.push(CURRENT);
+    chain.windows(2).map(|w| (w[0], w[1])).collect()
+}
 
 /// Every object an install owns, one sorted line each with what defines it: functions
 /// (definition, privileges, comment), tables, columns, constraints, indexes, types,
@@ -84,43 +93,48 @@ fn installed_version(c: &mut Client) -> String {
     c.query_one(sql, &[]).unwrap().get(0)
 }
 
-/// Installs the released version `FROM` into the (empty) database of `dsn`.
-fn install_released(dsn: &str) {
+/// Installs the released version `from` into the (empty) database of `dsn`.
+fn install_released(dsn: &str, from: &str) {
     match backend() {
         Backend::Extension => connect_to(dsn)
-            .batch_execute(&format!("CREATE EXTENSION pg_idempotency VERSION '{FROM}'"))
+            .batch_execute(&format!("CREATE EXTENSION pg_idempotency VERSION '{from}'"))
             .unwrap_or_else(|e| {
-                panic!("CREATE EXTENSION ... VERSION '{FROM}' (scripts/install-extension.sh installs it): {e}")
+                panic!("CREATE EXTENSION ... VERSION '{from}' (scripts/install-extension.sh installs it): {e}")
             }),
         Backend::Portable => {
             let (ok, out) = run_sql_file(
                 dsn,
-                &format!("released/pg_idempotency--{FROM}.sql"),
+                &format!("released/pg_idempotency--{from}.sql"),
                 &[],
                 &[],
             );
-            assert!(ok, "installing the released {FROM}:\n{out}");
+            assert!(ok, "installing the released {from}:\n{out}");
         }
     }
 }
 
-/// Upgrades the database of `dsn` from `FROM` to this version: whether it worked, and what
-/// it said.
-fn upgrade(dsn: &str) -> Result<(), String> {
+/// Upgrades the database of `dsn` from `from` to this version, as a user would: the
+/// extension in one `ALTER EXTENSION ... UPDATE` (PostgreSQL chains the scripts), the portable
+/// variant one script per step. Whether it worked, and what it said.
+fn upgrade(dsn: &str, from: &str) -> Result<(), String> {
     match backend() {
         Backend::Extension => connect_to(dsn)
             .batch_execute("ALTER EXTENSION pg_idempotency UPDATE")
             .map_err(|e| format!("{}: {e}", sqlstate(&e))),
-        Backend::Portable => {
-            let file = format!("upgrade/pg_idempotency--{FROM}--{CURRENT}.sql");
-            let args = ["-v", "VERBOSITY=verbose", "-f", &sql_file(&file)].map(String::from);
-            let (ok, out) = run_psql(dsn, &args, &[]);
-            if ok {
-                Ok(())
-            } else {
-                Err(out)
-            }
-        }
+        Backend::Portable => steps(from)
+            .into_iter()
+            .try_for_each(|(a, b)| portable_step(dsn, a, b)),
+    }
+}
+
+fn portable_step(dsn: &str, from: &str, to: &str) -> Result<(), String> {
+    let file = format!("upgrade/pg_idempotency--{from}--{to}.sql");
+    let args = ["-v", "VERBOSITY=verbose", "-f", &sql_file(&file)].map(String::from);
+    let (ok, out) = run_psql(dsn, &args, &[]);
+    if ok {
+        Ok(())
+    } else {
+        Err(out)
     }
 }
 
@@ -131,15 +145,23 @@ fn an_upgraded_install_is_a_fresh_install_and_keeps_its_records() {
     let mut fresh = connect_to(&fresh_dsn);
     let expected = describe(&mut fresh);
     assert_eq!(installed_version(&mut fresh), CURRENT);
+    for from in RELEASES {
+        upgraded_equals_fresh(from, &expected);
+    }
+    drop(fresh);
+    drop_database("pgidem_upgrade_fresh");
+}
 
-    let dsn = fresh_database("pgidem_upgrade");
-    install_released(&dsn);
+fn upgraded_equals_fresh(from: &str, expected: &[String]) {
+    let db = format!("pgidem_upgrade_{}", from.replace('.', "_"));
+    let dsn = fresh_database(&db);
+    install_released(&dsn, from);
     let mut c = connect_to(&dsn);
-    assert_eq!(installed_version(&mut c), FROM);
+    assert_eq!(installed_version(&mut c), from);
     let before = describe(&mut c);
     assert_ne!(
         before, expected,
-        "{FROM} and {CURRENT} install the same objects"
+        "{from} and {CURRENT} install the same objects"
     );
 
     // Work in flight across the upgrade: a completed call, a running holder.
@@ -155,7 +177,7 @@ fn an_upgraded_install_is_a_fresh_install_and_keeps_its_records() {
     let running = begin(&mut c, "upgrade", "running");
     assert_eq!(running.outcome, "claimed");
 
-    upgrade(&dsn).unwrap_or_else(|e| panic!("upgrade from {FROM}: {e}"));
+    upgrade(&dsn, from).unwrap_or_else(|e| panic!("upgrade from {from}: {e}"));
     let mut c = connect_to(&dsn);
     assert_eq!(installed_version(&mut c), CURRENT);
     let after = describe(&mut c);
@@ -163,7 +185,7 @@ fn an_upgraded_install_is_a_fresh_install_and_keeps_its_records() {
     let extra: Vec<_> = after.iter().filter(|l| !expected.contains(l)).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "upgraded != fresh\nonly in a fresh install:\n{missing:#?}\nonly after the upgrade:\n{extra:#?}"
+        "upgraded from {from} != fresh\nonly in a fresh install:\n{missing:#?}\nonly after the upgrade:\n{extra:#?}"
     );
 
     let replay = begin(&mut c, "upgrade", "done");
@@ -188,9 +210,7 @@ fn an_upgraded_install_is_a_fresh_install_and_keeps_its_records() {
         Backend::Portable => assert!(note.unwrap().contains("portable variant keeps none")),
     }
     drop(c);
-    drop(fresh);
-    drop_database("pgidem_upgrade");
-    drop_database("pgidem_upgrade_fresh");
+    drop_database(&db);
 }
 
 #[test]
@@ -206,13 +226,16 @@ fn a_portable_upgrade_from_another_version_changes_nothing() {
     install(&dsn);
     let mut c = connect_to(&dsn);
     let before = describe(&mut c);
-    let err = upgrade(&dsn).expect_err("an upgrade from 0.1.0 ran on 0.2.0");
-    assert!(err.contains("55000"), "{err}");
-    assert!(
-        err.contains(&format!("from {FROM}, not from {CURRENT}")),
-        "{err}"
-    );
-    assert_eq!(describe(&mut c), before);
+    for (from, to) in steps(RELEASES[0]) {
+        let err = portable_step(&dsn, from, to)
+            .expect_err(&format!("an upgrade from {from} ran on {CURRENT}"));
+        assert!(err.contains("55000"), "{err}");
+        assert!(
+            err.contains(&format!("from {from}, not from {CURRENT}")),
+            "{err}"
+        );
+        assert_eq!(describe(&mut c), before);
+    }
     assert_eq!(installed_version(&mut c), CURRENT);
     drop(c);
     drop_database("pgidem_upgrade_twice");
@@ -231,10 +254,11 @@ fn fence_of(c: &mut Client, scope: &str, key: &str) -> i64 {
 }
 
 #[test]
-fn a_filled_release_works_before_the_update_and_after_it() {
+fn a_filled_0_1_0_works_before_the_update_and_after_it() {
     use pg_idempotency_tests::attack::TestRole;
+    const FROM: &str = "0.1.0";
     let dsn = fresh_database("pgidem_upgrade_filled");
-    install_released(&dsn);
+    install_released(&dsn, FROM);
     let a = TestRole::create(&dsn, "upgrade_a", "IN ROLE idempotency_user");
     let b = TestRole::create(&dsn, "upgrade_b", "IN ROLE idempotency_user");
     let mut admin = connect_to(&dsn);
@@ -315,7 +339,7 @@ fn a_filled_release_works_before_the_update_and_after_it() {
         .get(0);
     drop((ca, cb));
 
-    upgrade(&dsn).unwrap_or_else(|e| panic!("upgrade from {FROM}: {e}"));
+    upgrade(&dsn, FROM).unwrap_or_else(|e| panic!("upgrade from {FROM}: {e}"));
 
     let mut ca = a.session();
     let mut cb = b.session();
@@ -399,4 +423,78 @@ fn a_filled_release_works_before_the_update_and_after_it() {
     );
     drop((ca, cb, admin));
     drop_database("pgidem_upgrade_filled");
+}
+
+/// `idem_begin` with a claim token (0.3.0): outcome, fence, recovered.
+fn begin_token(c: &mut Client, scope: &str, key: &str, token: &str) -> (String, Option<i64>, bool) {
+    let row = c
+        .query_one(
+            "SELECT outcome, fence, recovered FROM idem_begin($1, $2, claim_token => $3::text::uuid)",
+            &[&scope, &key, &token],
+        )
+        .unwrap_or_else(|e| panic!("idem_begin({scope}, {key}, claim_token): {e:?}"));
+    (row.get(0), row.get(1), row.get(2))
+}
+
+#[test]
+fn a_filled_0_2_0_works_before_the_update_and_after_it() {
+    const FROM: &str = "0.2.0";
+    const TOKEN: &str = "3f0a6c1e-5b7d-4e2a-9c8b-1d2e3f4a5b6c";
+    let dsn = fresh_database("pgidem_upgrade_filled_020");
+    install_released(&dsn, FROM);
+    // One session lives through the update: its saved statements are made again for the
+    // new layout of the records (the extension) or its functions replaced (portable).
+    let mut c = connect_to(&dsn);
+    let s = "upgrade-020";
+
+    // The release's idem_begin, served by this version's library until the update runs.
+    let done = begin_row(&mut c, s, "done");
+    assert_eq!(done.len(), 11, "{FROM}'s idem_begin answers 11 columns");
+    complete(&mut c, s, "done", done.get("fence"), r#"{"sent": 1}"#).unwrap();
+    let running = begin(&mut c, s, "running");
+    let lapsing = try_begin(&mut c, s, "lapsing", None, Some("100 ms"), None).unwrap();
+    let no_token = c
+        .query_one(
+            "SELECT outcome FROM idem_begin($1, 'k', claim_token => $2::text::uuid)",
+            &[&s, &TOKEN],
+        )
+        .expect_err("the release's idem_begin took a claim token");
+    assert_eq!(sqlstate(&no_token), "42883");
+
+    upgrade(&dsn, FROM).unwrap_or_else(|e| panic!("upgrade from {FROM}: {e}"));
+    assert_eq!(installed_version(&mut c), CURRENT);
+
+    // Claims made before the update carry no token: no repeat gets them back.
+    assert_eq!(
+        begin_token(&mut c, s, "running", TOKEN),
+        ("in_progress".to_string(), None, false)
+    );
+    assert_eq!(begin(&mut c, s, "done").outcome, "replay");
+    assert_eq!(
+        complete(&mut c, s, "running", running.fence.unwrap(), "{}").unwrap(),
+        "succeeded"
+    );
+    // A lease taken before the update lapses and is taken over with a token; its repeat
+    // gets the takeover back.
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || {
+            c.query_one(
+                "SELECT lease_until < clock_timestamp() FROM idem_lookup($1, 'lapsing')",
+                &[&s],
+            )
+            .map(|r| r.get::<_, bool>(0))
+            .unwrap_or(false)
+        }),
+        "the lease never lapsed"
+    );
+    let taken = begin_token(&mut c, s, "lapsing", TOKEN);
+    assert_eq!((taken.0.as_str(), taken.2), ("claimed", true));
+    assert!(taken.1.unwrap() > lapsing.fence.unwrap());
+    assert_eq!(begin_token(&mut c, s, "lapsing", TOKEN), taken);
+    // A new claim with a token, and its repeat.
+    let fresh = begin_token(&mut c, s, "new", TOKEN);
+    assert_eq!(fresh.0, "claimed");
+    assert_eq!(begin_token(&mut c, s, "new", TOKEN), fresh);
+    drop(c);
+    drop_database("pgidem_upgrade_filled_020");
 }
