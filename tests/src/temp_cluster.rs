@@ -7,6 +7,8 @@ use std::process::Command;
 
 use crate::{bindir, connect, root};
 
+mod replication;
+
 pub struct TempCluster {
     dir: PathBuf,
     port: u16,
