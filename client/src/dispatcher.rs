@@ -16,6 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::policy::{KeyStrategy, Policy};
 use crate::store::IdempotencyStore;
 use crate::types::{Begin, BeginOptions, Claim};
+use crate::unanswered::Unanswered;
 
 /// A tool's own failure: what to report (and, if the policy caches failures, replay).
 #[derive(Debug, Clone, PartialEq)]
@@ -146,6 +147,7 @@ pub struct Dispatcher {
     default_policy: Policy,
     tools: RwLock<HashMap<String, Arc<ToolSpec>>>,
     warned: AtomicBool,
+    unanswered: Unanswered,
 }
 
 /// Aborts the tool's task if the dispatch is dropped (its timeout fired).
@@ -170,6 +172,7 @@ impl Dispatcher {
             default_policy: Policy::default(),
             tools: RwLock::default(),
             warned: AtomicBool::new(false),
+            unanswered: Unanswered::default(),
         }
     }
 
@@ -268,9 +271,21 @@ impl Dispatcher {
             on_cache_hit: Some(policy.on_cache_hit),
             on_mismatch: policy.on_mismatch,
             wait: Duration::ZERO,
+            claim_token: Some(self.unanswered.token_for(&spec.name, &key)),
         };
         let span = tracing::Span::current();
-        match self.store.begin(&spec.name, &key, &options).await? {
+        let begun = match self.store.begin(&spec.name, &key, &options).await {
+            Err(e) if e.outcome_unknown() => {
+                // The server may have claimed the call: the next call of this key repeats
+                // this attempt, so that it gets the claim back rather than waiting it out.
+                if let Some(token) = options.claim_token {
+                    self.unanswered.remember(&spec.name, &key, token);
+                }
+                return Err(e);
+            }
+            begun => begun?,
+        };
+        match begun {
             Begin::Claimed(claim) => {
                 span.record("outcome", "claimed");
                 span.record("attempt", claim.attempt);

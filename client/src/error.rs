@@ -93,6 +93,7 @@ struct Extra {
     hint: Option<String>,
     response: Option<serde_json::Value>,
     retryable: bool,
+    outcome_unknown: bool,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -151,6 +152,26 @@ impl Error {
     pub fn retryable(&self) -> bool {
         self.extra.retryable
     }
+
+    /// The connection failed while the call was in flight: the store may have done it (a
+    /// claim, a completion) without the answer arriving. Repeat it to learn which: a
+    /// completion with its fence, a `begin` with the same claim token.
+    pub fn outcome_unknown(&self) -> bool {
+        self.extra.outcome_unknown
+    }
+
+    pub(crate) fn with_outcome_unknown(mut self, unknown: bool) -> Error {
+        self.extra.outcome_unknown = unknown;
+        self
+    }
+}
+
+/// A tokio-postgres error that is the connection's, not the server's answer: the request may
+/// have been carried out.
+fn lost_connection(e: &tokio_postgres::Error) -> bool {
+    use std::error::Error as _;
+    e.as_db_error().is_none()
+        && (e.is_closed() || e.source().is_some_and(|s| s.is::<std::io::Error>()))
 }
 
 impl fmt::Display for Error {
@@ -181,7 +202,8 @@ impl From<tokio_postgres::Error> for Error {
                 err.extra.hint = db.hint().map(str::to_string);
                 err
             }
-            None => Error::new(ErrorKind::Database, e.to_string()),
+            None => Error::new(ErrorKind::Database, e.to_string())
+                .with_outcome_unknown(lost_connection(&e)),
         };
         err.with_source(e)
     }

@@ -17,6 +17,7 @@ mod redis;
 mod retry;
 mod store;
 mod types;
+mod unanswered;
 mod web;
 
 pub use dispatcher::{

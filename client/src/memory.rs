@@ -34,6 +34,9 @@ struct Entry {
     lease_until: Option<SystemTime>,
     expires_at: SystemTime,
     ttl: Duration,
+    /// The token of the claim holding the entry, and whether that claim was a takeover.
+    claim_token: Option<Uuid>,
+    recovered: bool,
 }
 
 #[derive(Default)]
@@ -122,6 +125,8 @@ impl IdempotencyStore for MemoryStore {
                                 lease_until: Some(now + lease),
                                 expires_at: now + ttl,
                                 ttl,
+                                claim_token: o.claim_token,
+                                recovered,
                             },
                         )
                     };
@@ -158,6 +163,21 @@ impl IdempotencyStore for MemoryStore {
                     )
                 };
                 match (e.state, on_cache_hit) {
+                    (State::InProgress, _)
+                        if lease_live
+                            && o.claim_token.is_some()
+                            && o.claim_token == e.claim_token =>
+                    {
+                        // A repeat of the attempt that claimed (its answer was lost).
+                        return Ok(Begin::Claimed(Claim {
+                            fence: e.fence,
+                            attempt: e.attempt,
+                            recovered: e.recovered,
+                            upstream_key: e.upstream_key,
+                            lease_until: e.lease_until.unwrap_or(now),
+                            expires_at: e.expires_at,
+                        }));
+                    }
                     (State::InProgress, _) if lease_live => {
                         let remaining =
                             deadline.saturating_duration_since(tokio::time::Instant::now());

@@ -112,7 +112,7 @@ fn interval(d: Duration) -> String {
 
 const BEGIN: &str = "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response, \
         lease_until, expires_at, extract(epoch FROM retry_after)::float8 \
-     FROM idem_begin($1, $2, $3::jsonb, $4::text::interval, $5::text::interval, $6, $7, $8::text::interval)";
+     FROM idem_begin($1, $2, $3::jsonb, $4::text::interval, $5::text::interval, $6, $7, $8::text::interval, $9::text::uuid)";
 
 impl<S: PgSource> PgStore<S> {
     pub fn new(source: S) -> PgStore<S> {
@@ -124,7 +124,7 @@ impl<S: PgSource> PgStore<S> {
         let c = self.source.client().await?;
         let found: bool = c
             .query_one(
-                "SELECT to_regprocedure('idem_begin(text,text,jsonb,interval,interval,text,text,interval)') IS NOT NULL",
+                "SELECT to_regprocedure('idem_begin(text,text,jsonb,interval,interval,text,text,interval,uuid)') IS NOT NULL",
                 &[],
             )
             .await?
@@ -132,8 +132,8 @@ impl<S: PgSource> PgStore<S> {
         if found {
             Ok(())
         } else {
-            Err(Error::new(ErrorKind::NotInstalled, "pg_idempotency is not installed in this database")
-                .with_hint("CREATE EXTENSION pg_idempotency, or install the portable SQL; and check the search_path."))
+            Err(Error::new(ErrorKind::NotInstalled, "pg_idempotency 0.3.0 or later is not installed in this database")
+                .with_hint("CREATE EXTENSION pg_idempotency (or ALTER EXTENSION pg_idempotency UPDATE), or install or upgrade the portable SQL; and check the search_path."))
         }
     }
 }
@@ -190,6 +190,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
                     &o.on_cache_hit.map(|w| w.as_sql()),
                     &o.on_mismatch.map(|w| w.as_sql()),
                     &interval(o.wait),
+                    &o.claim_token.map(|t| t.to_string()),
                 ],
             )
             .await?;

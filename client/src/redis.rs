@@ -38,7 +38,9 @@ fn at(ms: i64) -> SystemTime {
 }
 
 fn redis_err(e: redis::RedisError) -> Error {
-    Error::new(ErrorKind::Database, format!("redis: {e}"))
+    // A dropped connection or a timeout may come after the script ran.
+    let unknown = e.is_io_error() || e.is_connection_dropped() || e.is_timeout();
+    Error::new(ErrorKind::Database, format!("redis: {e}")).with_outcome_unknown(unknown)
 }
 
 #[derive(Deserialize)]
@@ -147,6 +149,7 @@ impl IdempotencyStore for RedisStore {
                 .arg(o.on_cache_hit.unwrap_or(OnCacheHit::ReturnCached).as_sql())
                 .arg(o.on_mismatch.unwrap_or(OnMismatch::Reject).as_sql())
                 .arg(Uuid::new_v4().to_string())
+                .arg(o.claim_token.map(|t| t.to_string()).unwrap_or_default())
                 .invoke_async(&mut conn)
                 .await
                 .map_err(redis_err)?;

@@ -56,6 +56,10 @@ pub struct BeginOptions {
     pub on_mismatch: Option<OnMismatch>,
     /// How long to wait for a live holder's result instead of answering `InProgress`.
     pub wait: Duration,
+    /// This attempt's token: a repeat of the same `begin` with the same token, made because
+    /// its answer never arrived, gets the claim it made back (the same fence) instead of
+    /// `InProgress` until the lease lapses. A new random token for each new attempt.
+    pub claim_token: Option<Uuid>,
 }
 
 /// This call holds the key: do the work, then complete (or release) with `fence`.

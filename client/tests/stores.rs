@@ -163,6 +163,51 @@ async fn a_lapsed_lease_is_taken_over_and_the_old_fence_refused(s: Arc<dyn Idemp
     assert!(s.lookup(&sc, "k").await.unwrap().is_none());
 }
 
+async fn a_repeat_with_the_claim_token_gets_the_claim_back(s: Arc<dyn IdempotencyStore>) {
+    let sc = unique("token");
+    let token = BeginOptions {
+        claim_token: Some(uuid::Uuid::new_v4()),
+        lease: Some(Duration::from_millis(300)),
+        ..opts()
+    };
+    let first = claimed(s.begin(&sc, "k", &token).await.unwrap());
+    // The same attempt again (its answer lost): the same claim, even with a wait.
+    let waiting = BeginOptions {
+        wait: Duration::from_secs(30),
+        ..token.clone()
+    };
+    assert_eq!(claimed(s.begin(&sc, "k", &waiting).await.unwrap()), first);
+    // Another attempt, or none, finds it running.
+    let other = BeginOptions {
+        claim_token: Some(uuid::Uuid::new_v4()),
+        ..opts()
+    };
+    for o in [&other, &opts()] {
+        assert!(matches!(
+            s.begin(&sc, "k", o).await.unwrap(),
+            Begin::InProgress(_)
+        ));
+    }
+    // Once the lease lapsed, the same token takes over like any caller; its repeat says so.
+    let taken = loop {
+        match s.begin(&sc, "k", &token).await.unwrap() {
+            Begin::Claimed(c) if c.fence != first.fence => break c,
+            Begin::Claimed(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(taken.recovered);
+    assert!(taken.fence > first.fence);
+    assert_eq!(claimed(s.begin(&sc, "k", &token).await.unwrap()), taken);
+    s.complete(&sc, "k", taken.fence, Some(&json!({"ok": 1})), true, None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.begin(&sc, "k", &token).await.unwrap(),
+        Begin::Replay(_)
+    ));
+}
+
 async fn a_waiting_duplicate_gets_the_replay(s: Arc<dyn IdempotencyStore>) {
     let sc = unique("wait");
     let c = claimed(s.begin(&sc, "k", &opts()).await.unwrap());
@@ -276,6 +321,12 @@ macro_rules! suite {
             async fn takeover() {
                 if let Some(s) = store().await {
                     a_lapsed_lease_is_taken_over_and_the_old_fence_refused(s).await
+                }
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn claim_token() {
+                if let Some(s) = store().await {
+                    a_repeat_with_the_claim_token_gets_the_claim_back(s).await
                 }
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

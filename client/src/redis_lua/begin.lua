@@ -1,9 +1,10 @@
 -- Claim, or answer from the record. KEYS: record, fence counter.
--- ARGV: fingerprint (hex or ''), ttl ms, lease ms, on_cache_hit, on_mismatch, a fresh uuid.
+-- ARGV: fingerprint (hex or ''), ttl ms, lease ms, on_cache_hit, on_mismatch, a fresh uuid,
+-- the attempt's claim token (or '').
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local fp, ttl, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local hit, mis, uuid = ARGV[4], ARGV[5], ARGV[6]
+local hit, mis, uuid, tok = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local raw = redis.call('GET', KEYS[1])
 local e = nil
 if raw then
@@ -19,7 +20,8 @@ local function claim(attempt, up, created, rfp, recovered, prev)
   local exp = now + ttl
   if prev and prev.exp > exp then exp = prev.exp end
   local rec = {state = 'in_progress', fence = fence, attempt = attempt, fp = rfp, up = up,
-               created = created, lease = now + lease, exp = exp, ttl = ttl}
+               created = created, lease = now + lease, exp = exp, ttl = ttl,
+               tok = tok, rcv = recovered}
   -- A new key is claimed with SET NX; an expired row still present, or a record claimed
   -- again, is replaced (this script runs atomically).
   if prev or not redis.call('SET', KEYS[1], cjson.encode(rec), 'NX', 'PXAT', exp) then
@@ -35,6 +37,11 @@ end
 local first_fp = e.fp
 if first_fp == '' then first_fp = fp end
 if e.state == 'in_progress' then
+  if e.lease > now and tok ~= '' and e.tok == tok then
+    -- A repeat of the attempt that claimed (its answer was lost): the same claim.
+    return cjson.encode({o = 'claimed', fence = e.fence, attempt = e.attempt,
+                         recovered = e.rcv == true, up = e.up, lease = e.lease, exp = e.exp})
+  end
   if e.lease > now then
     return cjson.encode({o = 'in_progress', attempt = e.attempt, up = e.up, retry = e.lease - now})
   end
