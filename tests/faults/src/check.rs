@@ -10,7 +10,10 @@
 //!   fence is handed out twice;
 //! - **I4** no new life while an earlier one may still hold the key, and one completion
 //!   per life;
-//! - **I5** an acknowledged operation with a fence that a later claim superseded is a
+//! - **I5** no record outlives its `expires_at` by more than the purge interval and a
+//!   slack, and none is purged before it (read from what the record monitor saw, when the
+//!   run had one: see `check_expiry.rs`);
+//! - **I6** an acknowledged operation with a fence that a later claim superseded is a
 //!   stale holder that the product should have refused (IK003).
 //!
 //! Real time: an operation took effect somewhere between its `invoked` and `returned`
@@ -43,8 +46,10 @@ pub enum Invariant {
     I3,
     /// No second life while the first may be live; one completion per life.
     I4,
-    /// A stale fence is refused.
+    /// No record outlives its expiry by more than the purge interval, none is purged early.
     I5,
+    /// A stale fence is refused.
+    I6,
 }
 
 impl Invariant {
@@ -54,7 +59,10 @@ impl Invariant {
             Invariant::I2 => "an acknowledged result is read back identically",
             Invariant::I3 => "fences strictly increase per key and are never reused",
             Invariant::I4 => "no new life while one may be live, one completion per life",
-            Invariant::I5 => "a superseded fence is refused",
+            Invariant::I5 => {
+                "no record outlives expires_at + purge interval + slack, none is purged early"
+            }
+            Invariant::I6 => "a superseded fence is refused",
         }
     }
 }
@@ -80,7 +88,7 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Every violation of I1-I5 in the run; empty when the run is consistent with them.
+/// Every violation of I1-I6 in the run; empty when the run is consistent with them.
 pub fn check(run: &Run) -> Vec<Violation> {
     let mut found = Vec::new();
     for h in KeyHistory::split(run) {
@@ -98,9 +106,10 @@ pub fn check(run: &Run) -> Vec<Violation> {
         found.extend(disordered);
         found.extend(i4_no_fresh_claim_after_a_live_record(&h));
         found.extend(i4_one_completion_per_life(&h));
-        found.extend(i5_stale_fences_refused(&h));
+        found.extend(i6_stale_fences_refused(&h));
     }
     found.extend(i3_fences_unique(run));
+    found.extend(crate::check_expiry::i5_expiry(run));
     found
 }
 
@@ -797,12 +806,12 @@ fn i4_one_completion_per_life(h: &KeyHistory) -> Vec<Violation> {
 }
 
 // ---------------------------------------------------------------------------------------
-// I5: a superseded fence is refused.
+// I6: a superseded fence is refused.
 
 /// Once a claim with a higher fence has returned, completing, releasing or extending
 /// with the lower fence must fail with IK003; an acknowledgement is a stale holder
 /// acting on a call it no longer holds.
-fn i5_stale_fences_refused(h: &KeyHistory) -> Vec<Violation> {
+fn i6_stale_fences_refused(h: &KeyHistory) -> Vec<Violation> {
     let claims = h.claims();
     let mut found = Vec::new();
     for e in &h.events {
@@ -818,7 +827,7 @@ fn i5_stale_fences_refused(h: &KeyHistory) -> Vec<Violation> {
             .min_by_key(|c| latest(c.event));
         if let Some(newer) = newer {
             found.push(h.violation(
-                Invariant::I5,
+                Invariant::I6,
                 format!(
                     "fence {fence} was acknowledged after a claim with a higher fence had \
                      returned (it should have been refused with IK003): {} then {}",

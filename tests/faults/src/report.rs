@@ -28,8 +28,10 @@ pub struct Tally {
     pub faults: usize,
     pub operations: usize,
     pub indeterminate: usize,
-    /// Violations by invariant (I1..I5).
+    /// Violations by invariant (I1..I6).
     pub violations: BTreeMap<String, usize>,
+    /// Trials that had a record monitor: only they are checked against I5 (the expiry).
+    pub monitored: usize,
 }
 
 impl Tally {
@@ -46,6 +48,7 @@ impl Tally {
         self.faults += faults;
         self.operations += run.events.len();
         self.indeterminate += run.events.iter().filter(|e| e.is_indeterminate()).count();
+        self.monitored += usize::from(run.observed.is_some());
         for v in violations {
             *self
                 .violations
@@ -56,14 +59,17 @@ impl Tally {
 
     /// Appends the tally to the report file, when a full run asked for one. One line:
     /// scenario, backend, server version, trials, faults, operations, indeterminate, then
-    /// I1..I5 counts.
+    /// I1..I6 counts; I5 is `-` when no trial had a record monitor (nothing checked it).
     pub fn write(&self, backend: &str, server_version: &str) {
         let Ok(path) = std::env::var("PGIDEM_FAULT_REPORT") else {
             return;
         };
-        let counts: Vec<String> = ["I1", "I2", "I3", "I4", "I5"]
+        let counts: Vec<String> = ["I1", "I2", "I3", "I4", "I5", "I6"]
             .iter()
-            .map(|i| self.violations.get(*i).copied().unwrap_or(0).to_string())
+            .map(|i| match self.violations.get(*i).copied().unwrap_or(0) {
+                0 if *i == "I5" && self.monitored == 0 => "-".to_string(),
+                n => n.to_string(),
+            })
             .collect();
         let line = format!(
             "{}\t{backend}\t{server_version}\t{}\t{}\t{}\t{}\t{}\n",

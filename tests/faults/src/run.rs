@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio_postgres::Client;
 
-use crate::history::{Event, FinalRecord, Op, Outcome, Run};
+use crate::history::{Event, FinalRecord, Observed, Op, Outcome, Run};
 use crate::ledger;
 
 /// What the client tasks do.
@@ -264,6 +264,7 @@ async fn process(
     w: Arc<Workload>,
     retries: Retries,
     call_timeout: Option<Duration>,
+    pause: Duration,
     clock: Clock,
     progress: Progress,
 ) -> Vec<Event> {
@@ -282,7 +283,11 @@ async fn process(
         progress.recorded();
         outcome
     };
-    for _ in 0..w.calls_per_process {
+    for call in 0..w.calls_per_process {
+        if call > 0 && !pause.is_zero() {
+            // A rate, not an ordering: keys sit idle long enough for their records to expire.
+            tokio::time::sleep(pause).await;
+        }
         let key = format!("k{}", choices.below(w.keys));
         let c = server.get().await;
         let t = clock.now();
@@ -401,8 +406,92 @@ pub async fn plain_sql_bounded(
     progress: Progress,
     call_timeout: Option<Duration>,
 ) -> Result<Run, tokio_postgres::Error> {
+    run_tasks(
+        server_dsn,
+        ledger_dsn,
+        w,
+        retries,
+        progress,
+        call_timeout,
+        None,
+    )
+    .await
+}
+
+/// A record monitor alongside the client tasks (see `monitor.rs`), and the purge it needs:
+/// what the checker's I5 (no record outlives its expiry by more than the purge interval,
+/// none is purged early) reads. Off unless a test asks for it with [`plain_sql_monitored`]
+/// (not on whenever [`Run::ttl_micros`] is set): the monitor only means something while a
+/// purge really runs, and the extension's worker purges only the database that
+/// `pg_idempotency.database` names, so the test must run on a server set up for it (a
+/// throwaway one); and it adds a session polling the server under test.
+#[derive(Debug, Clone, Copy)]
+pub struct Monitor {
+    /// How often the monitor reads the storage table.
+    pub poll_every: Duration,
+    /// The purge interval in force: the extension's `pg_idempotency.purge_interval` on the
+    /// server, or how often the run calls `idem_purge_expired` itself.
+    pub purge_interval: Duration,
+    /// The run calls `idem_purge_expired()` every `purge_interval`, as a pg_cron job does
+    /// for the portable variant; false where the extension's purge worker purges.
+    pub purge_by_call: bool,
+    /// Each client task pauses this long between its calls (zero: none), so that keys sit
+    /// idle and their records expire, some reclaimed and some purged.
+    pub pause_between_calls: Duration,
+}
+
+/// [`plain_sql_observed`] with a record monitor (and a purge, if `monitor` says so): the
+/// run's [`Run::observed`] holds what the monitor saw.
+pub async fn plain_sql_monitored(
+    server_dsn: &str,
+    ledger_dsn: &str,
+    w: Workload,
+    retries: Retries,
+    progress: Progress,
+    monitor: Monitor,
+) -> Result<Run, tokio_postgres::Error> {
+    run_tasks(
+        server_dsn,
+        ledger_dsn,
+        w,
+        retries,
+        progress,
+        None,
+        Some(monitor),
+    )
+    .await
+}
+
+async fn run_tasks(
+    server_dsn: &str,
+    ledger_dsn: &str,
+    w: Workload,
+    retries: Retries,
+    progress: Progress,
+    call_timeout: Option<Duration>,
+    monitor: Option<Monitor>,
+) -> Result<Run, tokio_postgres::Error> {
     let w = Arc::new(w);
     let clock = Clock::start();
+    let (stop, stopped) = watch::channel(false);
+    let watching = monitor.map(|m| {
+        let polls = tokio::spawn(crate::monitor::watch_records(
+            server_dsn.to_string(),
+            w.scope.clone(),
+            clock,
+            m.poll_every,
+            stopped.clone(),
+        ));
+        let purge = m.purge_by_call.then(|| {
+            tokio::spawn(crate::monitor::purge_on_schedule(
+                server_dsn.to_string(),
+                m.purge_interval,
+                stopped.clone(),
+            ))
+        });
+        (m, polls, purge)
+    });
+    let pause = monitor.map(|m| m.pause_between_calls).unwrap_or_default();
     let mut tasks = Vec::new();
     // The client tasks' sessions are named, so a fault can pick them (pg_terminate_backend);
     // the session that reads the records at the end is not one of them.
@@ -415,6 +504,7 @@ pub async fn plain_sql_bounded(
             w.clone(),
             retries,
             call_timeout,
+            pause,
             clock,
             progress.clone(),
         )));
@@ -425,6 +515,18 @@ pub async fn plain_sql_bounded(
             .extend(t.await.unwrap_or_else(|e| panic!("client task: {e}")));
     }
     progress.ended();
+    let _ = stop.send(true);
+    if let Some((m, polls, purge)) = watching {
+        run.observed = Some(Observed {
+            purge_interval_micros: m.purge_interval.as_micros() as i64,
+            polls: polls
+                .await
+                .unwrap_or_else(|e| panic!("record monitor: {e}")),
+        });
+        if let Some(p) = purge {
+            p.await.unwrap_or_else(|e| panic!("purge: {e}"));
+        }
+    }
     let admin = ledger::connect(server_dsn).await?;
     run.records = final_records(&admin, &w.scope, clock).await?;
     run.ledger = ledger::rows(

@@ -3,7 +3,10 @@
 //! life after a release or an expiry, a failure run again) report nothing. No database.
 
 use pg_idempotency_faults::check::{check, Invariant, Violation};
-use pg_idempotency_faults::history::{Event, FinalRecord, LedgerRow, Op, Outcome, Run};
+use pg_idempotency_faults::check_expiry::{EARLY_SLACK_MICROS, OUTLIVED_SLACK_MICROS};
+use pg_idempotency_faults::history::{
+    Event, FinalRecord, LedgerRow, Observed, Op, Outcome, Poll, Run, SeenRecord,
+};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -482,17 +485,128 @@ fn i4_retried_completion_changes_state() {
 }
 
 // ---------------------------------------------------------------------------------------
-// I5: a superseded fence is refused.
+// I6: a superseded fence is refused.
 
 /// The takeover's claim had returned when the old holder completed: the product must
 /// answer IK003, not accept it.
 #[test]
-fn i5_stale_holder_completed() {
+fn i6_stale_holder_completed() {
     let k = "k";
     let events = vec![
         claim(0, k, (0, 10), 1, 1, upstream(1)),
         claim(1, k, (100, 110), 2, 2, upstream(1)),
         complete(0, k, (120, 130), 1, answer(0), "succeeded"),
     ];
-    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I5, k);
+    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I6, k);
+}
+
+// ---------------------------------------------------------------------------------------
+// I5: no record outlives expires_at + purge interval + slack, none is purged early. The
+// monitor's polls are hand-made: times in microseconds on the server's clock.
+
+const PURGE: i64 = 1_000_000;
+
+fn seen(key: &str, fence: i64, uk: Uuid, state: &str, expires_at: i64) -> SeenRecord {
+    SeenRecord {
+        key: key.into(),
+        owner: "postgres".into(),
+        state: state.into(),
+        fence,
+        attempt: 1,
+        upstream_key: uk,
+        expires_at,
+    }
+}
+
+fn poll(at: i64, records: Vec<SeenRecord>) -> Poll {
+    Poll { at, records }
+}
+
+fn watched(events: Vec<Event>, polls: Vec<Poll>) -> Run {
+    let mut r = run(events, Vec::new(), Vec::new());
+    r.ttl_micros = Some(1_000_000);
+    r.observed = Some(Observed {
+        purge_interval_micros: PURGE,
+        polls,
+    });
+    r
+}
+
+/// What the product does: a record expires at 1 s, is still there within the purge
+/// interval and the slack, then is gone; another is replaced in place by a fresh claim
+/// once expired; a third is taken over before it expires (same life, new fence); a fourth
+/// is released by its holder long before it expires.
+#[test]
+fn i5_purges_reclaims_takeovers_and_releases_are_valid() {
+    let late = 1_000_000 + PURGE + OUTLIVED_SLACK_MICROS;
+    let events = vec![
+        claim(0, "d", (0, 10), 4, 1, upstream(4)),
+        release(0, "d", (20, 30), 4),
+    ];
+    let polls = vec![
+        poll(
+            0,
+            vec![
+                seen("a", 1, upstream(1), "succeeded", 1_000_000),
+                seen("b", 2, upstream(2), "succeeded", 1_000_000),
+                seen("c", 3, upstream(3), "in_progress", 5_000_000),
+                seen("d", 4, upstream(4), "in_progress", 5_000_000),
+            ],
+        ),
+        poll(
+            late,
+            vec![
+                seen("a", 1, upstream(1), "succeeded", 1_000_000),
+                seen("b", 5, upstream(5), "in_progress", late + 1_000_000),
+                seen("c", 6, upstream(3), "in_progress", 6_000_000),
+            ],
+        ),
+        poll(
+            late + 50_000,
+            vec![
+                seen("b", 5, upstream(5), "in_progress", late + 1_000_000),
+                seen("c", 6, upstream(3), "in_progress", 6_000_000),
+            ],
+        ),
+    ];
+    assert_clean(&watched(events, polls));
+}
+
+/// A record still stored after its expiry + the purge interval + the slack: the purge did
+/// not delete it.
+#[test]
+fn i5_outlived() {
+    let polls = vec![
+        poll(0, vec![seen("k", 1, upstream(1), "succeeded", 1_000_000)]),
+        poll(
+            1_000_000 + PURGE + OUTLIVED_SLACK_MICROS + 1,
+            vec![seen("k", 1, upstream(1), "succeeded", 1_000_000)],
+        ),
+    ];
+    assert_only(&watched(Vec::new(), polls), Invariant::I5, "k");
+}
+
+/// A record missing from a poll that ran before it expired, with no release: purged early.
+#[test]
+fn i5_purged_early() {
+    let gone_at = 1_000_000 - EARLY_SLACK_MICROS - 1;
+    let polls = vec![
+        poll(0, vec![seen("k", 1, upstream(1), "succeeded", 1_000_000)]),
+        poll(gone_at, Vec::new()),
+    ];
+    assert_only(&watched(Vec::new(), polls), Invariant::I5, "k");
+}
+
+/// A live record replaced by a fresh claim (a new upstream key) before it expired: the
+/// old record was dropped early.
+#[test]
+fn i5_replaced_by_a_new_life_before_expiry() {
+    let polls = vec![
+        poll(0, vec![seen("k", 1, upstream(1), "succeeded", 2_000_000)]),
+        poll(
+            500_000,
+            vec![seen("k", 2, upstream(2), "in_progress", 1_500_000)],
+        ),
+    ];
+    assert_only(&watched(Vec::new(), polls), Invariant::I5, "k");
 }
