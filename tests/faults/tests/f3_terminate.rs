@@ -8,7 +8,7 @@
 //! backend is ended under it fails with 57P01 (a definite failure: the transaction did not
 //! commit); the next statement on a session ended while idle finds the connection closed
 //! (an unknown outcome); the tasks connect again and go on. Every trial, on fresh
-//! databases, is checked against I1-I5.
+//! databases, is checked against I1-I4 and I6.
 
 use pg_idempotency_faults::check::{self, Violation};
 use pg_idempotency_faults::history::{Outcome, Run};

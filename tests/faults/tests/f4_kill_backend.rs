@@ -7,7 +7,7 @@
 //! instead, under the same load: the same crash restart, and the worker must come back (a
 //! new process).
 //! The server under test is a throwaway server (crash_server), the ledger lives on the
-//! shared one. Every trial is checked against I1-I5.
+//! shared one. Every trial is checked against I1-I4 and I6.
 
 use pg_idempotency_faults::check::{self, Violation};
 use pg_idempotency_faults::crash_server::{self, CrashServer, PURGE_WORKER};
