@@ -5,8 +5,8 @@
 //! the killed one had left, under the same process id, as a restarted service would. The
 //! operation a killed process had invoked and not seen answered is indeterminate; the
 //! call it held stays in progress until its lease (300 ms) lapses and another client takes
-//! it over. Every run is checked against I1-I4 and I6. Trials alternate between clients that
-//! call plain SQL and clients that call through the Rust client (PgStore).
+//! it over. Every run is checked against I1-I4 and I6. Trials alternate between clients
+//! that call plain SQL and clients that call through the Rust client (PgStore).
 
 use std::collections::HashMap;
 use std::path::Path;
