@@ -7,8 +7,9 @@
 //! - a completion whose reply was lost is completed again with the same fence and gets the
 //!   stored state; one effect, and a later begin replays the result;
 //! - a changed request under that key is still a mismatch (IK001);
-//! - a claim whose reply was lost holds the key until its lease lapses (today's behaviour,
-//!   see [`a_claim_whose_reply_was_lost_waits_out_its_lease_today`]);
+//! - a claim whose reply was lost is given back at once to a repeat with its claim token
+//!   (0.3.0), by hand and through the Rust client's dispatcher; without a token it holds
+//!   the key until its lease lapses;
 //! - client tasks racing on hot keys while the replies of random statements are lost.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -389,22 +390,163 @@ async fn a_changed_request_after_a_lost_completion_reply_is_a_mismatch() {
     drop_databases(name).await;
 }
 
-/// The lease of the claims in the lost-claim test: short, since the caller waits it out.
+/// The lease of the claims in the lost-claim tests: short, since the caller without a token
+/// waits it out.
 const SHORT_LEASE: Duration = Duration::from_millis(500);
 
-/// A claim whose reply was lost. This test documents TODAY's behaviour, which the
-/// product means to improve: the caller's own retry is a duplicate like any other, so it
-/// is answered `in_progress` until the lease of the claim it made (and never learned)
-/// lapses; then it takes its own call over with `recovered = true`, the next attempt, a
-/// higher fence and the same upstream key. The call is delayed by a whole lease, and
-/// `recovered` says the earlier attempt's outcome is unknown although nothing ran.
-///
-/// The improvement asked for: a per-attempt token given to `idem_begin`, so that a repeat
-/// of the same attempt gets its claim back at once with the same fence (shipped with an
-/// upgrade script). When it lands, this test changes with it: the retry then claims at
-/// once, not recovered.
+const BEGIN_WITH_TOKEN: &str =
+    "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response \
+     FROM idem_begin($1, $2, lease => $3::text::interval, ttl => $4::text::interval, \
+                     claim_token => $5)";
+
+/// `idem_begin` as run.rs's `begin`, with a claim token.
+async fn begin_with_token(c: &Client, w: &Workload, key: &str, token: uuid::Uuid) -> Outcome {
+    match c
+        .query_one(
+            BEGIN_WITH_TOKEN,
+            &[&w.scope, &key, &w.lease, &w.ttl, &token],
+        )
+        .await
+    {
+        Ok(row) => match row.get::<_, String>(0).as_str() {
+            "claimed" => Outcome::Claimed {
+                fence: row.get(1),
+                attempt: row.get(2),
+                recovered: row.get(3),
+                upstream_key: row.get(4),
+            },
+            "replay" => Outcome::Replay {
+                succeeded: row.get(5),
+                response: row.get(6),
+            },
+            _ => Outcome::InProgress,
+        },
+        Err(e) => run::failure(&e),
+    }
+}
+
+/// The rest of a claimed call, as a client goes on: its one effect, its completion, and a
+/// replay of the result.
+async fn effect_complete_replay(
+    story: &mut Story,
+    conn: &mut Conn,
+    ledger_dsn: &str,
+    w: &Workload,
+    key: &str,
+    fence: i64,
+    upstream_key: uuid::Uuid,
+) {
+    let l = ledger::connect(ledger_dsn).await.unwrap();
+    let t = story.now();
+    let applied = ledger::apply(&l, key, fence, upstream_key).await;
+    let op = Op::Effect {
+        fence,
+        upstream_key,
+    };
+    assert_eq!(story.record(key, op, t, applied), Outcome::Done);
+    let response = json!({"sent": fence});
+    let op = Op::Complete {
+        fence,
+        response: response.clone(),
+    };
+    let t = story.now();
+    let done = run::complete(conn.get().await, w, key, fence, &response).await;
+    assert_eq!(
+        story.record(key, op, t, done),
+        Outcome::Completed {
+            state: "succeeded".into()
+        }
+    );
+    let t = story.now();
+    let replay = run::begin(conn.get().await, w, key).await;
+    assert_eq!(
+        story.record(key, Op::Begin, t, replay),
+        Outcome::Replay {
+            succeeded: true,
+            response: Some(response)
+        }
+    );
+}
+
+/// A claim whose reply was lost, repeated with its claim token (0.3.0): the repeat gets the
+/// claim back at once, the same fence, attempt 1, not recovered, and the call goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_whose_reply_was_lost_waits_out_its_lease_today() {
+async fn a_claim_whose_reply_was_lost_is_given_back_to_its_repeat() {
+    let name = "claim_token";
+    let (server, ledger_dsn) = databases(name).await;
+    ledger::create(&ledger_dsn).await.unwrap();
+    let direct = ledger::connect(&server).await.unwrap();
+    let (proxy, through) = proxy_for(&server).await;
+    let mut conn = Conn::new(&through);
+    let scope = suite::scope("f6");
+    // A long lease: a repeat that had to wait it out would fail the test's bound below.
+    let w = workload(&scope, "1 hour");
+    let key = "k1";
+    let token = uuid::Uuid::new_v4();
+    let mut story = Story::new();
+
+    proxy.set_once(lose_the_reply_of("idem_begin"));
+    let lost_at = story.now();
+    let lost = begin_with_token(conn.get().await, &w, key, token).await;
+    conn.settle(&lost);
+    assert!(
+        matches!(
+            story.record(key, Op::Begin, lost_at, lost.clone()),
+            Outcome::Indeterminate { .. }
+        ),
+        "the client must not learn the outcome: {lost:?}"
+    );
+    assert_eq!(proxy.fired(), 1);
+    let (state, lost_fence, _, lost_upstream, _) = stored(&direct, &scope, key).await;
+    assert_eq!(
+        state, "in_progress",
+        "the claim whose reply was lost is committed"
+    );
+
+    let t = story.now();
+    let again = begin_with_token(conn.get().await, &w, key, token).await;
+    conn.settle(&again);
+    assert_eq!(
+        story.record(key, Op::Begin, t, again),
+        Outcome::Claimed {
+            fence: lost_fence,
+            attempt: 1,
+            recovered: false,
+            upstream_key: lost_upstream,
+        },
+        "the repeat gets the lost claim back"
+    );
+    // Another attempt (no token) still finds the call running.
+    let t = story.now();
+    let other = run::begin(conn.get().await, &w, key).await;
+    assert_eq!(story.record(key, Op::Begin, t, other), Outcome::InProgress);
+
+    effect_complete_replay(
+        &mut story,
+        &mut conn,
+        &ledger_dsn,
+        &w,
+        key,
+        lost_fence,
+        lost_upstream,
+    )
+    .await;
+    let run = story.finish(&direct, &ledger_dsn, &scope).await;
+    assert_eq!(run.ledger.len(), 1, "one effect: {:?}", run.ledger);
+    assert_clean(
+        &run,
+        "a claim whose reply was lost, repeated with its token",
+    );
+    drop((direct, conn, proxy));
+    drop_databases(name).await;
+}
+
+/// A claim whose reply was lost, repeated WITHOUT a claim token (as every 0.2.0 caller
+/// did): the repeat is a duplicate like any other, answered `in_progress` until the lease
+/// of the claim it made (and never learned) lapses; then it takes its own call over with
+/// `recovered = true`, the next attempt, a higher fence and the same upstream key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_a_lost_claim_waits_out_its_lease() {
     let name = "claim";
     let (server, ledger_dsn) = databases(name).await;
     ledger::create(&ledger_dsn).await.unwrap();
@@ -465,18 +607,15 @@ async fn a_claim_whose_reply_was_lost_waits_out_its_lease_today() {
     };
     let waited = Duration::from_micros((claimed_at - lost_at) as u64);
     println!(
-        "F6 lost claim ({}, PostgreSQL {}): the caller's retry was answered in_progress {} \
-         times and took its own call over after {} ms (lease {} ms)",
+        "F6 lost claim without a token ({}, PostgreSQL {}): the caller's retry was answered \
+         in_progress {} times and took its own call over after {} ms (lease {} ms)",
         backend_name(),
         server_version(&direct).await,
         in_progress,
         waited.as_millis(),
         SHORT_LEASE.as_millis()
     );
-    assert!(
-        in_progress > 0,
-        "today a lost claim is in progress for its retry"
-    );
+    assert!(in_progress > 0, "a lost claim is in progress for its retry");
     assert!(
         waited >= SHORT_LEASE,
         "the takeover came after the lease: waited {waited:?}"
@@ -492,43 +631,106 @@ async fn a_claim_whose_reply_was_lost_waits_out_its_lease_today() {
         "the same call, the same upstream key"
     );
 
-    // The call goes on as usual: its one effect, its completion, its replay.
-    let l = ledger::connect(&ledger_dsn).await.unwrap();
-    let t = story.now();
-    let applied = ledger::apply(&l, key, fence, upstream_key).await;
-    let op = Op::Effect {
+    effect_complete_replay(
+        &mut story,
+        &mut conn,
+        &ledger_dsn,
+        &w,
+        key,
         fence,
         upstream_key,
-    };
-    assert_eq!(story.record(key, op, t, applied), Outcome::Done);
-    let response = json!({"sent": "after takeover"});
-    let op = Op::Complete {
-        fence,
-        response: response.clone(),
-    };
-    let t = story.now();
-    let done = run::complete(conn.get().await, &w, key, fence, &response).await;
-    assert_eq!(
-        story.record(key, op, t, done),
-        Outcome::Completed {
-            state: "succeeded".into()
-        }
-    );
-    let t = story.now();
-    let replay = run::begin(conn.get().await, &w, key).await;
-    assert_eq!(
-        story.record(key, Op::Begin, t, replay),
-        Outcome::Replay {
-            succeeded: true,
-            response: Some(response)
-        }
-    );
-
+    )
+    .await;
     let run = story.finish(&direct, &ledger_dsn, &scope).await;
     assert_eq!(run.ledger.len(), 1, "one effect: {:?}", run.ledger);
     assert_clean(&run, "a claim whose reply was lost");
     drop((direct, conn, proxy));
     drop_databases(name).await;
+}
+
+/// The Rust client's dispatcher over a pool through the proxy: the reply of its claim is
+/// lost, the dispatch fails with an unknown outcome, and the caller's next dispatch of the
+/// same call gets the claim back (the dispatcher repeats the attempt's token) and runs the
+/// tool, once, with the lost claim's fence; a lease of an hour shows nothing was waited out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dispatcher_picks_up_a_claim_whose_reply_was_lost() {
+    use idempotency::{tool_fn, Dispatched, Dispatcher, PgStore, Policy, ToolSpec};
+    use std::sync::atomic::AtomicU32;
+
+    let name = "dispatcher";
+    let (server, _ledger_dsn) = databases(name).await;
+    let direct = ledger::connect(&server).await.unwrap();
+    let (proxy, through) = proxy_for(&server).await;
+    let config: tokio_postgres::Config = through.parse().unwrap();
+    let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+    let pool = deadpool_postgres::Pool::builder(manager)
+        .max_size(2)
+        .build()
+        .unwrap();
+    let sent = Arc::new(AtomicU32::new(0));
+    let counter = sent.clone();
+    let tool = suite::scope("f6_send_email");
+    let agent = Dispatcher::new(Arc::new(PgStore::new(pool)));
+    agent
+        .register(
+            ToolSpec::new(
+                &tool,
+                tool_fn(move |_input: Value| {
+                    let counter = counter.clone();
+                    async move { Ok(json!({"email_id": counter.fetch_add(1, Ordering::SeqCst) + 1})) }
+                }),
+            )
+            .policy(Policy {
+                lease: Some(Duration::from_secs(3600)),
+                ..Policy::default()
+            }),
+        )
+        .unwrap();
+    let input = json!({"to": "ann@example.com"});
+
+    proxy.set_once(lose_the_reply_of("idem_begin"));
+    let lost = agent
+        .dispatch(&tool, input.clone())
+        .await
+        .expect_err("the claim's reply was lost");
+    assert!(lost.outcome_unknown(), "{lost:?}");
+    assert_eq!(proxy.fired(), 1);
+    assert_eq!(sent.load(Ordering::SeqCst), 0);
+    let (state, lost_fence, ..) = stored_of_scope(&direct, &tool).await;
+    assert_eq!(state, "in_progress", "the lost claim is committed");
+
+    let again = agent.dispatch(&tool, input.clone()).await.unwrap();
+    assert_eq!(again, Dispatched::Ran(json!({"email_id": 1})));
+    let (state, fence, attempt) = stored_of_scope(&direct, &tool).await;
+    assert_eq!(
+        (state.as_str(), fence, attempt),
+        ("succeeded", lost_fence, 1),
+        "the lost claim itself was completed"
+    );
+    assert_eq!(
+        agent.dispatch(&tool, input).await.unwrap(),
+        Dispatched::Replayed(json!({"email_id": 1}))
+    );
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "one email");
+    println!(
+        "F6 lost claim through the dispatcher ({}, PostgreSQL {}): picked up at fence {fence}",
+        backend_name(),
+        server_version(&direct).await
+    );
+    drop((direct, agent, proxy));
+    drop_databases(name).await;
+}
+
+/// The one record of a scope: state, fence, attempt.
+async fn stored_of_scope(direct: &Client, scope: &str) -> (String, i64, i32) {
+    let r = direct
+        .query_one(
+            "SELECT state, fence, attempt FROM idempotency.records WHERE scope = $1",
+            &[&scope],
+        )
+        .await
+        .unwrap();
+    (r.get(0), r.get(1), r.get(2))
 }
 
 /// Keeps a lost reply in force during a run: whenever the last one has been taken (or none
