@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use pg_idempotency_faults::check::{self, Invariant, Violation};
 use pg_idempotency_faults::crash_server::{self, CrashServer};
-use pg_idempotency_faults::history::{Observed, Run};
+use pg_idempotency_faults::history::{Observed, Run, SeenRecord};
 use pg_idempotency_faults::ledger;
 use pg_idempotency_faults::report::{self, Tally};
 use pg_idempotency_faults::run::{self, Monitor, Progress};
@@ -40,6 +40,12 @@ struct Seen {
     reclaimed: usize,
     /// Records seen after their `expires_at`, not purged yet.
     expired_still_stored: usize,
+    /// The longest a record was seen stored after its `expires_at` (µs; I5 allows the purge
+    /// interval and the slack).
+    most_overdue: i64,
+    /// The shortest time after its `expires_at` that a purged record was first seen gone
+    /// (µs; I5 wants it at least 0).
+    soonest_gone: Option<i64>,
 }
 
 fn seen(observed: &Observed) -> Seen {
@@ -47,21 +53,25 @@ fn seen(observed: &Observed) -> Seen {
         polls: observed.polls.len(),
         ..Seen::default()
     };
-    let mut before: HashMap<&str, uuid::Uuid> = HashMap::new();
+    let mut before: HashMap<&str, &SeenRecord> = HashMap::new();
     for p in &observed.polls {
-        let now: HashMap<&str, uuid::Uuid> = p
-            .records
-            .iter()
-            .map(|r| (r.key.as_str(), r.upstream_key))
-            .collect();
-        for (key, life) in &before {
+        let now: HashMap<&str, &SeenRecord> =
+            p.records.iter().map(|r| (r.key.as_str(), r)).collect();
+        for (key, was) in &before {
             match now.get(key) {
-                None => s.purged += 1,
-                Some(other) if other != life => s.reclaimed += 1,
+                None => {
+                    s.purged += 1;
+                    let after = p.at - was.expires_at;
+                    s.soonest_gone = Some(s.soonest_gone.map_or(after, |m| m.min(after)));
+                }
+                Some(r) if r.upstream_key != was.upstream_key => s.reclaimed += 1,
                 Some(_) => {}
             }
         }
-        s.expired_still_stored += p.records.iter().filter(|r| r.expires_at < p.at).count();
+        for r in p.records.iter().filter(|r| r.expires_at < p.at) {
+            s.expired_still_stored += 1;
+            s.most_overdue = s.most_overdue.max(p.at - r.expires_at);
+        }
         before = now;
     }
     s
@@ -156,6 +166,11 @@ async fn records_are_purged_after_their_expiry_and_never_before() {
         total.purged += seen.purged;
         total.reclaimed += seen.reclaimed;
         total.expired_still_stored += seen.expired_still_stored;
+        total.most_overdue = total.most_overdue.max(seen.most_overdue);
+        total.soonest_gone = match (total.soonest_gone, seen.soonest_gone) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         eprintln!(
             "trial {n}: {} operations, {seen:?}, {:?}",
             run.events.len(),
