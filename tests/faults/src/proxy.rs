@@ -135,6 +135,28 @@ pub enum Fault {
     /// Deliver each chunk this long after it arrived, in both directions (chunks stay
     /// pipelined: a round trip gains twice the delay).
     Delay(Duration),
+    /// Once a connection sends a query that matches the trigger, that connection goes
+    /// half-open: from the point [`Cut`] says, nothing more is forwarded in either direction
+    /// and nothing is ever delivered later (it is discarded, not held), and neither side's
+    /// close is passed on: both sockets stay open and silent until the proxy is dropped.
+    /// The client sees a call that never answers; the server sees a peer that says nothing
+    /// and never goes away (its kernel still acknowledges segments and keepalive probes, as
+    /// a hung client process, a pooler or a stateful middlebox would). Other connections are
+    /// untouched. Counted in [`Proxy::fired`] when the connection goes silent.
+    HalfOpen(Trigger, Cut),
+}
+
+/// Where a [`Fault::HalfOpen`] connection goes silent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// At the triggering message: the server never receives it (nor anything after it).
+    Request,
+    /// After the server ran the triggering statement and committed it: the client's
+    /// messages keep flowing until the server's ReadyForQuery after the statement's
+    /// CommandComplete (or ErrorResponse), which proves the implicit transaction ended (see
+    /// [`Fault::DropReplyAfterCommit`] for why); the server's reply from that
+    /// CommandComplete on is discarded. The client never learns that its call committed.
+    AfterCommit,
 }
 
 /// The fault in force, shared by every connection.
@@ -346,6 +368,13 @@ struct ConnState {
     dropping: bool,
     /// Server-to-client bytes forwarded on this connection.
     down_bytes: u64,
+    /// HalfOpen(_, AfterCommit): the reply to cut begins after this many ReadyForQuery.
+    half_open_at: Option<u64>,
+    /// HalfOpen(_, AfterCommit): the statement's CommandComplete (or error) came; the
+    /// connection goes silent at the next ReadyForQuery.
+    half_open_next: bool,
+    /// HalfOpen: nothing more is forwarded either way, and no close is passed on.
+    silent: bool,
 }
 
 async fn connection(
@@ -455,10 +484,13 @@ async fn deliver(
     let mut seen = control.subscribe();
     let mut framer = Framer::new(side);
     while let Some(chunk) = rx.recv().await {
+        if conn.state.lock().unwrap().silent {
+            continue; // discarded: a half-open connection never delivers it
+        }
         let ctl = held_and_delayed(&mut seen, &chunk, &stats).await;
         let verdict = match side {
-            Side::Up => inspect_up(&mut framer, &chunk.bytes, &conn, &ctl, &control),
-            Side::Down => inspect_down(&mut framer, &chunk.bytes, &conn, &ctl, &control),
+            Side::Up => inspect_up(&mut framer, &chunk.bytes, &conn, &ctl, &control, &stats),
+            Side::Down => inspect_down(&mut framer, &chunk.bytes, &conn, &ctl, &control, &stats),
         };
         if verdict.forward > 0 {
             if to.write_all(&chunk.bytes[..verdict.forward]).await.is_err() {
@@ -480,8 +512,13 @@ async fn deliver(
             return;
         }
     }
-    // The side closed. A reply being dropped ends here too: the client must not see a
-    // clean end of stream after its CommandComplete.
+    // The side closed. A half-open connection passes no close on: the other side's socket
+    // stays open (and silent) until the proxy is dropped.
+    if conn.state.lock().unwrap().silent {
+        std::future::pending::<()>().await;
+    }
+    // A reply being dropped ends here too: the client must not see a clean end of stream
+    // after its CommandComplete.
     if side == Side::Down && conn.state.lock().unwrap().dropping {
         stats.fired.fetch_add(1, Ordering::SeqCst);
         conn.kill.notify_one();
@@ -534,6 +571,7 @@ fn inspect_up(
     conn: &Conn,
     ctl: &Control,
     control: &watch::Sender<Control>,
+    stats: &Stats,
 ) -> Verdict {
     let mut st = conn.state.lock().unwrap();
     if st.opaque {
@@ -554,6 +592,25 @@ fn inspect_up(
             },
             b'Q' | b'P' => {
                 st.queries += 1;
+                if st.half_open_at.is_none() {
+                    if let Fault::HalfOpen(trigger, cut) = &ctl.fault {
+                        if trigger.matches(st.queries, &query_text(frame.tag, &frame.body))
+                            && claim(control, ctl)
+                        {
+                            if *cut == Cut::Request {
+                                // The bytes before this message go; it and the rest never.
+                                st.silent = true;
+                                stats.fired.fetch_add(1, Ordering::SeqCst);
+                                return Verdict {
+                                    forward: frame.start,
+                                    close: false,
+                                    fired: false,
+                                };
+                            }
+                            st.half_open_at = Some(st.cycles);
+                        }
+                    }
+                }
                 if st.armed_at.is_none() {
                     if let Fault::DropReplyAfterCommit(trigger) = &ctl.fault {
                         if trigger.matches(st.queries, &query_text(frame.tag, &frame.body))
@@ -588,13 +645,19 @@ fn inspect_down(
     conn: &Conn,
     ctl: &Control,
     control: &watch::Sender<Control>,
+    stats: &Stats,
 ) -> Verdict {
     let mut st = conn.state.lock().unwrap();
     if std::mem::take(&mut st.answer_byte_next) {
         framer.mode = Mode::AnswerByte;
     }
     let was_dropping = st.dropping;
-    let mut forward = if was_dropping { 0 } else { bytes.len() };
+    // A reply being dropped or cut (half-open) forwards nothing more.
+    let mut forward = if was_dropping || st.half_open_next {
+        0
+    } else {
+        bytes.len()
+    };
     let mut close = false;
     for frame in framer.feed(bytes, |_| false) {
         if frame.answer {
@@ -604,6 +667,25 @@ fn inspect_down(
                 framer.mode = Mode::Opaque;
             }
             continue;
+        }
+        // HalfOpen(_, AfterCommit): nothing from the statement's CommandComplete (or
+        // error) on reaches the client; at the ReadyForQuery that follows, silence.
+        if matches!(frame.tag, b'C' | b'E')
+            && !st.half_open_next
+            && st.half_open_at.is_some_and(|k| st.ready_seen >= k)
+        {
+            st.half_open_next = true;
+            forward = forward.min(frame.start);
+        }
+        if frame.tag == b'Z' && st.half_open_next {
+            st.ready_seen += 1;
+            st.silent = true;
+            stats.fired.fetch_add(1, Ordering::SeqCst);
+            return Verdict {
+                forward,
+                close: false,
+                fired: false,
+            };
         }
         match frame.tag {
             b'C' if !st.dropping && st.armed_at.is_some_and(|k| st.ready_seen >= k) => {
@@ -683,6 +765,8 @@ struct Frame {
     tag: u8,
     /// The answer to SSLRequest/GSSENCRequest.
     answer: bool,
+    /// Where it begins in the chunk (0 when it began in an earlier chunk).
+    start: usize,
     /// Where it ends in the chunk (one past its last byte).
     end: usize,
     /// Its body (after the length), when asked for; a startup message's always.
@@ -699,6 +783,8 @@ struct Framer {
     left: usize,
     keep: bool,
     body: Vec<u8>,
+    /// Where the current message began in the chunk being fed.
+    start: usize,
 }
 
 impl Framer {
@@ -715,6 +801,7 @@ impl Framer {
             left: 0,
             keep: false,
             body: Vec::new(),
+            start: 0,
         }
     }
 
@@ -722,6 +809,8 @@ impl Framer {
     fn feed(&mut self, chunk: &[u8], keep: impl Fn(u8) -> bool) -> Vec<Frame> {
         let mut frames = Vec::new();
         let mut i = 0;
+        // A message still open from the last chunk began before this one.
+        self.start = 0;
         while i < chunk.len() {
             match self.mode {
                 Mode::Opaque => break,
@@ -729,6 +818,7 @@ impl Framer {
                     frames.push(Frame {
                         tag: chunk[i],
                         answer: true,
+                        start: i,
                         end: i + 1,
                         body: Vec::new(),
                     });
@@ -740,6 +830,9 @@ impl Framer {
             }
             let startup = self.mode == Mode::Startup;
             let header = if startup { 4 } else { 5 };
+            if self.head.is_empty() {
+                self.start = i;
+            }
             if self.head.len() < header {
                 let take = (header - self.head.len()).min(chunk.len() - i);
                 self.head.extend_from_slice(&chunk[i..i + take]);
@@ -774,6 +867,7 @@ impl Framer {
                 frames.push(Frame {
                     tag: self.tag,
                     answer: false,
+                    start: self.start,
                     end: i,
                     body: std::mem::take(&mut self.body),
                 });
