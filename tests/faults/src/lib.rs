@@ -4,6 +4,7 @@
 //! ledger and the stored records are checked against the product's invariants (I1-I6 in
 //! docs/reliability.md).
 
+pub mod after_failover;
 pub mod check;
 pub mod check_expiry;
 pub mod client_process;
@@ -14,6 +15,7 @@ pub mod ledger;
 pub mod lines;
 pub mod monitor;
 pub mod proxy;
+pub mod replica;
 pub mod report;
 pub mod run;
 pub mod rust_client;
