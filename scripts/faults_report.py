@@ -15,6 +15,13 @@ from collections import OrderedDict
 
 path, seconds, scale, page = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 HEADING = "## Figures of the last full run"
+# Scenarios whose violations are the documented risk of the setup they run, not a product
+# failure: marked in the table and explained under it.
+EXPECTED = {
+    "F9 async": "asynchronous replication: a failover loses what the standby had not "
+                "received; the violations counted are those lost acknowledgements, found "
+                "as the docs warn (F9 above). Expected, not a product failure.",
+}
 COLUMNS = 10  # trials, faults, operations, unknown outcome, I1..I6
 
 
@@ -38,14 +45,20 @@ kept = open(page, encoding="utf-8").read().split(HEADING)[0].rstrip("\n")
 out = [kept, "", HEADING, ""]
 line = out.append
 line(f"Written by `scripts/faults.sh` (trials x{scale} the test command's; {seconds // 60} min "
-      f"{seconds % 60} s). The goal is 0 in every violation column.")
+      f"{seconds % 60} s). The goal is 0 in every violation column, except in rows marked † "
+      f"(explained under the table).")
 line("")
 line("| scenario | backend | PostgreSQL | trials | faults injected | operations | unknown outcome | I1 | I2 | I3 | I4 | I5 | I6 |")
 line("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for (scenario, backend, version), n in rows.items():
     cells = ["—" if x is None else str(x) for x in n]
-    line(f"| {scenario} | {backend} | {version} | " + " | ".join(cells) + " |")
+    mark = " †" if scenario in EXPECTED else ""
+    line(f"| {scenario}{mark} | {backend} | {version} | " + " | ".join(cells) + " |")
 line("")
+for scenario, why in EXPECTED.items():
+    if any(key[0] == scenario for key in rows):
+        line(f"† {scenario}: {why}")
+        line("")
 line("I5 (the expiry) is checked only where a record monitor ran (—: not checked).")
 
 with open(page, "w", encoding="utf-8") as f:
