@@ -264,6 +264,27 @@ pub fn install(dsn: &str) {
     }
 }
 
+/// Applies the portable upgrade scripts (sql/upgrade/) in order, from the installed version
+/// to the current one.
+fn upgrade_portable(dsn: &str, c: &mut Client) {
+    let mut version: String = c
+        .query_one("SELECT version FROM idempotency.installed", &[])
+        .map(|r| r.get(0))
+        .unwrap_or_else(|e| panic!("the portable install's version: {e}"));
+    while version != env!("CARGO_PKG_VERSION") {
+        let prefix = format!("pg_idempotency--{version}--");
+        let next = std::fs::read_dir(root().join("sql/upgrade"))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .find_map(|f| Some(f.strip_prefix(&prefix)?.strip_suffix(".sql")?.to_string()))
+            .unwrap_or_else(|| panic!("no portable upgrade from {version}"));
+        let file = sql_file(&format!("upgrade/{prefix}{next}.sql"));
+        let (ok, out) = run_psql(dsn, &["-f".to_string(), file], &[]);
+        assert!(ok, "portable upgrade from {version} failed:\n{out}");
+        version = next;
+    }
+}
+
 /// Removes whichever backend the database of `dsn` has, then installs the one under test.
 pub fn reinstall(dsn: &str) {
     let mut c = connect_to(dsn);
@@ -275,6 +296,9 @@ pub fn reinstall(dsn: &str) {
         .map(|r| r.get(0))
         .unwrap_or(false);
     if portable {
+        // A database kept between runs may hold an older release: the uninstall serves the
+        // current version only, so it is upgraded first, as a user would.
+        upgrade_portable(dsn, &mut c);
         let (ok, out) = run_sql_file(dsn, "uninstall.sql", &[], &[]);
         assert!(ok, "portable uninstall failed:\n{out}");
     }
