@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use pg_idempotency_faults::proxy::{Fault, Proxy, Trigger, Upstream};
+use pg_idempotency_faults::proxy::{Cut, Fault, Proxy, Trigger, Upstream};
 use pg_idempotency_tests as suite;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_postgres::{Client, NoTls};
@@ -403,4 +403,77 @@ async fn dropping_the_proxy_closes_its_connections_and_listener() {
     assert!(tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_open_cuts_one_connection_and_passes_no_close_on() {
+    let dsn = suite::dsn();
+    let direct = connect(&dsn).await;
+    let (proxy, through) = proxy_for(&dsn).await;
+    let last_query = |app: String| {
+        let direct = &direct;
+        async move {
+            direct
+                .query_one(
+                    "SELECT state, query FROM pg_stat_activity WHERE application_name = $1",
+                    &[&app],
+                )
+                .await
+                .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+                .ok()
+        }
+    };
+    let apps = [unique("px_half_req"), unique("px_half_commit")];
+    for (cut, app) in [(Cut::Request, &apps[0]), (Cut::AfterCommit, &apps[1])] {
+        let (client, connection) =
+            tokio_postgres::connect(&format!("{through} application_name={app}"), NoTls)
+                .await
+                .unwrap();
+        let task = tokio::spawn(connection);
+        client.query_one("SELECT 1", &[]).await.unwrap();
+        proxy.set_once(Fault::HalfOpen(
+            Trigger::QueryContains("cut me".into()),
+            cut,
+        ));
+        let fired = proxy.fired();
+        let stalled = tokio::time::timeout(
+            Duration::from_millis(500),
+            client.query_one("SELECT 'cut me'", &[]),
+        )
+        .await;
+        assert!(stalled.is_err(), "{cut:?}: answered: {stalled:?}");
+        assert_eq!(proxy.fired(), fired + 1, "{cut:?}");
+        // Before the commit, the server never got the query; after, it ran it.
+        let seen = last_query(app.clone()).await;
+        let expected = match cut {
+            Cut::Request => "SELECT 1",
+            Cut::AfterCommit => "SELECT 'cut me'",
+        };
+        assert_eq!(
+            seen,
+            Some(("idle".to_string(), expected.to_string())),
+            "{cut:?}"
+        );
+        // The client goes away (its socket closes): the server is not told. Nothing can
+        // be waited for here but time: the session is still there a second later.
+        task.abort();
+        let _ = task.await;
+        drop(client);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(
+            last_query(app.clone()).await.is_some(),
+            "{cut:?}: the client's close reached the server"
+        );
+    }
+    // Other connections are untouched (the fault fired once and is gone).
+    let other = connect(&through).await;
+    other.query_one("SELECT 'cut me'", &[]).await.unwrap();
+    // Dropping the proxy closes the server's side: the half-open sessions end.
+    drop(proxy);
+    assert!(
+        eventually(|| async {
+            backends_named(&direct, &apps[0]).await + backends_named(&direct, &apps[1]).await == 0
+        })
+        .await
+    );
 }
