@@ -4,6 +4,12 @@
 //! of every server process (each forked from the postmaster, each preloading it) by that
 //! many seconds from the real clock at once, as an NTP step or an operator's `date -s`
 //! would. The monotonic clock is left alone, as a real step leaves it.
+//!
+//! One limit of libfaketime: it runs the real `select()` with faking off, and PostgreSQL
+//! 15's postmaster (before 16, which moved the work out of its signal handlers) forks
+//! background workers from its signal handlers while it waits in `select()`. Such a worker
+//! inherits "faking off" for good and reads the real clock. A worker the postmaster
+//! restarts later is forked from its main loop and fakes; [`worker_follows`] sees to it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -38,16 +44,16 @@ pub struct FakeClock {
 }
 
 impl FakeClock {
-    /// A clock file at `path` (readable by the server's OS user), set to the real time;
-    /// None when libfaketime is not installed.
-    pub fn new(path: PathBuf) -> Option<FakeClock> {
+    /// A clock file at `path` (readable by the server's OS user), set to `offset` seconds
+    /// from the real clock; None when libfaketime is not installed.
+    pub fn new(path: PathBuf, offset: i64) -> Option<FakeClock> {
         let library = library()?;
         let clock = FakeClock {
             path,
             library,
-            offset: 0,
+            offset,
         };
-        clock.write(0);
+        clock.write(offset);
         Some(clock)
     }
 
@@ -133,4 +139,51 @@ pub async fn server_offset_micros(c: &Client) -> i64 {
         .get(0);
     let after = real_micros();
     server - (before + after) / 2
+}
+
+/// Makes sure the background worker `backend_type` (one process) reads the fake clock,
+/// restarting it while it does not (see the module's note on PostgreSQL 15); `c` is a
+/// superuser session. The clock must have been at least `probe` seconds from the real one
+/// (either way) since before the worker started: its `backend_start` then tells which clock
+/// it reads. Each restart waits for the postmaster's restart interval.
+pub async fn worker_follows(c: &Client, backend_type: &str, probe: i64) {
+    let until = Instant::now() + Duration::from_secs(90);
+    loop {
+        let row = c
+            .query_opt(
+                "SELECT pid, (extract(epoch FROM backend_start) * 1000000)::bigint \
+                 FROM pg_stat_activity WHERE backend_type = $1",
+                &[&backend_type],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("reading pg_stat_activity: {e}"));
+        if let Some(row) = row {
+            let (pid, started): (i32, i64) = (row.get(0), row.get(1));
+            // Started within the last minute and a half, on the real clock or on one
+            // `probe` seconds away from it.
+            if (started - real_micros()).abs() > probe.abs() * 1_000_000 / 2 {
+                return;
+            }
+            eprintln!(
+                "the {backend_type} (pid {pid}) reads the real clock: restarting it (see \
+                 fake_clock.rs)"
+            );
+            c.execute("SELECT pg_terminate_backend($1)", &[&pid])
+                .await
+                .unwrap_or_else(|e| panic!("pg_terminate_backend: {e}"));
+            while c
+                .query_opt("SELECT FROM pg_stat_activity WHERE pid = $1", &[&pid])
+                .await
+                .unwrap()
+                .is_some()
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        assert!(
+            Instant::now() < until,
+            "the {backend_type} never came back reading the fake clock"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

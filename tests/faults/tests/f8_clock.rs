@@ -18,7 +18,7 @@
 use std::time::{Duration, Instant};
 
 use pg_idempotency_faults::check;
-use pg_idempotency_faults::crash_server::{backend_name, major_version, CrashServer};
+use pg_idempotency_faults::crash_server::{backend_name, major_version, CrashServer, PURGE_WORKER};
 use pg_idempotency_faults::fake_clock::{self, real_micros, server_offset_micros, FakeClock};
 use pg_idempotency_faults::history::{Event, Op, Outcome, Run};
 use pg_idempotency_faults::report::{self, Tally};
@@ -47,14 +47,18 @@ struct Bench {
 }
 
 impl Bench {
-    /// None (the test skipped) when libfaketime is not installed.
-    async fn start(test: &'static str) -> Option<Bench> {
+    /// None (the test skipped) when libfaketime is not installed. With `purger`, the
+    /// extension's purge worker is made to read the fake clock too.
+    async fn start(test: &'static str, purger: bool) -> Option<Bench> {
         let name = format!("{NAME}_{test}");
         let path = suite::root()
             .join("target/temp-clusters")
             .join(format!("{name}-{}.clock", std::process::id()));
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let Some(clock) = FakeClock::new(path) else {
+        // Started an hour ahead when the purge worker's clock is to be told from the real one.
+        let purger = purger && suite::backend() == Backend::Extension;
+        let probe = if purger { 3600 } else { 0 };
+        let Some(clock) = FakeClock::new(path, probe) else {
             suite::skip(Skip::Missing, fake_clock::MISSING);
             return None;
         };
@@ -69,6 +73,9 @@ impl Bench {
         .unwrap();
         ledger::create(&ledger).await.unwrap();
         let admin = ledger::connect(&server.dsn()).await.unwrap();
+        if purger {
+            fake_clock::worker_follows(&admin, PURGE_WORKER, probe).await;
+        }
         // The preload works: the server's clock follows the file, forward and back.
         let mut bench = Bench {
             server,
@@ -296,7 +303,7 @@ async fn forward_trial(b: &mut Bench, effect_first: bool, seed: u64) -> Run {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forward_jump_hands_the_call_over_and_fences_off_the_holder() {
-    let Some(mut b) = Bench::start("forward").await else {
+    let Some(mut b) = Bench::start("forward", false).await else {
         return;
     };
     let mut tally = Tally::new("F8 clock jumps");
@@ -402,7 +409,7 @@ fn refused_completions(run: &Run) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn jumps_at_random_points_of_a_run() {
-    let Some(mut b) = Bench::start("random").await else {
+    let Some(mut b) = Bench::start("random", false).await else {
         return;
     };
     let mut tally = Tally::new("F8 clock jumps");
@@ -647,7 +654,7 @@ async fn no_early_purge(b: &mut Bench, back: i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backward_jump_delays_takeovers_and_purges_and_nothing_comes_early() {
-    let Some(mut b) = Bench::start("backward").await else {
+    let Some(mut b) = Bench::start("backward", true).await else {
         return;
     };
     // A jump back of a few seconds, waited out; then one of five minutes, set right again.
