@@ -78,17 +78,15 @@ fn lost(invariant: Invariant, e: &Event, what: String, record: Option<&FinalReco
     }
 }
 
-/// Fences handed out again after the failover (I3): every claim invoked after the
-/// promotion must have a fence above every fence acknowledged before the primary stopped.
+/// Fences handed out again after the failover (I3): every claim invoked after the primary
+/// stopped (only the promoted server can answer it) must have a fence above every fence
+/// acknowledged before.
 /// `started` is an instant taken just before the run started its clock (run.rs starts it
 /// first thing): event times are microseconds after the run's start, at most a few
 /// microseconds after `started`, so one millisecond of margin places every event on the
 /// right side of the failover.
 pub fn fences_reissued(run: &Run, started: Instant, failover: &Failover) -> Vec<Violation> {
-    let (stopped, promoted) = (
-        micros(started, failover.stopped),
-        micros(started, failover.promoted),
-    );
+    let stopped = micros(started, failover.stopped);
     let claims = claims(run);
     let before = claims
         .iter()
@@ -99,7 +97,7 @@ pub fn fences_reissued(run: &Run, started: Instant, failover: &Failover) -> Vec<
     };
     claims
         .iter()
-        .filter(|(e, f)| e.invoked > promoted && f <= top_fence)
+        .filter(|(e, f)| e.invoked > stopped && f <= top_fence)
         .map(|(e, f)| Violation {
             invariant: Invariant::I3,
             key: e.key.clone(),
@@ -112,13 +110,13 @@ pub fn fences_reissued(run: &Run, started: Instant, failover: &Failover) -> Vec<
         .collect()
 }
 
-/// How many claims were acknowledged to begins invoked after the promotion: the fences
-/// [`fences_reissued`] compares (none would make it vacuous).
-pub fn claims_after_promotion(run: &Run, started: Instant, failover: &Failover) -> usize {
-    let promoted = micros(started, failover.promoted);
+/// How many claims were acknowledged to begins invoked after the primary stopped: the
+/// fences [`fences_reissued`] compares (none would make it vacuous).
+pub fn claims_after_failover(run: &Run, started: Instant, failover: &Failover) -> usize {
+    let stopped = micros(started, failover.stopped);
     claims(run)
         .iter()
-        .filter(|(e, _)| e.invoked > promoted)
+        .filter(|(e, _)| e.invoked > stopped)
         .count()
 }
 

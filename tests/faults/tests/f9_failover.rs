@@ -135,7 +135,7 @@ async fn trial(server: Arc<ReplicatedServer>, mode: Replication, cut: bool, n: u
     let checker = check::check(&run);
     let mut direct = after_failover::lost_acknowledgements(&run);
     direct.extend(after_failover::fences_reissued(&run, started, &failover));
-    let claims_after = after_failover::claims_after_promotion(&run, started, &failover);
+    let claims_after = after_failover::claims_after_failover(&run, started, &failover);
     Trial {
         run,
         failover,
