@@ -90,6 +90,8 @@ impl fmt::Display for Violation {
 
 /// Every violation of I1-I6 in the run; empty when the run is consistent with them.
 pub fn check(run: &Run) -> Vec<Violation> {
+    let repeats_read = repeats_as_begins(run);
+    let run = repeats_read.as_ref().unwrap_or(run);
     let mut found = Vec::new();
     for h in KeyHistory::split(run) {
         found.extend(i1_effects_per_life(&h));
@@ -111,6 +113,40 @@ pub fn check(run: &Run) -> Vec<Violation> {
     found.extend(i3_fences_unique(run));
     found.extend(crate::check_expiry::i5_expiry(run));
     found
+}
+
+/// The run with each [`Op::BeginRepeat`] read as the begin it repeats: a `Begin` invoked
+/// when the first of the unanswered begins it repeats was (the same process and key, each
+/// with its answer lost, right before it), since the claim it answers may have been made
+/// then. None when the run has no repeats.
+fn repeats_as_begins(run: &Run) -> Option<Run> {
+    if !run.events.iter().any(|e| e.op == Op::BeginRepeat) {
+        return None;
+    }
+    let mut read = run.clone();
+    for i in 0..read.events.len() {
+        if read.events[i].op != Op::BeginRepeat {
+            continue;
+        }
+        let (process, key) = (read.events[i].process, read.events[i].key.clone());
+        let mut invoked = read.events[i].invoked;
+        for earlier in read.events[..i]
+            .iter()
+            .rev()
+            .filter(|e| e.process == process)
+        {
+            let unanswered_begin = matches!(earlier.op, Op::Begin | Op::BeginRepeat)
+                && earlier.key == key
+                && earlier.is_indeterminate();
+            if !unanswered_begin {
+                break;
+            }
+            invoked = invoked.min(earlier.invoked);
+        }
+        read.events[i].op = Op::Begin;
+        read.events[i].invoked = invoked;
+    }
+    Some(read)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -327,6 +363,7 @@ fn describe(e: &Event) -> String {
     };
     let op = match &e.op {
         Op::Begin => "begin".to_string(),
+        Op::BeginRepeat => "begin again (the same claim token)".to_string(),
         Op::Complete { fence, response } => format!("complete(fence {fence}, {response})"),
         Op::Release { fence } => format!("release(fence {fence})"),
         Op::Extend { fence } => format!("extend(fence {fence})"),

@@ -8,6 +8,10 @@ use serde_json::Value;
 pub enum Op {
     /// `idem_begin` of the key.
     Begin,
+    /// `idem_begin` again with the claim token of this process's begin of the key just
+    /// before, whose answer was lost (0.3.0): a claim it answers may be the one that begin
+    /// made, so the checker reads it as having been invoked when that begin was.
+    BeginRepeat,
     /// `idem_complete` with this fence and response.
     Complete { fence: i64, response: Value },
     /// `idem_release` with this fence.

@@ -38,6 +38,7 @@ pub fn since(start_epoch_micros: i64) -> i64 {
 pub fn invoked(t: i64, key: &str, op: &Op) -> String {
     let op = match op {
         Op::Begin => "begin".to_string(),
+        Op::BeginRepeat => "begin_repeat".to_string(),
         Op::Effect {
             fence,
             upstream_key,
@@ -125,6 +126,7 @@ fn parse_op(what: &str, args: &str) -> Option<Op> {
     let (first, rest) = args.split_once(' ').unwrap_or((args, ""));
     Some(match what {
         "begin" => Op::Begin,
+        "begin_repeat" => Op::BeginRepeat,
         "effect" => Op::Effect {
             fence: first.parse().ok()?,
             upstream_key: rest.parse().ok()?,

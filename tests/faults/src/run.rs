@@ -38,6 +38,10 @@ pub struct Retries {
     /// client does, since completing again with the fence that completed the record returns
     /// the stored state (and a fence that lost its lease is refused).
     pub lost_completion: usize,
+    /// After a begin whose answer was lost, begin again with the same claim token (each
+    /// call makes one), up to this many times while the answer keeps being lost: a claim
+    /// the server made is given back at once, with its fence (0.3.0).
+    pub lost_claim: usize,
 }
 
 /// How far the client tasks have got: what a fault injector paces itself on, rather than
@@ -128,6 +132,11 @@ impl Choices {
     pub fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
+
+    /// A claim token, from the seed like every other choice.
+    pub fn token(&mut self) -> uuid::Uuid {
+        uuid::Uuid::from_u64_pair(self.next(), self.next())
+    }
 }
 
 /// The outcome of a failed statement: a definite failure when the server answered with a
@@ -145,13 +154,24 @@ pub fn failure(e: &tokio_postgres::Error) -> Outcome {
 pub const APPLICATION: &str = "pgidem_faults";
 
 const BEGIN: &str = "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response \
-     FROM idem_begin($1, $2, lease => $3::text::interval, ttl => $4::text::interval)";
+     FROM idem_begin($1, $2, lease => $3::text::interval, ttl => $4::text::interval, \
+                     claim_token => $5)";
 const COMPLETE: &str = "SELECT state FROM idem_complete($1, $2, $3, $4)";
 
 /// `idem_begin` of `key` with the workload's scope, lease and ttl, as an outcome.
 pub async fn begin(c: &Client, w: &Workload, key: &str) -> Outcome {
+    begin_with_token(c, w, key, None).await
+}
+
+/// The same, with this attempt's claim token.
+pub async fn begin_with_token(
+    c: &Client,
+    w: &Workload,
+    key: &str,
+    token: Option<uuid::Uuid>,
+) -> Outcome {
     match c
-        .query_one(BEGIN, &[&w.scope, &key, &w.lease, &w.ttl])
+        .query_one(BEGIN, &[&w.scope, &key, &w.lease, &w.ttl, &token])
         .await
     {
         Ok(row) => match row.get::<_, String>(0).as_str() {
@@ -289,15 +309,27 @@ async fn process(
             tokio::time::sleep(pause).await;
         }
         let key = format!("k{}", choices.below(w.keys));
+        let token = (retries.lost_claim > 0).then(|| choices.token());
         let c = server.get().await;
         let t = clock.now();
-        let answer = bounded(call_timeout, begin(c, &w, &key)).await;
+        let answer = bounded(call_timeout, begin_with_token(c, &w, &key, token)).await;
         server.settle(&answer);
+        let mut answer = record(&key, Op::Begin, t, answer);
+        for _ in 0..retries.lost_claim {
+            if !matches!(answer, Outcome::Indeterminate { .. }) {
+                break;
+            }
+            let c = server.get().await;
+            let t = clock.now();
+            let again = bounded(call_timeout, begin_with_token(c, &w, &key, token)).await;
+            server.settle(&again);
+            answer = record(&key, Op::BeginRepeat, t, again);
+        }
         let Outcome::Claimed {
             fence,
             upstream_key,
             ..
-        } = record(&key, Op::Begin, t, answer)
+        } = answer
         else {
             continue;
         };

@@ -610,3 +610,41 @@ fn i5_replaced_by_a_new_life_before_expiry() {
     ];
     assert_only(&watched(Vec::new(), polls), Invariant::I5, "k");
 }
+
+// ---------------------------------------------------------------------------------------
+// A lost claim given back to its repeat (0.3.0 claim tokens).
+
+/// Process 0's begin is lost after the server claimed; process 1 sees the call in progress;
+/// process 0's repeat with the same claim token gets the claim back (fence 1, attempt 1)
+/// and completes. `repeat_op` is how the history names the repeat.
+fn given_back(repeat_op: Op) -> Run {
+    let uk = upstream(1);
+    let back = Outcome::Claimed {
+        fence: 1,
+        attempt: 1,
+        recovered: false,
+        upstream_key: uk,
+    };
+    run(
+        vec![
+            lost(0, "k", 0, Op::Begin),
+            in_progress(1, "k", (10, 20)),
+            event(0, "k", (30, 40), repeat_op, back),
+            effect(0, "k", (50, 60), 1, uk),
+            complete(0, "k", (70, 80), 1, answer(0), "succeeded"),
+        ],
+        vec![row("k", 1, uk, 55)],
+        vec![record("k", "succeeded", 1, answer(0))],
+    )
+}
+
+#[test]
+fn a_repeat_with_the_claim_token_claimed_when_the_lost_begin_did() {
+    assert_clean(&given_back(Op::BeginRepeat));
+}
+
+/// The same answer to a begin that is no repeat: a fresh claim after the key was seen held.
+#[test]
+fn a_fresh_begin_cannot_claim_after_the_key_was_seen_held() {
+    assert_only(&given_back(Op::Begin), Invariant::I4, "k");
+}

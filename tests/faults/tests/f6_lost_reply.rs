@@ -778,7 +778,10 @@ async fn trial(server: &str, ledger_dsn: &str, seed: u64) -> (Run, usize) {
         ttl: "1 hour".into(),
         seed,
     };
-    let retries = run::Retries { lost_completion: 3 };
+    let retries = run::Retries {
+        lost_completion: 3,
+        lost_claim: 3,
+    };
     let run = run::plain_sql_with(&proxy.dsn(server), ledger_dsn, w, retries)
         .await
         .unwrap();
@@ -797,6 +800,7 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
     let ledger_direct = ledger::connect(&ledger_dsn).await.unwrap();
     let mut tally = Tally::new("F6 lost replies");
     let mut retried_and_told = 0;
+    let mut given_back = 0;
     let started = std::time::Instant::now();
     for n in 0..report::trials(8) {
         // The ledger's keys are the run's (k0, k1, ...): each trial starts from an empty one.
@@ -836,10 +840,12 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
         // A trial is short, and on a loaded machine the fault may miss one altogether:
         // the faults are counted over all the trials (below), not per trial.
         retried_and_told += retried_completions(&run);
+        given_back += claims_given_back(&run);
     }
     println!(
         "F6 lost replies ({}, PostgreSQL {}): {} trials in {} ms, {} replies lost, {} of {} \
-         operations unknown, {} completions retried with their fence and told the state",
+         operations unknown, {} completions retried with their fence and told the state, {} \
+         lost claims given back to their repeat",
         backend_name(),
         server_version(&direct).await,
         tally.trials,
@@ -847,7 +853,8 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
         tally.faults,
         tally.indeterminate,
         tally.operations,
-        retried_and_told
+        retried_and_told,
+        given_back
     );
     assert!(
         tally.faults > 0 && tally.indeterminate > 0,
@@ -859,6 +866,10 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
         retried_and_told > 0,
         "no completion whose reply was lost was completed again"
     );
+    assert!(
+        given_back > 0,
+        "no claim whose reply was lost was given back to its repeat"
+    );
     tally.write(backend_name(), &server_version(&direct).await);
     drop((direct, ledger_direct));
     drop_databases(name).await;
@@ -866,6 +877,23 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
 
 fn count(run: &Run, which: impl Fn(&Event) -> bool) -> usize {
     run.events.iter().filter(|e| which(e)).count()
+}
+
+/// Claims acknowledged right after a begin of the same task and key whose reply was lost:
+/// the repeat with the attempt's claim token. The proxy loses replies only after the
+/// server committed, so each is the lost claim given back.
+fn claims_given_back(run: &Run) -> usize {
+    run.events
+        .windows(2)
+        .filter(|pair| {
+            matches!(pair[0].op, Op::Begin | Op::BeginRepeat)
+                && pair[1].op == Op::BeginRepeat
+                && pair[0].process == pair[1].process
+                && pair[0].key == pair[1].key
+                && pair[0].is_indeterminate()
+                && matches!(pair[1].outcome, Outcome::Claimed { .. })
+        })
+        .count()
 }
 
 /// Completions acknowledged right after a completion of the same task, key and fence whose
