@@ -15,17 +15,19 @@
 //!   expired nor purged (the extension's worker, the portable variant's
 //!   `idem_purge_expired`) until the server's clock passes its `expires_at`.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use pg_idempotency_faults::check;
 use pg_idempotency_faults::crash_server::{backend_name, major_version, CrashServer, PURGE_WORKER};
 use pg_idempotency_faults::fake_clock::{self, real_micros, server_offset_micros, FakeClock};
-use pg_idempotency_faults::history::{Event, Op, Outcome, Run};
+use pg_idempotency_faults::history::{Event, Observed, Op, Outcome, Run};
 use pg_idempotency_faults::report::{self, Tally};
 use pg_idempotency_faults::{ledger, run};
 use pg_idempotency_tests::{self as suite, Backend, Skip};
 use serde_json::json;
 use tokio_postgres::Client;
+use uuid::Uuid;
 
 const NAME: &str = "pgidem_faults_f8";
 /// Longer than any call takes: only a clock jump lapses it.
@@ -35,6 +37,7 @@ const PAST_THE_LEASE: i64 = 45;
 /// Longer than every trial and every jump together: nothing expires during a run
 /// (Run::ttl_micros stays None).
 const TTL: &str = "1 hour";
+const TTL_SECONDS: i64 = 3600;
 
 /// A throwaway server started with its clock under the test's control, the ledger (on the
 /// shared server), and a session on the server under test for reading its clock.
@@ -323,7 +326,51 @@ async fn a_forward_jump_hands_the_call_over_and_fences_off_the_holder() {
         );
     }
     assert_eq!(tally.faults, tally.trials, "one jump per trial");
+    results_expire_early(&mut b).await;
     b.finish(Some(&tally)).await;
+}
+
+/// A forward jump also shortens every ttl by the jump: a result remembered for a minute is
+/// forgotten at once by a jump of a minute and a half (a repeat is a new call: a fresh
+/// claim, a new upstream key), in much less than a minute of real time.
+async fn results_expire_early(b: &mut Bench) {
+    let scope = suite::scope("f8");
+    let w = run::Workload {
+        ttl: "1 minute".into(),
+        ..workload(&scope, 0)
+    };
+    let c = ledger::connect(&b.server.dsn()).await.unwrap();
+    let key = "remembered";
+    let Outcome::Claimed {
+        fence,
+        upstream_key,
+        ..
+    } = run::begin(&c, &w, key).await
+    else {
+        panic!("a fresh key is claimed")
+    };
+    assert_eq!(
+        run::complete(&c, &w, key, fence, &json!({})).await,
+        succeeded()
+    );
+    let replay = Outcome::Replay {
+        succeeded: true,
+        response: Some(json!({})),
+    };
+    assert_eq!(run::begin(&c, &w, key).await, replay, "remembered");
+    let to = b.clock.offset() + 90;
+    let started = Instant::now();
+    b.jump_to(to).await;
+    match run::begin(&c, &w, key).await {
+        Outcome::Claimed {
+            attempt: 1,
+            recovered: false,
+            upstream_key: new,
+            ..
+        } => assert_ne!(new, upstream_key, "a new life"),
+        other => panic!("after a jump past its ttl, the result is forgotten: {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(30));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -369,8 +416,17 @@ async fn random_trial(b: &mut Bench, seed: u64) -> (Run, usize) {
     at.sort();
     let progress = run::Progress::default();
     let (server, ledger_dsn, watched) = (b.server.dsn(), b.ledger.clone(), progress.clone());
+    // A record monitor and the purge alongside (I5): nothing expires during a run, so
+    // nothing may vanish from the storage while the clock jumps either way.
+    let monitor = run::Monitor {
+        poll_every: Duration::from_millis(20),
+        purge_interval: Duration::from_secs(1),
+        purge_by_call: suite::backend() == Backend::Portable,
+        pause_between_calls: Duration::ZERO,
+    };
     let running = tokio::spawn(async move {
-        run::plain_sql_observed(&server, &ledger_dsn, w, run::Retries::default(), watched).await
+        let retries = run::Retries::default();
+        run::plain_sql_monitored(&server, &ledger_dsn, w, retries, watched, monitor).await
     });
     let mut jumps = 0;
     for events in at {
@@ -382,7 +438,43 @@ async fn random_trial(b: &mut Bench, seed: u64) -> (Run, usize) {
         jumps += 1;
     }
     let run = running.await.unwrap().unwrap();
+    // Run::ttl_micros stays None, and rightly: the offsets stay within FARTHEST of the real
+    // clock, so two moments of a run are at most 2 * FARTHEST further apart on the server's
+    // clock than in real time, and a record lives at least TTL - 2 * FARTHEST (half an
+    // hour) of real time, far longer than a run.
+    const _: () = assert!(TTL_SECONDS - 2 * FARTHEST >= 1800);
     (run, jumps)
+}
+
+/// Records that vanished from the storage while the monitor watched, in poll order. In
+/// these runs a record's row, once there, must stay with its life (its upstream key) to the
+/// end: nothing expires during a run, no call is released, none fails, and a takeover keeps
+/// the upstream key. A purge that used a jumped clock wrongly, or a begin that thought a
+/// record expired, would show here.
+fn vanished(observed: &Observed) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut lives: HashMap<(&str, &str), (Uuid, i64)> = HashMap::new();
+    for poll in &observed.polls {
+        let now: HashMap<(&str, &str), Uuid> = poll
+            .records
+            .iter()
+            .map(|r| ((r.key.as_str(), r.owner.as_str()), r.upstream_key))
+            .collect();
+        for (id, (life, seen_at)) in &lives {
+            if now.get(id) != Some(life) {
+                found.push(format!(
+                    "record {id:?} (upstream {life}) seen at server time {seen_at}, then at {} \
+                     {:?}",
+                    poll.at,
+                    now.get(id)
+                ));
+            }
+        }
+        for (id, life) in now {
+            lives.entry(id).or_insert((life, poll.at));
+        }
+    }
+    found
 }
 
 fn takeovers(run: &Run) -> usize {
@@ -409,13 +501,24 @@ fn refused_completions(run: &Run) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn jumps_at_random_points_of_a_run() {
-    let Some(mut b) = Bench::start("random", false).await else {
+    let Some(mut b) = Bench::start("random", true).await else {
         return;
     };
     let mut tally = Tally::new("F8 clock jumps");
-    let (mut taken, mut refused) = (0, 0);
+    let (mut taken, mut refused, mut polls) = (0, 0, 0);
     for n in 0..report::trials(6) {
-        let (run, jumps) = random_trial(&mut b, 800 + n as u64).await;
+        let (mut run, jumps) = random_trial(&mut b, 800 + n as u64).await;
+        // I5 orders the monitor's polls by the server's clock, which jumps back here: read
+        // in poll (real) order instead, where nothing may vanish (see `vanished`).
+        let observed = run.observed.take().expect("the run had a monitor");
+        let gone = vanished(&observed);
+        assert!(gone.is_empty(), "trial {n}: {gone:#?}");
+        assert!(
+            observed.polls.len() > 3,
+            "the monitor hardly polled: {}",
+            observed.polls.len()
+        );
+        polls += observed.polls.len();
         let violations = check::check(&run);
         tally.add(&run, jumps, &violations);
         taken += takeovers(&run);
@@ -428,7 +531,7 @@ async fn jumps_at_random_points_of_a_run() {
             "trial {n}"
         );
     }
-    eprintln!("{tally:?}: {taken} takeovers, {refused} stale completions refused");
+    eprintln!("{tally:?}: {taken} takeovers, {refused} stale completions refused, {polls} polls");
     assert!(tally.faults > 0, "no jump was made: {tally:?}");
     // The jumps did what they are for: calls held by live holders were taken over.
     assert!(taken > 0, "no call was taken over after a jump: {tally:?}");
