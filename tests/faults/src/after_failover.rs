@@ -28,7 +28,7 @@ pub fn lost_acknowledgements(run: &Run) -> Vec<Violation> {
     for e in &run.events {
         let record = records.get(e.key.as_str()).copied();
         match (&e.op, &e.outcome) {
-            (Op::Begin, Outcome::Claimed { fence, .. }) => {
+            (Op::Begin | Op::BeginRepeat, Outcome::Claimed { fence, .. }) => {
                 if record.is_none_or(|r| r.fence < *fence) {
                     found.push(lost(
                         Invariant::I3,
@@ -88,6 +88,9 @@ fn lost(invariant: Invariant, e: &Event, what: String, record: Option<&FinalReco
 pub fn fences_reissued(run: &Run, started: Instant, failover: &Failover) -> Vec<Violation> {
     let stopped = micros(started, failover.stopped);
     let claims = claims(run);
+    // A repeat of a lost begin may give back a claim made before the stop, with its
+    // fence: only a fresh begin's fence is new.
+    let fresh_after = |e: &Event| e.op == Op::Begin && e.invoked > stopped;
     let before = claims
         .iter()
         .filter(|(e, _)| e.returned.is_some_and(|r| r + MARGIN < stopped))
@@ -97,7 +100,7 @@ pub fn fences_reissued(run: &Run, started: Instant, failover: &Failover) -> Vec<
     };
     claims
         .iter()
-        .filter(|(e, f)| e.invoked > stopped && f <= top_fence)
+        .filter(|(e, f)| fresh_after(e) && f <= top_fence)
         .map(|(e, f)| Violation {
             invariant: Invariant::I3,
             key: e.key.clone(),
@@ -116,7 +119,7 @@ pub fn claims_after_failover(run: &Run, started: Instant, failover: &Failover) -
     let stopped = micros(started, failover.stopped);
     claims(run)
         .iter()
-        .filter(|(e, _)| e.invoked > stopped)
+        .filter(|(e, _)| e.op == Op::Begin && e.invoked > stopped)
         .count()
 }
 
@@ -132,7 +135,7 @@ fn claims(run: &Run) -> Vec<(&Event, i64)> {
     run.events
         .iter()
         .filter_map(|e| match (&e.op, &e.outcome) {
-            (Op::Begin, Outcome::Claimed { fence, .. }) => Some((e, *fence)),
+            (Op::Begin | Op::BeginRepeat, Outcome::Claimed { fence, .. }) => Some((e, *fence)),
             _ => None,
         })
         .collect()
