@@ -6,9 +6,11 @@
 //!   second caller takes the call over (recovered, a higher fence, the same upstream key)
 //!   while the first still works; the first holder's completion is refused (IK003) and the
 //!   ledger refuses its effect made after the takeover's (or took it as the takeover's
-//!   repeat): one effect for the call.
+//!   repeat): one effect for the call. A jump past a ttl forgets a result at once.
 //! - At random points of a run of racing client tasks, forward and back, checked against
-//!   the invariants (I1-I4, and the superseded fence refused).
+//!   I1-I4 and I6, with a record monitor and the purge alongside: nothing expires in these
+//!   runs, so no record may vanish from the storage (read in poll order: I5 orders polls by
+//!   the server's clock, which jumps back here).
 //! - Back: leases and ttls last longer by the jump, nothing happens early. A second caller
 //!   keeps getting `in_progress` after the lease's end by the real clock, until the
 //!   server's own clock passes it; a record whose ttl ended by the real clock is neither
