@@ -25,6 +25,12 @@ pub trait PgSource: Send + Sync {
         Self: 'a;
     fn client(&self) -> impl Future<Output = Result<Self::Guard<'_>>> + Send;
 
+    /// Called once the call's last statement on the lent connection has been answered
+    /// (result or server error): the connection is in step with the server again. A guard
+    /// dropped before that (the caller's timeout dropped the call mid-statement) lends a
+    /// connection whose answer is still owed; a pool must not lend it again.
+    fn settled(_guard: &mut Self::Guard<'_>) {}
+
     /// Prepares `sql` on a lent connection: from the connection's statement cache where it
     /// has one (pooled connections), so that a call is one round trip.
     fn prepare<'g>(
@@ -68,15 +74,33 @@ impl<'t> PgSource for &tokio_postgres::Transaction<'t> {
     }
 }
 
-/// A connection taken from a deadpool pool for one call.
+/// A connection taken from a deadpool pool for one call. Dropped before the call settled
+/// (a timeout dropped it mid-statement, on a connection that may be half-open), it is
+/// taken out of the pool and closed instead of going back: the pool's quick check
+/// (`is_closed`) cannot see a connection still waiting for an answer, and every later call
+/// lent it would wait behind that answer.
 #[cfg(feature = "deadpool")]
-pub struct Pooled(deadpool_postgres::Object);
+pub struct Pooled {
+    object: Option<deadpool_postgres::Object>,
+    settled: bool,
+}
 
 #[cfg(feature = "deadpool")]
 impl Deref for Pooled {
     type Target = tokio_postgres::Client;
     fn deref(&self) -> &tokio_postgres::Client {
-        &self.0
+        self.object
+            .as_ref()
+            .expect("a pooled connection until dropped")
+    }
+}
+
+#[cfg(feature = "deadpool")]
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        if let (false, Some(object)) = (self.settled, self.object.take()) {
+            drop(deadpool_postgres::Object::take(object));
+        }
     }
 }
 
@@ -85,7 +109,14 @@ impl PgSource for deadpool_postgres::Pool {
     type Client = tokio_postgres::Client;
     type Guard<'a> = Pooled;
     async fn client(&self) -> Result<Pooled> {
-        Ok(Pooled(self.get().await?))
+        Ok(Pooled {
+            object: Some(self.get().await?),
+            settled: false,
+        })
+    }
+
+    fn settled(guard: &mut Pooled) {
+        guard.settled = true;
     }
 
     // Written out (not `async fn`) to match the trait's `+ 'g` bound.
@@ -97,7 +128,13 @@ impl PgSource for deadpool_postgres::Pool {
     where
         Self: Sized,
     {
-        async move { Ok(guard.0.prepare_cached(sql).await?) }
+        async move {
+            let object = guard
+                .object
+                .as_ref()
+                .expect("a pooled connection until dropped");
+            Ok(object.prepare_cached(sql).await?)
+        }
     }
 }
 
@@ -121,14 +158,15 @@ impl<S: PgSource> PgStore<S> {
 
     /// Fails fast, with `ErrorKind::NotInstalled`, when the SQL API is missing.
     pub async fn check_installed(&self) -> Result<()> {
-        let c = self.source.client().await?;
-        let found: bool = c
+        let mut c = self.source.client().await?;
+        let answer = c
             .query_one(
                 "SELECT to_regprocedure('idem_begin(text,text,jsonb,interval,interval,text,text,interval,uuid)') IS NOT NULL",
                 &[],
             )
-            .await?
-            .get(0);
+            .await;
+        S::settled(&mut c);
+        let found: bool = answer?.get(0);
         if found {
             Ok(())
         } else {
@@ -176,9 +214,9 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         if let Some(request) = &o.request {
             canon::check_value(request)?;
         }
-        let c = self.source.client().await?;
+        let mut c = self.source.client().await?;
         let stmt = S::prepare(&c, BEGIN).await?;
-        let row = c
+        let answer = c
             .query_one(
                 &stmt,
                 &[
@@ -193,8 +231,9 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
                     &o.claim_token.map(|t| t.to_string()),
                 ],
             )
-            .await?;
-        Ok(begin_row(&row))
+            .await;
+        S::settled(&mut c);
+        Ok(begin_row(&answer?))
     }
 
     async fn complete(
@@ -208,19 +247,20 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
     ) -> Result<Completed> {
         scope_and_key_without_nul(scope, key)?;
         storable_response(response)?;
-        let c = self.source.client().await?;
+        let mut c = self.source.client().await?;
         let stmt = S::prepare(
             &c,
             "SELECT state FROM idem_complete($1, $2, $3, $4::jsonb, $5, $6)",
         )
         .await?;
-        let row = c
+        let answer = c
             .query_one(
                 &stmt,
                 &[&scope, &key, &fence, &response, &succeeded, &cache_failure],
             )
-            .await?;
-        Ok(match row.get::<_, String>(0).as_str() {
+            .await;
+        S::settled(&mut c);
+        Ok(match answer?.get::<_, String>(0).as_str() {
             "succeeded" => Completed::Succeeded,
             "failed" => Completed::Failed,
             _ => Completed::Absent,
@@ -229,9 +269,11 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
 
     async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {
         scope_and_key_without_nul(scope, key)?;
-        let c = self.source.client().await?;
+        let mut c = self.source.client().await?;
         let stmt = S::prepare(&c, "SELECT idem_release($1, $2, $3)").await?;
-        c.execute(&stmt, &[&scope, &key, &fence]).await?;
+        let answer = c.execute(&stmt, &[&scope, &key, &fence]).await;
+        S::settled(&mut c);
+        answer?;
         Ok(())
     }
 
@@ -243,29 +285,31 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         lease: Option<Duration>,
     ) -> Result<SystemTime> {
         scope_and_key_without_nul(scope, key)?;
-        let c = self.source.client().await?;
+        let mut c = self.source.client().await?;
         let stmt = S::prepare(
             &c,
             "SELECT lease_until FROM idem_extend($1, $2, $3, $4::text::interval)",
         )
         .await?;
-        let row = c
+        let answer = c
             .query_one(&stmt, &[&scope, &key, &fence, &lease.map(interval)])
-            .await?;
-        Ok(row.get(0))
+            .await;
+        S::settled(&mut c);
+        Ok(answer?.get(0))
     }
 
     async fn lookup(&self, scope: &str, key: &str) -> Result<Option<Record>> {
         scope_and_key_without_nul(scope, key)?;
-        let c = self.source.client().await?;
+        let mut c = self.source.client().await?;
         let stmt = S::prepare(
             &c,
             "SELECT state, fence, attempt, fingerprint, upstream_key, response, created_at, \
                     completed_at, lease_until, expires_at FROM idem_lookup($1, $2)",
         )
         .await?;
-        let row = c.query_opt(&stmt, &[&scope, &key]).await?;
-        Ok(row.map(|r| Record {
+        let answer = c.query_opt(&stmt, &[&scope, &key]).await;
+        S::settled(&mut c);
+        Ok(answer?.map(|r| Record {
             state: State::parse(r.get(0)),
             fence: r.get(1),
             attempt: r.get(2),
@@ -282,11 +326,10 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
     }
 
     async fn purge(&self) -> Result<u64> {
-        let c = self.source.client().await?;
-        let n: i64 = c
-            .query_one("SELECT idem_purge_expired()", &[])
-            .await?
-            .get(0);
+        let mut c = self.source.client().await?;
+        let answer = c.query_one("SELECT idem_purge_expired()", &[]).await;
+        S::settled(&mut c);
+        let n: i64 = answer?.get(0);
         Ok(n.max(0) as u64)
     }
 }
