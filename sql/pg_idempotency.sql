@@ -325,12 +325,14 @@ LANGUAGE sql STABLE PARALLEL SAFE
 RETURN CASE WHEN pg_catalog.pg_has_role(_idem_caller()::oid, 'idempotency_admin', 'USAGE')
             THEN NULL ELSE _idem_caller() END;
 
--- Makes this transaction's commit wait for its WAL flush, whatever the session set: a claim
--- or completion acknowledged and then lost in a crash would let a call run twice.
+-- Makes this transaction's commit wait for its WAL flush, and for a synchronous standby's
+-- where there is one, whatever the session set: a claim or completion acknowledged and then
+-- lost in a crash or a failover would let a call run twice. `on` and `remote_apply` stand;
+-- `off`, `local` and `remote_write` are raised to `on`.
 CREATE FUNCTION :"storage"._idem_durable_commit() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
-    IF current_setting('synchronous_commit') = 'off' THEN
+    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
         PERFORM set_config('synchronous_commit', 'on', true);
     END IF;
 END

@@ -42,7 +42,12 @@ pub fn caller() -> pg_sys::Oid {
 /// or completion acknowledged and then lost in a crash would let a call run twice.
 pub fn ensure_durable_commit() {
     unsafe {
-        if pg_sys::synchronous_commit == pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_OFF as i32 {
+        // `on` (remote flush) or `remote_apply` stand; `off`, `local` and `remote_write` are
+        // raised: each acknowledges before a synchronous standby has the commit, and a
+        // failover to it would lose the claim and hand its fence out again.
+        if pg_sys::synchronous_commit
+            < pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH as i32
+        {
             pg_sys::set_config_option(
                 c"synchronous_commit".as_ptr(),
                 c"on".as_ptr(),

@@ -36,11 +36,22 @@ ALTER TABLE :"storage".records
     ADD COLUMN recovered boolean NOT NULL DEFAULT false;
 
 -- Functions, text for text as the 0.3.0 install script has them, made under its path.
--- idem_lookup's body names the columns it shows (the token stays inside): replaced in
+-- _idem_durable_commit raises more settings. idem_lookup's body names the columns it shows (the token stays inside): replaced in
 -- place, its privileges stay. idem_begin gains a parameter, so the 0.2.0 one is dropped and
 -- the new one made and granted as a fresh install does. All in this one transaction: no
 -- caller sees half of it.
 SET LOCAL search_path = pg_catalog, pg_temp;
+
+-- A commit waits for a synchronous standby too: a session's `local` or `remote_write` is
+-- raised to `on` like its `off` (0.2.0 kept them). Replaced in place.
+CREATE OR REPLACE FUNCTION :"storage"._idem_durable_commit() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+END
+$fn$;
 
 CREATE OR REPLACE FUNCTION :"storage"._idem_lookup(p_scope text, p_key text, p_owner regrole)
 RETURNS SETOF :"storage".lookup_result
