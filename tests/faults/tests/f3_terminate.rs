@@ -10,6 +10,8 @@
 //! (an unknown outcome); the tasks connect again and go on. Every trial, on fresh
 //! databases, is checked against I1-I4 and I6.
 
+use std::time::Duration;
+
 use pg_idempotency_faults::check::{self, Violation};
 use pg_idempotency_faults::history::{Outcome, Run};
 use pg_idempotency_faults::ledger;
@@ -105,9 +107,23 @@ async fn trial(n: u64) -> (Run, Kills, Vec<Violation>) {
     };
     let progress = Progress::default();
     let kills = tokio::spawn(killer(server.clone(), progress.clone(), 3000 + n));
-    let run = run::plain_sql_observed(&server, &ledger_dsn, w, run::Retries::default(), progress)
-        .await
-        .unwrap_or_else(|e| panic!("trial {n}: {e}"));
+    let run = run::plain_sql_monitored(
+        &server,
+        &ledger_dsn,
+        w,
+        run::Retries::default(),
+        progress,
+        run::Monitor {
+            // Nothing expires in a run (ttl 1 hour): the monitor checks that no record seen
+            // committed disappears, whatever the fault does to the server.
+            poll_every: Duration::from_millis(50),
+            purge_interval: Duration::from_secs(1),
+            purge_by_call: false,
+            pause_between_calls: Duration::ZERO,
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("trial {n}: {e}"));
     let kills = kills.await.unwrap();
     let violations = check::check(&run);
     (run, kills, violations)

@@ -147,12 +147,20 @@ async fn trial(server: Arc<CrashServer>, aim: Aim, n: u64) -> (Run, Kills, Vec<V
     };
     let progress = Progress::default();
     let kills = tokio::spawn(killer(server.clone(), aim, progress.clone(), 4000 + n));
-    let run = run::plain_sql_observed(
+    let run = run::plain_sql_monitored(
         &server.dsn(),
         &ledger_dsn,
         w,
         run::Retries::default(),
         progress,
+        run::Monitor {
+            // Nothing expires in a run (ttl 1 hour): the monitor checks that no record seen
+            // committed disappears, whatever the fault does to the server.
+            poll_every: Duration::from_millis(50),
+            purge_interval: Duration::from_secs(1),
+            purge_by_call: false,
+            pause_between_calls: Duration::ZERO,
+        },
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n}: {e}"));

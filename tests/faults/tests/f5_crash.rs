@@ -13,7 +13,7 @@
 //! server (crash_server), the ledger lives on the shared one.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pg_idempotency_faults::check::{self, Violation};
 use pg_idempotency_faults::crash_server::{self, CrashServer};
@@ -109,12 +109,20 @@ async fn trial(
     };
     let progress = Progress::default();
     let crashes = tokio::spawn(crasher(server.clone(), progress.clone(), 5000 + n));
-    let run = run::plain_sql_observed(
+    let run = run::plain_sql_monitored(
         &sessions.dsn(&server.dsn()),
         &ledger_dsn,
         w,
         run::Retries::default(),
         progress,
+        run::Monitor {
+            // Nothing expires in a run (ttl 1 hour): the monitor checks that no record seen
+            // committed disappears, whatever the fault does to the server.
+            poll_every: Duration::from_millis(50),
+            purge_interval: Duration::from_secs(1),
+            purge_by_call: false,
+            pause_between_calls: Duration::ZERO,
+        },
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n} ({sessions:?}): {e}"));
