@@ -768,3 +768,67 @@ async fn a_backward_jump_delays_takeovers_and_purges_and_nothing_comes_early() {
     // Its figures are in its assertions, not in a history: no tally.
     b.finish(None).await;
 }
+
+// ---------------------------------------------------------------------------------------
+// A wait.
+
+/// A begin that waits for a live holder (`wait => '2 seconds'`) returns `in_progress`
+/// after about two seconds of real time, even when the clock steps back during the wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "idem_begin measures `wait` on the wall clock (both backends): a step back of d \
+            during the wait stretches it by d (up to the loop's cap); runs once the wait is \
+            measured by elapsed time that a step cannot move"]
+async fn a_backward_jump_does_not_stretch_a_wait() {
+    let Some(mut b) = Bench::start("wait", false).await else {
+        return;
+    };
+    let scope = suite::scope("f8");
+    let holder = ledger::connect(&b.server.dsn()).await.unwrap();
+    let (outcome, ..) = begin_timed(&holder, &scope, "held", "1 hour", TTL).await;
+    assert_eq!(outcome, "claimed");
+    const WAITER: &str = "pgidem_f8_waiter";
+    let waiter = ledger::connect(&format!("{} application_name={WAITER}", b.server.dsn()))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let waiting = tokio::spawn(async move {
+        let row = waiter
+            .query_one(
+                "SELECT outcome FROM idem_begin($1, 'held', wait => '2 seconds')",
+                &[&scope],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("idem_begin with a wait: {e}"));
+        row.get::<_, String>(0)
+    });
+    // The waiter is inside idem_begin, waiting: its statement is running.
+    while b
+        .admin
+        .query_opt(
+            "SELECT FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' \
+             AND query LIKE '%idem_begin%'",
+            &[&WAITER],
+        )
+        .await
+        .unwrap()
+        .is_none()
+    {
+        assert!(
+            !waiting.is_finished(),
+            "the begin returned before it was seen waiting"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    b.jump_to(-30).await;
+    assert_eq!(waiting.await.unwrap(), "in_progress");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1900),
+        "it waited: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(10),
+        "a wait of 2 s lasted {waited:?} with the clock set back 30 s during it"
+    );
+    b.finish(None).await;
+}
