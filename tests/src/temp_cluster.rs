@@ -60,6 +60,17 @@ impl TempCluster {
     /// started with these environment variables, e.g. `LD_PRELOAD` of a library that fakes
     /// its clock; initdb runs without them.
     pub fn start_with_env(name: &str, conf: &[&str], env: &[(&str, &str)]) -> TempCluster {
+        TempCluster::start_with_initdb(name, conf, env, &[])
+    }
+
+    /// [`TempCluster::start_with_env`], initdb given these arguments too (e.g. `--waldir`
+    /// on a volume of its own, `--wal-segsize`).
+    pub fn start_with_initdb(
+        name: &str,
+        conf: &[&str],
+        env: &[(&str, &str)],
+        initdb_args: &[&str],
+    ) -> TempCluster {
         let dir = root()
             .join("target/temp-clusters")
             .join(format!("{name}-{}", std::process::id()));
@@ -90,6 +101,7 @@ impl TempCluster {
             "UTF8",
             "--no-locale",
         ]);
+        initdb.args(initdb_args);
         run(initdb, "initdb");
 
         let mut lines = vec![
@@ -173,6 +185,14 @@ impl TempCluster {
             .args(["-w", "-t", "60", "start"]);
         pg_ctl.envs(self.env.iter().map(|(k, v)| (k, v)));
         run(pg_ctl, "pg_ctl start");
+    }
+
+    /// Whether the postmaster runs (`pg_ctl status`): false once it has exited, e.g. after
+    /// a crash recovery that could not finish.
+    pub fn is_running(&self) -> bool {
+        let mut pg_ctl = server_command("pg_ctl");
+        pg_ctl.arg("-D").arg(self.data_dir()).arg("status");
+        pg_ctl.output().map(|o| o.status.success()).unwrap_or(false)
     }
 
     /// A clean restart (`-m fast`), e.g. for a setting read only when the server starts.

@@ -13,6 +13,23 @@ use crate::ledger;
 /// The `backend_type` (and application_name) of the extension's purge worker.
 pub const PURGE_WORKER: &str = "pg_idempotency purger";
 
+/// How a [`CrashServer`] is set up beyond the usual; every part empty by default.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Setup<'a> {
+    /// Environment variables the server is started with (see
+    /// [`TempCluster::start_with_env`]).
+    pub env: &'a [(&'a str, &'a str)],
+    /// More arguments to initdb (e.g. `--waldir`, `--wal-segsize`).
+    pub initdb_args: &'a [&'a str],
+    /// More lines of postgresql.conf.
+    pub conf: &'a [&'a str],
+    /// Statements run in database postgres before the database under test is created
+    /// (e.g. `CREATE TABLESPACE`).
+    pub before_database: &'a [&'a str],
+    /// Appended to its `CREATE DATABASE` (e.g. `TABLESPACE ...`).
+    pub database_options: &'a str,
+}
+
 pub struct CrashServer {
     pub cluster: TempCluster,
     /// The database the backend under test is installed in.
@@ -29,8 +46,20 @@ impl CrashServer {
     /// [`CrashServer::start`], the server started with these environment variables (see
     /// [`TempCluster::start_with_env`]).
     pub fn start_with_env(name: &str, db: &str, env: &[(&str, &str)]) -> CrashServer {
+        CrashServer::start_with(
+            name,
+            db,
+            &Setup {
+                env,
+                ..Setup::default()
+            },
+        )
+    }
+
+    /// [`CrashServer::start`], the server set up as `setup` says.
+    pub fn start_with(name: &str, db: &str, setup: &Setup) -> CrashServer {
         let worker_db = format!("pg_idempotency.database = '{db}'");
-        let conf: Vec<&str> = match suite::backend() {
+        let mut conf: Vec<&str> = match suite::backend() {
             Backend::Extension => vec![
                 "shared_preload_libraries = 'pg_idempotency'",
                 "pg_idempotency.purge_interval = 1",
@@ -39,9 +68,16 @@ impl CrashServer {
             // The portable variant runs where no library can be installed: nothing to load.
             Backend::Portable => vec![],
         };
-        let cluster = TempCluster::start_with_env(name, &conf, env);
-        suite::connect_to(&cluster.dsn("postgres"))
-            .batch_execute(&format!("CREATE DATABASE {db}"))
+        conf.extend(setup.conf.iter().copied());
+        let cluster = TempCluster::start_with_initdb(name, &conf, setup.env, setup.initdb_args);
+        let mut admin = suite::connect_to(&cluster.dsn("postgres"));
+        for sql in setup.before_database {
+            admin
+                .batch_execute(sql)
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+        admin
+            .batch_execute(&format!("CREATE DATABASE {db} {}", setup.database_options))
             .unwrap_or_else(|e| panic!("CREATE DATABASE {db}: {e}"));
         let server = CrashServer {
             cluster,
