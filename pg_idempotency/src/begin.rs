@@ -138,6 +138,9 @@ impl Call {
 fn decide(call: &Call) -> IdemResult<Outcome> {
     let id = call.id();
     let started = clock::now();
+    // The wait is timed by the monotonic clock: a wall clock set back during it must not
+    // stretch it (the leases it waits on are the wall clock's, as everywhere).
+    let waiting_since = std::time::Instant::now();
     let mut pause = 2_000;
     let mut settings: Option<Settings> = None;
     for race in 0..MAX_RACES {
@@ -182,7 +185,7 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
                 });
             }
             (State::InProgress, _) if lease_live => {
-                let remaining = started + call.wait - now;
+                let remaining = call.wait - waiting_since.elapsed().as_micros() as i64;
                 if remaining <= 0 {
                     return Ok(Outcome::InProgress { record, now });
                 }

@@ -139,6 +139,10 @@ DECLARE
     started timestamptz := clock_timestamp();
     now timestamptz;
     remaining numeric;
+    -- Time spent asleep waiting: the wait ends when it or the wall clock reaches `wait`,
+    -- so a clock set back during the wait does not stretch it.
+    slept numeric := 0;
+    nap numeric;
     pause numeric := 2000;
     written integer;
 BEGIN
@@ -219,7 +223,7 @@ BEGIN
                     res.expires_at := r_expires;
                     RETURN res;
                 END IF;
-                remaining := c_wait - _idem_between(started, now);
+                remaining := c_wait - greatest(slept, _idem_between(started, now));
                 IF remaining <= 0 THEN
                     res.outcome := 'in_progress';
                     res.attempt := r_attempt;
@@ -230,7 +234,9 @@ BEGIN
                     res.retry_after := _idem_interval(greatest(_idem_between(now, r_lease_until), 0));
                     RETURN res;
                 END IF;
-                PERFORM pg_sleep(least(greatest(least(pause, remaining) / 1000000, 0.001), 1));
+                nap := least(greatest(least(pause, remaining) / 1000000, 0.001), 1);
+                PERFORM pg_sleep(nap);
+                slept := slept + nap * 1000000;
                 pause := least(pause * 2, 100000);
             ELSIF r_state = 'in_progress'
                   OR (r_state = 'failed' AND s_hit = 'return_cached_if_success') THEN
