@@ -472,6 +472,20 @@ pub struct Monitor {
     pub pause_between_calls: Duration,
 }
 
+impl Monitor {
+    /// A monitor for a run whose records never expire within it (a ttl of an hour): it
+    /// checks only that no record seen committed disappears, whatever the fault does to
+    /// the server. No purge is called; nothing pauses.
+    pub fn watching_for_vanished_records() -> Monitor {
+        Monitor {
+            poll_every: Duration::from_millis(50),
+            purge_interval: Duration::from_secs(1),
+            purge_by_call: false,
+            pause_between_calls: Duration::ZERO,
+        }
+    }
+}
+
 /// [`plain_sql_observed`] with a record monitor (and a purge, if `monitor` says so): the
 /// run's [`Run::observed`] holds what the monitor saw.
 pub async fn plain_sql_monitored(

@@ -10,8 +10,6 @@
 //! (an unknown outcome); the tasks connect again and go on. Every trial, on fresh
 //! databases, is checked against I1-I4 and I6.
 
-use std::time::Duration;
-
 use pg_idempotency_faults::check::{self, Violation};
 use pg_idempotency_faults::history::{Outcome, Run};
 use pg_idempotency_faults::ledger;
@@ -113,14 +111,7 @@ async fn trial(n: u64) -> (Run, Kills, Vec<Violation>) {
         w,
         run::Retries::default(),
         progress,
-        run::Monitor {
-            // Nothing expires in a run (ttl 1 hour): the monitor checks that no record seen
-            // committed disappears, whatever the fault does to the server.
-            poll_every: Duration::from_millis(50),
-            purge_interval: Duration::from_secs(1),
-            purge_by_call: false,
-            pause_between_calls: Duration::ZERO,
-        },
+        run::Monitor::watching_for_vanished_records(),
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n}: {e}"));

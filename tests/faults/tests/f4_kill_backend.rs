@@ -153,14 +153,7 @@ async fn trial(server: Arc<CrashServer>, aim: Aim, n: u64) -> (Run, Kills, Vec<V
         w,
         run::Retries::default(),
         progress,
-        run::Monitor {
-            // Nothing expires in a run (ttl 1 hour): the monitor checks that no record seen
-            // committed disappears, whatever the fault does to the server.
-            poll_every: Duration::from_millis(50),
-            purge_interval: Duration::from_secs(1),
-            purge_by_call: false,
-            pause_between_calls: Duration::ZERO,
-        },
+        run::Monitor::watching_for_vanished_records(),
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n}: {e}"));

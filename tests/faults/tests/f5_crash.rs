@@ -13,7 +13,7 @@
 //! server (crash_server), the ledger lives on the shared one.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use pg_idempotency_faults::check::{self, Violation};
 use pg_idempotency_faults::crash_server::{self, CrashServer};
@@ -115,14 +115,7 @@ async fn trial(
         w,
         run::Retries::default(),
         progress,
-        run::Monitor {
-            // Nothing expires in a run (ttl 1 hour): the monitor checks that no record seen
-            // committed disappears, whatever the fault does to the server.
-            poll_every: Duration::from_millis(50),
-            purge_interval: Duration::from_secs(1),
-            purge_by_call: false,
-            pause_between_calls: Duration::ZERO,
-        },
+        run::Monitor::watching_for_vanished_records(),
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n} ({sessions:?}): {e}"));
