@@ -140,8 +140,16 @@ impl Choices {
 }
 
 /// The outcome of a failed statement: a definite failure when the server answered with a
-/// SQLSTATE, unknown otherwise (the connection broke: it may have taken effect).
+/// SQLSTATE, unknown otherwise (the connection broke: it may have taken effect). An error
+/// of severity PANIC is unknown too: the server crashed right then, and what the session
+/// wrote may be durable already (a commit flushes all WAL inserted so far: a backend whose
+/// commit record lies in a segment it has just written and synced PANICs when the next
+/// segment, holding other sessions' WAL, cannot be created, as on F10's full WAL volume),
+/// so its SQLSTATE (53100 there) does not mean nothing changed.
 pub fn failure(e: &tokio_postgres::Error) -> Outcome {
+    if e.as_db_error().is_some_and(|d| d.severity() == "PANIC") {
+        return Outcome::Indeterminate { why: e.to_string() };
+    }
     match e.code() {
         Some(code) => Outcome::Failed {
             sqlstate: code.code().to_string(),
