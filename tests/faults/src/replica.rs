@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use pg_idempotency_tests::{self as suite, Backend, TempCluster};
 
 use crate::crash_server::{CrashServer, PURGE_WORKER};
+use crate::run::APPLICATION;
 
 /// The standby's `application_name`, the name `synchronous_standby_names` lists.
 pub const STANDBY: &str = "pgidem_standby";
@@ -31,6 +32,10 @@ pub enum Replication {
     Synchronous,
     /// The same with `synchronous_commit = remote_apply`: once the standby applied it.
     RemoteApply,
+    /// Synchronous as above, but the client sessions connect with
+    /// `options='-c synchronous_commit=local'` (what a user's session may set): the product
+    /// must still wait for the standby when it commits a claim or a completion.
+    SyncSessionsLocal,
 }
 
 impl Replication {
@@ -40,6 +45,7 @@ impl Replication {
             Replication::Asynchronous => "async",
             Replication::Synchronous => "sync",
             Replication::RemoteApply => "remote_apply",
+            Replication::SyncSessionsLocal => "sync, sessions local",
         }
     }
 
@@ -50,11 +56,28 @@ impl Replication {
         }
     }
 
-    /// The `synchronous_commit` the primary's sessions have.
+    /// The `synchronous_commit` the primary is configured with (`ALTER SYSTEM`).
     pub fn commit(self) -> &'static str {
         match self {
             Replication::RemoteApply => "remote_apply",
             _ => "on",
+        }
+    }
+
+    /// What the client sessions add to the connection string.
+    fn session_options(self) -> &'static str {
+        match self {
+            Replication::SyncSessionsLocal => " options='-c synchronous_commit=local'",
+            _ => "",
+        }
+    }
+
+    /// The `synchronous_commit` the client sessions have (their own setting, which the
+    /// product raises for its commits where it is weaker than `on`).
+    pub fn session_commit(self) -> &'static str {
+        match self {
+            Replication::SyncSessionsLocal => "local",
+            other => other.commit(),
         }
     }
 
@@ -140,6 +163,25 @@ impl ReplicatedServer {
             s.port(),
             self.db
         )
+    }
+
+    /// The clients' connection string ([`ReplicatedServer::dsn`]) with the session
+    /// settings of `mode`.
+    pub fn session_dsn(&self, mode: Replication) -> String {
+        format!("{}{}", self.dsn(), mode.session_options())
+    }
+
+    /// How many client sessions (`run::APPLICATION`) on the primary wait for the standby
+    /// to confirm their commit (`wait_event = 'SyncRep'`).
+    pub fn sessions_waiting_for_standby(&self) -> i64 {
+        admin(self.primary())
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE application_name = $1 AND wait_event = 'SyncRep'",
+                &[&APPLICATION],
+            )
+            .unwrap()
+            .get(0)
     }
 
     /// Makes the pair ready for a trial in `mode`: the standby (re-seeded from the primary

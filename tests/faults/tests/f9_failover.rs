@@ -5,7 +5,7 @@
 //! see their connections break, reach the promoted standby and go on. The final records are
 //! read back from it.
 //!
-//! Three modes of replication (replica.rs), a tally each:
+//! Four modes of replication (replica.rs), a tally each:
 //! - **synchronous** (`synchronous_standby_names` names the standby, `synchronous_commit =
 //!   on`) and **remote_apply**: a commit is acknowledged once the standby has it, so nothing
 //!   acknowledged may be lost and no fence handed out again: I1-I4 and the superseded-fence
@@ -18,13 +18,21 @@
 //!   test. But the test proves they are found: every other asynchronous trial cuts the
 //!   replication link (the standby's `primary_conninfo` emptied) and lets the primary
 //!   acknowledge a stretch of operations alone before it stops, and then the losses must be
-//!   reported, both by the checker and by the direct checks.
+//!   reported, both by the checker and by the direct checks;
+//! - **synchronous, sessions local**: synchronous as above, but the client sessions connect
+//!   with `options='-c synchronous_commit=local'` (checked with `SHOW` through their
+//!   connection string). The product raises `local` to `on` for its claims and completions,
+//!   so they must still wait for the standby. Every trial cuts the link: the primary's
+//!   commits then wait (the test sees sessions in `wait_event = 'SyncRep'` before the stop,
+//!   once the run has made no progress for `STALL`), the run makes none, and nothing
+//!   acknowledged is lost (0 violations, checker and direct checks). Were `local` kept, the
+//!   primary would answer `ALONE` operations alone and lose them, as the async cut does.
 //!
 //! With the extension, the library is preloaded on both servers (the standby is a copy of
 //! the primary's data folder) and the purge worker must run on the promoted standby.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pg_idempotency_faults::after_failover;
 use pg_idempotency_faults::check::{self, Violation};
@@ -45,6 +53,9 @@ const KEYS: usize = 256;
 const BEFORE: usize = 150;
 /// With the replication link cut, operations the primary answers alone before it stops.
 const ALONE: usize = 50;
+/// With the link cut in a mode that waits for the standby, how long the run must make no
+/// progress (its sessions waiting) before the primary stops.
+const STALL: Duration = Duration::from_secs(2);
 
 /// What one trial found.
 struct Trial {
@@ -56,27 +67,64 @@ struct Trial {
     direct: Vec<Violation>,
     /// Claims made on the promoted server, whose fences the direct check compares.
     claims_after: usize,
+    /// See [`Injected::waiting_for_standby`].
+    waiting_for_standby: Option<i64>,
+}
+
+/// What the failover injector did.
+struct Injected {
+    failover: Failover,
+    /// With the link cut in a mode that waits for the standby: client sessions the primary
+    /// showed waiting for the standby (`SyncRep`) just before it stopped.
+    waiting_for_standby: Option<i64>,
 }
 
 /// Fails the primary over to its standby once the run has made `at` operations; when
 /// `cut`, the replication link is cut first and the primary answers `ALONE` more operations
-/// alone. None when the run ended first; panics when it ended during the failover (the
-/// tasks must go on against the promoted server: the run is too short).
+/// alone, or, when `may_stall` (the mode waits for the standby), until the run has made no
+/// progress for `STALL`: the sessions wait for a standby that no longer listens, and the
+/// sessions waiting are counted. None when the run ended first; panics when it ended during
+/// the failover (the tasks must go on against the promoted server: the run is too short).
 async fn failover_at(
     server: Arc<ReplicatedServer>,
     progress: Progress,
     at: usize,
     cut: bool,
-) -> Option<Failover> {
+    may_stall: bool,
+) -> Option<Injected> {
     if progress.reached(at).await.ended {
         return None;
     }
+    let mut waiting_for_standby = None;
     if cut {
         let s = server.clone();
         tokio::task::spawn_blocking(move || s.cut_replication())
             .await
             .unwrap();
-        if progress.reached(progress.now().events + ALONE).await.ended {
+        let target = progress.now().events + ALONE;
+        if may_stall {
+            // Polls the run's pace: ALONE more operations, or none for STALL.
+            let mut last = progress.now();
+            let mut since = Instant::now();
+            loop {
+                let now = progress.now();
+                if now.ended {
+                    return None;
+                }
+                if now.events >= target || since.elapsed() >= STALL {
+                    break;
+                }
+                if now != last {
+                    (last, since) = (now, Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let s = server.clone();
+            let waiting = tokio::task::spawn_blocking(move || s.sessions_waiting_for_standby())
+                .await
+                .unwrap();
+            waiting_for_standby = Some(waiting);
+        } else if progress.reached(target).await.ended {
             return None;
         }
     }
@@ -87,7 +135,10 @@ async fn failover_at(
         !progress.now().ended,
         "the client tasks ended during the failover: make the run longer"
     );
-    Some(failover)
+    Some(Injected {
+        failover,
+        waiting_for_standby,
+    })
 }
 
 async fn trial(server: Arc<ReplicatedServer>, mode: Replication, cut: bool, n: u64) -> Trial {
@@ -109,26 +160,36 @@ async fn trial(server: Arc<ReplicatedServer>, mode: Replication, cut: bool, n: u
         ttl: "1 hour".into(),
         seed: 900 + n,
     };
-    let dsn = server.dsn();
-    // The sessions commit as the mode says (the product keeps remote_apply: it only
-    // raises `off`).
+    let dsn = server.session_dsn(mode);
+    // The sessions have the mode's synchronous_commit (the product keeps on and
+    // remote_apply, and raises local to on for its own commits).
     let c = crash_server::connect_when_up(&dsn).await;
     let commit: String = c
         .query_one("SHOW synchronous_commit", &[])
         .await
         .unwrap()
         .get(0);
-    assert_eq!(commit, mode.commit(), "{mode:?}");
+    assert_eq!(commit, mode.session_commit(), "{mode:?}");
     drop(c);
 
     let progress = Progress::default();
     let at = BEFORE + Choices::new(9000 + n).below(BEFORE);
-    let injector = tokio::spawn(failover_at(server.clone(), progress.clone(), at, cut));
+    let may_stall = mode == Replication::SyncSessionsLocal;
+    let injector = tokio::spawn(failover_at(
+        server.clone(),
+        progress.clone(),
+        at,
+        cut,
+        may_stall,
+    ));
     let started = Instant::now();
     let run = run::plain_sql_observed(&dsn, &ledger_dsn, w, run::Retries::default(), progress)
         .await
         .unwrap_or_else(|e| panic!("trial {n} ({mode:?}): {e}"));
-    let failover = injector
+    let Injected {
+        failover,
+        waiting_for_standby,
+    } = injector
         .await
         .unwrap()
         .unwrap_or_else(|| panic!("trial {n} ({mode:?}): the run ended before the failover"));
@@ -142,6 +203,7 @@ async fn trial(server: Arc<ReplicatedServer>, mode: Replication, cut: bool, n: u
         checker,
         direct,
         claims_after,
+        waiting_for_standby,
     }
 }
 
@@ -155,6 +217,7 @@ async fn failover_loses_nothing_acknowledged_when_replication_is_synchronous() {
         Replication::Asynchronous,
         Replication::Synchronous,
         Replication::RemoteApply,
+        Replication::SyncSessionsLocal,
     ];
     let mut tallies: Vec<Tally> = modes
         .iter()
@@ -165,9 +228,15 @@ async fn failover_loses_nothing_acknowledged_when_replication_is_synchronous() {
     // Claims on the promoted server in the synchronous modes (their fences were compared).
     let mut synchronous_claims_after = 0;
     let mut trial_no = 0u64;
-    for round in 0..report::trials(2) {
+    // One trial per mode in the test command (the failovers and re-seeds take most of its
+    // time); a full run makes as many rounds as its scale.
+    for round in 0..report::trials(1) {
         for (m, &mode) in modes.iter().enumerate() {
-            let cut = mode == Replication::Asynchronous && round % 2 == 0;
+            let cut = match mode {
+                Replication::Asynchronous => round % 2 == 0,
+                Replication::SyncSessionsLocal => true,
+                _ => false,
+            };
             let t0 = Instant::now();
             let t = trial(server.clone(), mode, cut, trial_no).await;
             trial_no += 1;
@@ -176,7 +245,8 @@ async fn failover_loses_nothing_acknowledged_when_replication_is_synchronous() {
             tallies[m].add(&t.run, 1, &all);
             eprintln!(
                 "trial {trial_no} ({mode:?}{}): {} operations, {} unknown, promoted {:?} \
-                 after the stop, {} claims after it, {} checker and {} direct findings, {:?}",
+                 after the stop, {} claims after it, {} checker and {} direct findings, \
+                 {:?} sessions waiting for the standby, {:?}",
                 if cut { ", link cut" } else { "" },
                 t.run.events.len(),
                 t.run.events.iter().filter(|e| e.is_indeterminate()).count(),
@@ -184,6 +254,7 @@ async fn failover_loses_nothing_acknowledged_when_replication_is_synchronous() {
                 t.claims_after,
                 t.checker.len(),
                 t.direct.len(),
+                t.waiting_for_standby,
                 t0.elapsed()
             );
             // The promoted standby is a primary that runs the product whole.
@@ -212,6 +283,26 @@ async fn failover_loses_nothing_acknowledged_when_replication_is_synchronous() {
                     }
                 }
                 _ => {
+                    if mode == Replication::SyncSessionsLocal {
+                        // The sessions' `local` was raised for the product's commits: with
+                        // the link cut they wait for the standby (a regression would
+                        // commit locally, go on, and lose those acknowledgements in the
+                        // failover, which the assertion below reports too).
+                        let waiting = t.waiting_for_standby.unwrap_or(0);
+                        assert!(
+                            waiting > 0,
+                            "trial {trial_no} ({mode:?}): with the link cut, no session \
+                             waited for the standby (SyncRep): the product's commits did \
+                             not wait for it"
+                        );
+                        // The stop broke the calls that waited: their outcome is unknown.
+                        let unknown = t.run.events.iter().filter(|e| e.is_indeterminate());
+                        assert!(
+                            unknown.count() > 0,
+                            "trial {trial_no} ({mode:?}): {waiting} sessions waited when \
+                             the primary stopped, and no outcome was unknown"
+                        );
+                    }
                     synchronous_claims_after += t.claims_after;
                     assert!(
                         all.is_empty(),
@@ -224,9 +315,15 @@ async fn failover_loses_nothing_acknowledged_when_replication_is_synchronous() {
     }
     for t in &tallies {
         eprintln!("{t:?}");
-        // The stop broke operations in flight in every mode.
-        assert!(t.indeterminate > 0, "no outcome was unknown: {t:?}");
     }
+    // The stop breaks the operations in flight; a trial may stop between calls, so this is
+    // asserted over all modes together (and per trial above where sessions were seen
+    // waiting when the primary stopped).
+    let unknown: usize = tallies.iter().map(|t| t.indeterminate).sum();
+    assert!(
+        unknown > 0,
+        "no outcome was unknown in any mode: {tallies:?}"
+    );
     eprintln!("async with the link cut: {cut_trials} trials, {cut_checker} checker findings, {cut_direct} direct");
     assert!(cut_trials > 0, "no asynchronous trial cut the link");
     assert!(
