@@ -5,9 +5,12 @@
 //! - **I1** at most one accepted effect per key per life of the key (lives are named by
 //!   their upstream key, kept across takeovers);
 //! - **I2** an acknowledged completion is read back as it was acknowledged, and a replay
-//!   only returns what some completion sent;
+//!   only returns what some completion sent; the final records keep it (its fence and
+//!   result, or a higher fence) unless something in the run removed it or it may have
+//!   expired (see `check_kept.rs`);
 //! - **I3** fences acknowledged for a key strictly increase in real-time order, and no
-//!   fence is handed out twice;
+//!   fence is handed out twice; the final records keep every acknowledged claim's fence
+//!   or a higher one, with the same exceptions;
 //! - **I4** no new life while an earlier one may still hold the key, and one completion
 //!   per life;
 //! - **I5** no record outlives its `expires_at` by more than the purge interval and a
@@ -33,7 +36,7 @@ use std::fmt;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::history::{Event, FinalRecord, LedgerRow, Op, Outcome, Run};
+use crate::history::{Event, LedgerRow, Op, Outcome, Run};
 
 /// The invariants, as docs/reliability.md numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -97,7 +100,6 @@ pub fn check(run: &Run) -> Vec<Violation> {
         found.extend(i1_effects_per_life(&h));
         found.extend(i2_replays_match_completions(&h));
         found.extend(i2_replays_were_sent(&h));
-        found.extend(i2_final_record(&h));
         let disordered = i3_fences_increase(&h);
         // The next two read the order of claims from their fences; when the fences
         // contradict real time, that order means nothing and I3 says what is wrong.
@@ -111,6 +113,7 @@ pub fn check(run: &Run) -> Vec<Violation> {
         found.extend(i6_stale_fences_refused(&h));
     }
     found.extend(i3_fences_unique(run));
+    found.extend(crate::check_kept::acknowledgements_kept(run));
     found.extend(crate::check_expiry::i5_expiry(run));
     found
 }
@@ -185,7 +188,6 @@ struct KeyHistory<'a> {
     /// In invocation order.
     events: Vec<&'a Event>,
     ledger: Vec<&'a LedgerRow>,
-    record: Option<&'a FinalRecord>,
     ttl_micros: Option<i64>,
 }
 
@@ -201,7 +203,6 @@ impl<'a> KeyHistory<'a> {
                 key,
                 events: Vec::new(),
                 ledger: Vec::new(),
-                record: None,
                 ttl_micros,
             })
         }
@@ -211,9 +212,6 @@ impl<'a> KeyHistory<'a> {
         }
         for r in &run.ledger {
             of(&mut keys, &r.key, ttl).ledger.push(r);
-        }
-        for r in &run.records {
-            of(&mut keys, &r.key, ttl).record = Some(r);
         }
         let mut all: Vec<KeyHistory> = keys.into_values().collect();
         for h in &mut all {
@@ -612,39 +610,6 @@ fn i2_replays_were_sent(h: &KeyHistory) -> Vec<Violation> {
         }
     }
     found
-}
-
-/// The record left at the end, when it still holds the fence of an acknowledged
-/// completion (same life, not claimed again since), holds that completion's result.
-fn i2_final_record(h: &KeyHistory) -> Vec<Violation> {
-    let Some(record) = h.record else {
-        return Vec::new();
-    };
-    stored_completions(h)
-        .iter()
-        .filter(|done| done.fence == record.fence)
-        .filter(|done| {
-            let state = if done.succeeded {
-                "succeeded"
-            } else {
-                "failed"
-            };
-            record.state != state || !same_response(record.response.as_ref(), done.response)
-        })
-        .map(|done| {
-            h.violation(
-                Invariant::I2,
-                format!(
-                    "the final record (state {}, fence {}, response {}) differs from the \
-                     acknowledged completion {}",
-                    record.state,
-                    record.fence,
-                    record.response.as_ref().unwrap_or(&Value::Null),
-                    describe(done.event)
-                ),
-            )
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------

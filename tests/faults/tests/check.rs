@@ -295,7 +295,8 @@ fn a_new_life_needs_the_old_one_expired() {
         complete(1, k, (2011, 2020), 2, answer(1), "succeeded"),
         replay(2, k, (2030, 2040), true, answer(1)),
     ];
-    let mut expiring = run(events, Vec::new(), Vec::new());
+    let records = vec![record(k, "succeeded", 2, answer(1))];
+    let mut expiring = run(events, Vec::new(), records);
     expiring.ttl_micros = Some(1000);
     assert_clean(&expiring);
 
@@ -326,7 +327,8 @@ fn i1_takeover_with_a_new_upstream_key() {
         complete(1, k, (121, 130), 2, answer(1), "succeeded"),
     ];
     let ledger = vec![row(k, 1, upstream(1), 15), row(k, 2, upstream(2), 115)];
-    let found = check(&run(events, ledger, Vec::new()));
+    let records = vec![record(k, "succeeded", 2, answer(1))];
+    let found = check(&run(events, ledger, records));
     let i1: Vec<&Violation> = found
         .iter()
         .filter(|v| v.invariant == Invariant::I1)
@@ -355,7 +357,8 @@ fn i1_effect_of_no_life() {
         complete(0, k, (21, 30), 1, answer(0), "succeeded"),
     ];
     let ledger = vec![row(k, 1, upstream(1), 15), row(k, 1, upstream(9), 16)];
-    assert_only(&run(events, ledger, Vec::new()), Invariant::I1, k);
+    let records = vec![record(k, "succeeded", 1, answer(0))];
+    assert_only(&run(events, ledger, records), Invariant::I1, k);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -373,7 +376,8 @@ fn i2_replay_differs_from_the_acknowledged_result() {
         complete(1, k, (111, 120), 2, answer(1), "succeeded"),
         replay(2, k, (130, 140), true, answer(0)),
     ];
-    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I2, k);
+    let records = vec![record(k, "succeeded", 2, answer(1))];
+    assert_only(&run(events, Vec::new(), records), Invariant::I2, k);
 }
 
 /// A replay of a result no completion sent.
@@ -385,7 +389,8 @@ fn i2_replay_of_a_result_never_sent() {
         complete_lost(0, k, 11, 1, answer(0)),
         replay(1, k, (20, 30), true, answer(7)),
     ];
-    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I2, k);
+    let records = vec![record(k, "succeeded", 1, answer(0))];
+    assert_only(&run(events, Vec::new(), records), Invariant::I2, k);
 }
 
 /// The stored record lost the acknowledged response.
@@ -412,7 +417,8 @@ fn i3_later_claim_with_a_lower_fence() {
         claim(0, k, (0, 10), 5, 1, upstream(1)),
         claim(1, k, (100, 110), 4, 2, upstream(1)),
     ];
-    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I3, k);
+    let records = vec![record(k, "in_progress", 5, Value::Null)];
+    assert_only(&run(events, Vec::new(), records), Invariant::I3, k);
 }
 
 /// One fence handed out on two keys.
@@ -422,7 +428,11 @@ fn i3_fence_acknowledged_twice() {
         claim(0, "a", (0, 10), 5, 1, upstream(1)),
         claim(1, "b", (0, 10), 5, 1, upstream(2)),
     ];
-    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I3, "b");
+    let records = vec![
+        record("a", "in_progress", 5, Value::Null),
+        record("b", "in_progress", 5, Value::Null),
+    ];
+    assert_only(&run(events, Vec::new(), records), Invariant::I3, "b");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -441,7 +451,8 @@ fn i4_fresh_claim_after_a_lost_completion() {
         effect(1, k, (111, 120), 2, upstream(2)),
     ];
     let ledger = vec![row(k, 1, upstream(1), 15), row(k, 2, upstream(2), 115)];
-    assert_only(&run(events, ledger, Vec::new()), Invariant::I4, k);
+    let records = vec![record(k, "in_progress", 2, Value::Null)];
+    assert_only(&run(events, ledger, records), Invariant::I4, k);
 }
 
 /// A begin whose answer was lost held the key (another begin saw it in progress), yet a
@@ -454,7 +465,8 @@ fn i4_fresh_claim_after_in_progress() {
         in_progress(1, k, (10, 20)),
         claim(2, k, (30, 40), 3, 1, upstream(3)),
     ];
-    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I4, k);
+    let records = vec![record(k, "in_progress", 3, Value::Null)];
+    assert_only(&run(events, Vec::new(), records), Invariant::I4, k);
 }
 
 /// The first holder and the takeover both completed the same life (their calls
@@ -468,11 +480,13 @@ fn i4_one_life_completed_twice() {
         complete(0, k, (25, 40), 1, answer(0), "succeeded"),
         complete(1, k, (45, 50), 2, answer(1), "succeeded"),
     ];
-    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I4, k);
+    let records = vec![record(k, "succeeded", 2, answer(1))];
+    assert_only(&run(events, Vec::new(), records), Invariant::I4, k);
 }
 
 /// A completion retried with the fence that completed the record must get the stored
-/// state back, not another one.
+/// state back, not another one. The final record cannot agree with both answers: the one
+/// it contradicts is reported too (I2).
 #[test]
 fn i4_retried_completion_changes_state() {
     let k = "k";
@@ -481,7 +495,20 @@ fn i4_retried_completion_changes_state() {
         complete(0, k, (11, 20), 1, answer(0), "succeeded"),
         complete(0, k, (21, 30), 1, answer(0), "failed"),
     ];
-    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I4, k);
+    let records = vec![record(k, "succeeded", 1, answer(0))];
+    let found = check(&run(events, Vec::new(), records));
+    let invariants: Vec<Invariant> = found.iter().map(|v| v.invariant).collect();
+    assert_eq!(
+        invariants,
+        [Invariant::I4, Invariant::I2],
+        "{}",
+        show(&found)
+    );
+    assert!(
+        found[1].explanation.contains("(failed,"),
+        "{}",
+        show(&found)
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -497,7 +524,8 @@ fn i6_stale_holder_completed() {
         claim(1, k, (100, 110), 2, 2, upstream(1)),
         complete(0, k, (120, 130), 1, answer(0), "succeeded"),
     ];
-    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I6, k);
+    let records = vec![record(k, "in_progress", 2, Value::Null)];
+    assert_only(&run(events, Vec::new(), records), Invariant::I6, k);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -647,4 +675,183 @@ fn a_repeat_with_the_claim_token_claimed_when_the_lost_begin_did() {
 #[test]
 fn a_fresh_begin_cannot_claim_after_the_key_was_seen_held() {
     assert_only(&given_back(Op::Begin), Invariant::I4, "k");
+}
+
+// ---------------------------------------------------------------------------------------
+// I2 and I3 on the final records: every acknowledged completion and claim is kept (its
+// fence, or a higher one; a completion's fence with its result), unless the run removed
+// the row after it or the row may have expired.
+
+fn release_lost(p: usize, key: &str, invoked: i64, fence: i64) -> Event {
+    lost(p, key, invoked, Op::Release { fence })
+}
+
+fn invariants(found: &[Violation]) -> Vec<(Invariant, String)> {
+    let mut all: Vec<(Invariant, String)> =
+        found.iter().map(|v| (v.invariant, v.key.clone())).collect();
+    all.sort();
+    all
+}
+
+/// What the product does to a record after an acknowledgement, none of which loses one:
+/// a release (acknowledged or lost) and an uncached failure delete the row; a takeover
+/// replaces the fence; a cached failure run again and then released leaves no row; a
+/// completion whose answer was lost and that never landed leaves the claim in progress.
+#[test]
+fn rows_removed_or_replaced_by_the_run_are_not_lost() {
+    let events = vec![
+        claim(0, "released", (0, 10), 1, 1, upstream(1)),
+        release(0, "released", (11, 20), 1),
+        claim(1, "release_lost", (0, 10), 2, 1, upstream(2)),
+        release_lost(1, "release_lost", 11, 2),
+        claim(2, "absent", (0, 10), 3, 1, upstream(3)),
+        complete(2, "absent", (11, 20), 3, answer(2), "absent"),
+        claim(3, "taken_over", (0, 10), 4, 1, upstream(4)),
+        complete_lost(3, "taken_over", 11, 4, answer(3)),
+        claim(4, "taken_over", (100, 110), 5, 2, upstream(4)),
+        complete(4, "taken_over", (111, 120), 5, answer(4), "succeeded"),
+        claim(5, "rerun", (0, 10), 6, 1, upstream(6)),
+        complete(5, "rerun", (11, 20), 6, answer(5), "failed"),
+        claim(6, "rerun", (30, 40), 7, 2, upstream(6)),
+        release(6, "rerun", (41, 50), 7),
+        claim(7, "held", (0, 10), 8, 1, upstream(8)),
+        complete_lost(7, "held", 11, 8, answer(7)),
+    ];
+    let records = vec![
+        record("taken_over", "succeeded", 5, answer(4)),
+        record("held", "in_progress", 8, Value::Null),
+    ];
+    assert_clean(&run(events, Vec::new(), records));
+}
+
+/// A completed call and a claim, neither in the final records: valid when records may
+/// expire during the run (purged, or the key claimed afresh with a higher fence), lost
+/// acknowledgements when nothing expires.
+#[test]
+fn rows_gone_are_lost_unless_they_may_have_expired() {
+    let events = vec![
+        claim(0, "done", (0, 10), 1, 1, upstream(1)),
+        complete(0, "done", (11, 20), 1, answer(0), "succeeded"),
+        claim(1, "held", (0, 10), 2, 1, upstream(2)),
+        claim(2, "reclaimed", (0, 10), 3, 1, upstream(3)),
+        complete(2, "reclaimed", (11, 20), 3, answer(2), "succeeded"),
+        claim(3, "reclaimed", (5000, 5010), 9, 1, upstream(9)),
+    ];
+    let records = vec![record("reclaimed", "in_progress", 9, Value::Null)];
+    let mut expiring = run(events, Vec::new(), records);
+    expiring.ttl_micros = Some(1000);
+    assert_clean(&expiring);
+
+    expiring.ttl_micros = None;
+    let found = check(&expiring);
+    let lost_ones: Vec<(Invariant, String)> = invariants(&found)
+        .into_iter()
+        .filter(|(_, k)| k != "reclaimed")
+        .collect();
+    assert_eq!(
+        lost_ones,
+        [
+            (Invariant::I2, "done".to_string()),
+            (Invariant::I3, "done".to_string()),
+            (Invariant::I3, "held".to_string()),
+        ],
+        "{}",
+        show(&found)
+    );
+    println!("{}", show(&found));
+}
+
+/// An acknowledged completion that the server lost (a crash, a failover) on a key nobody
+/// touched again: no row at all (the claim lost too), or the row rolled back to the claim.
+#[test]
+fn i2_acknowledged_completion_lost() {
+    let events = vec![
+        claim(0, "gone", (0, 10), 1, 1, upstream(1)),
+        complete(0, "gone", (11, 20), 1, answer(0), "succeeded"),
+        claim(1, "rolled_back", (0, 10), 2, 1, upstream(2)),
+        complete(1, "rolled_back", (11, 20), 2, answer(1), "failed"),
+    ];
+    let records = vec![record("rolled_back", "in_progress", 2, Value::Null)];
+    let found = check(&run(events, Vec::new(), records));
+    assert_eq!(
+        invariants(&found),
+        [
+            (Invariant::I2, "gone".to_string()),
+            (Invariant::I2, "rolled_back".to_string()),
+            (Invariant::I3, "gone".to_string()),
+        ],
+        "{}",
+        show(&found)
+    );
+    println!("{}", show(&found));
+}
+
+/// A row deleted before the completion was acknowledged does not explain its absence: the
+/// old holder's completion was accepted after the takeover released the call (a stale
+/// fence accepted, I6), and no row holds it (I2).
+#[test]
+fn i2_a_removal_before_the_completion_does_not_explain_it() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        claim(1, k, (20, 30), 2, 2, upstream(1)),
+        release(1, k, (31, 40), 2),
+        complete(0, k, (50, 60), 1, answer(0), "failed"),
+    ];
+    let found = check(&run(events, Vec::new(), Vec::new()));
+    assert_eq!(
+        invariants(&found),
+        [
+            (Invariant::I2, k.to_string()),
+            (Invariant::I6, k.to_string())
+        ],
+        "{}",
+        show(&found)
+    );
+}
+
+/// An acknowledged claim that the server lost, on a key nobody touched again.
+#[test]
+fn i3_acknowledged_claim_lost() {
+    let k = "k";
+    let events = vec![claim(0, k, (0, 10), 1, 1, upstream(1))];
+    assert_only(&run(events, Vec::new(), Vec::new()), Invariant::I3, k);
+}
+
+/// The row holds a lower fence than an acknowledged claim (the claim was lost and an older
+/// row came back): reported even when records may expire, since a key's fence never goes
+/// back.
+#[test]
+fn i3_final_record_with_a_lower_fence() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 6, 1, upstream(1)),
+        claim(1, k, (100, 110), 7, 2, upstream(1)),
+    ];
+    let records = vec![record(k, "in_progress", 6, Value::Null)];
+    let mut r = run(events, Vec::new(), records);
+    assert_only(&r, Invariant::I3, k);
+    r.ttl_micros = Some(1000);
+    assert_only(&r, Invariant::I3, k);
+}
+
+/// A release with an older fence cannot have deleted the row of a later claim (it is
+/// stale and refused): the first claim's row may be gone, the second's is lost.
+#[test]
+fn i3_a_stale_release_does_not_explain_a_missing_claim() {
+    let k = "k";
+    let events = vec![
+        claim(0, k, (0, 10), 1, 1, upstream(1)),
+        release_lost(0, k, 11, 1),
+        claim(1, k, (100, 110), 2, 1, upstream(2)),
+    ];
+    let r = run(events, Vec::new(), Vec::new());
+    assert_only(&r, Invariant::I3, k);
+    let found = check(&r);
+    assert_eq!(found.len(), 1, "{}", show(&found));
+    assert!(
+        found[0].explanation.contains("claim of fence 2"),
+        "{}",
+        show(&found)
+    );
 }
