@@ -10,10 +10,13 @@
 //!   indexes; the WAL stays on the data directory's disk). A statement that must extend a
 //!   file fails with SQLSTATE 53100 (disk_full): a definite failure, nothing of it
 //!   committed; the server keeps running.
-//! - **wal**: the WAL (`initdb --waldir`, 1 MB segments) is on the tmpfs. A backend that
-//!   cannot create the next segment PANICs; the postmaster ends every session and restarts;
-//!   crash recovery may itself need WAL space, and the server then stays down until the
-//!   space is freed and it is started again.
+//! - **wal**: the WAL (`initdb --waldir`, 1 MB segments) is on the tmpfs, and a replication
+//!   slot nobody reads (a standby gone for good) keeps every segment from the fill on, as
+//!   in practice: a checkpoint otherwise recycles old segments as the next ones, and a full
+//!   volume alone would not bite. A backend that cannot create the next segment PANICs;
+//!   the postmaster ends every session and restarts; crash recovery may itself need WAL
+//!   space, and the server then stays down until the space is freed and it is started
+//!   again. The operator also drops the slot.
 //!
 //! Whatever the disk did, the run is checked (I1-I6; I5 from a record monitor: nothing seen
 //! committed may vanish), and the test asserts that the fault fired: the volume was full
