@@ -200,6 +200,10 @@ impl From<tokio_postgres::Error> for Error {
                 let mut err = Error::new(ErrorKind::from_sqlstate(db.code().code()), db.message());
                 err.extra.detail = db.detail().map(str::to_string);
                 err.extra.hint = db.hint().map(str::to_string);
+                // A PANIC (the server crashes: a full WAL volume) or a FATAL (the session
+                // ends) may come after the call's own commit reached the disk: the answer is
+                // an error, the outcome unknown.
+                err.extra.outcome_unknown = matches!(db.severity(), "PANIC" | "FATAL");
                 err
             }
             None => Error::new(ErrorKind::Database, e.to_string())

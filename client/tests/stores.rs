@@ -400,3 +400,61 @@ async fn postgres_without_the_extension_fails_fast() {
     let e = PgStore::new(&client).check_installed().await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotInstalled);
 }
+
+/// A session ended by the server mid-call (FATAL, here `pg_terminate_backend` of a begin
+/// waiting on a held key) is an unknown outcome to the caller: the call may have committed
+/// before the session ended, so the caller repeats it to learn (with its claim token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_session_ended_mid_call_is_an_unknown_outcome() {
+    let (holder, conn) = tokio_postgres::connect(&dsn(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let (waiter, conn) = tokio_postgres::connect(&dsn(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let pid: i32 = waiter
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let sc = unique("fatal");
+    claimed(
+        PgStore::new(&holder)
+            .begin(&sc, "k", &opts())
+            .await
+            .unwrap(),
+    );
+    let wait = BeginOptions {
+        wait: Duration::from_secs(60),
+        claim_token: Some(uuid::Uuid::new_v4()),
+        ..opts()
+    };
+    let call = tokio::spawn(async move { PgStore::new(&waiter).begin(&sc, "k", &wait).await });
+    // Ended once it is seen waiting inside idem_begin.
+    let mut seen = false;
+    for _ in 0..500 {
+        let n: i64 = holder
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active' \
+                 AND query LIKE '%idem_begin%'",
+                &[&pid],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if n == 1 {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(seen, "the waiting begin was never seen");
+    holder
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .unwrap();
+    let err = call.await.unwrap().expect_err("the session was ended");
+    assert!(err.outcome_unknown(), "{err:?}");
+}
