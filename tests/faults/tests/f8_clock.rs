@@ -515,9 +515,10 @@ async fn jumps_at_random_points_of_a_run() {
         let observed = run.observed.take().expect("the run had a monitor");
         let gone = vanished(&observed);
         assert!(gone.is_empty(), "trial {n}: {gone:#?}");
+        // A poll before and after at least; a fast (release) trial may not last many more.
         assert!(
-            observed.polls.len() > 3,
-            "the monitor hardly polled: {}",
+            observed.polls.len() >= 2,
+            "trial {n}: the monitor hardly polled: {}",
             observed.polls.len()
         );
         polls += observed.polls.len();
