@@ -25,9 +25,13 @@ pub struct Oids {
     pub claim_tokens: bool,
 }
 
+/// What the saved statements over the records must be made for: records keyed by owner
+/// (0.2.0), records with claim tokens (0.3.0).
+pub type Layout = (bool, bool);
+
 impl Oids {
-    /// What the saved statements over the records must be made for.
-    pub fn layout(&self) -> (bool, bool) {
+    /// The layout of the records this schema has.
+    pub fn layout(&self) -> Layout {
         (self.owner_keyed, self.claim_tokens)
     }
 }

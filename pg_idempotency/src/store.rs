@@ -14,6 +14,7 @@ use pgrx::{pg_sys, PgOid};
 
 use crate::args::micros_interval;
 use crate::clock::Micros;
+use crate::relations::Layout;
 use crate::{fetch, policy_cache, relations};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,10 +107,6 @@ struct Plans {
     extend: OwnedPreparedStatement,
     forget: OwnedPreparedStatement,
 }
-
-/// What the saved statements were made for: records keyed by owner (0.2.0), records with
-/// claim tokens (0.3.0).
-type Layout = (bool, bool);
 
 thread_local! {
     /// The saved plans, and the layout of the records they were made for.
