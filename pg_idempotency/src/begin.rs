@@ -9,11 +9,14 @@ use pgrx::{pg_sys, IntoDatum};
 
 use crate::args::{self, micros_interval, OnCacheHit, OnMismatch};
 use crate::clock::{self, Micros};
+use crate::durability;
 use crate::entry::{arg_count, composite, result_columns, Args, Column};
 use crate::error::{ErrorKind, IdemError, IdemResult};
+use crate::ids;
 use crate::metrics::{self, Counter};
 use crate::request;
-use crate::store::{self, Claim, Id, Policy, Record, State};
+use crate::roles;
+use crate::store::{self, Claim, Id, Record, ScopePolicy, State};
 
 /// How many lost races a call tolerates before it gives up; each one means another session
 /// changed the record in the meantime.
@@ -46,7 +49,7 @@ struct Settings {
 }
 
 impl Settings {
-    fn resolve(call: &Call, policy: &Policy) -> IdemResult<Settings> {
+    fn resolve(call: &Call, policy: &ScopePolicy) -> IdemResult<Settings> {
         let ttl = args::effective_ttl(call.ttl, policy.ttl)?;
         Ok(Settings {
             ttl,
@@ -98,7 +101,7 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
     let call = Call {
         scope,
         key,
-        owner: clock::caller(),
+        owner: roles::caller(),
         fingerprint,
         ttl: args::ttl(a.get(3))?,
         lease: args::lease(a.get(4))?,
@@ -154,7 +157,7 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
         let record = match record {
             None => {
                 let claim = fresh_claim(call, set, now);
-                clock::ensure_durable_commit();
+                durability::ensure_durable_commit();
                 if store::insert(&id, &claim) {
                     return Ok(claimed(claim));
                 }
@@ -162,7 +165,7 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
             }
             Some(r) if !r.is_live(now) => {
                 let claim = fresh_claim(call, set, now);
-                clock::ensure_durable_commit();
+                durability::ensure_durable_commit();
                 if store::claim_again(&id, &r, &claim) {
                     return Ok(claimed(claim));
                 }
@@ -231,10 +234,10 @@ fn holds_own_claim(call: &Call, record: &Record) -> bool {
 
 fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
     Claim {
-        fence: clock::next_fence(),
+        fence: ids::next_fence(),
         attempt: 1,
         fingerprint: call.fingerprint.as_ref().map(|f| &f[..]),
-        upstream_key: clock::new_upstream_key(),
+        upstream_key: ids::new_upstream_key(),
         created_at: now,
         lease_until: now + set.lease,
         expires_at: now + set.ttl,
@@ -254,7 +257,7 @@ fn take_over(
     recovered: bool,
 ) -> Option<Outcome> {
     // A sequence shared by many sessions does not alone order fences per key; this does.
-    let fence = clock::next_fence().max(record.fence + 1);
+    let fence = ids::next_fence().max(record.fence + 1);
     let claim = Claim {
         fence,
         attempt: record.attempt.saturating_add(1),
@@ -272,7 +275,7 @@ fn take_over(
         claim_token: call.claim_token,
         recovered,
     };
-    clock::ensure_durable_commit();
+    durability::ensure_durable_commit();
     store::claim_again(&call.id(), record, &claim).then(|| claimed(claim))
 }
 

@@ -9,10 +9,12 @@ use pgrx::{pg_sys, IntoDatum};
 
 use crate::args;
 use crate::clock::{self, Micros};
+use crate::durability;
 use crate::entry::{composite, Args};
 use crate::error::{ErrorKind, IdemError, IdemResult};
 use crate::request;
-use crate::store::{self, Completion, Id, Policy, Record, State};
+use crate::roles;
+use crate::store::{self, Completion, Id, Record, ScopePolicy, State};
 
 const MAX_RACES: u32 = 1000;
 
@@ -38,7 +40,7 @@ fn held(a: &Args) -> IdemResult<Held> {
     Ok(Held {
         scope: args::scope(a.get::<String>(0))?,
         key: args::key(a.get::<String>(1))?,
-        owner: clock::caller(),
+        owner: roles::caller(),
         fence: args::fence(a.get::<i64>(2))?,
     })
 }
@@ -63,7 +65,7 @@ fn contention() -> IdemError {
 }
 
 /// The live record that `h.fence` holds (and its scope's policy), or why it does not.
-fn read_held(h: &Held, now: Micros) -> IdemResult<(Record, Policy)> {
+fn read_held(h: &Held, now: Micros) -> IdemResult<(Record, ScopePolicy)> {
     // Another role's record of the same scope and key is not this caller's: it reads as
     // absent, so what the caller is told does not depend on it.
     let (record, policy) = store::read(&h.id());
@@ -116,7 +118,7 @@ fn complete(
             // Completed by this very fence before: keep what is stored.
             return Ok((record.state.as_str(), Some(record.expires_at)));
         }
-        clock::ensure_durable_commit();
+        durability::ensure_durable_commit();
         // The call's word, else its scope's policy; failures are not cached by default.
         let cache_failure = cache_failure.or(policy.cache_failures).unwrap_or(false);
         if !succeeded && !cache_failure {
@@ -159,7 +161,7 @@ fn release(h: &Held) -> IdemResult<()> {
                 "The call was already completed; idem_forget removes a stored result.",
             ));
         }
-        clock::ensure_durable_commit();
+        durability::ensure_durable_commit();
         if store::delete_held(&h.id(), h.fence) {
             return Ok(());
         }
@@ -194,7 +196,7 @@ fn extend(h: &Held, lease: Option<i64>) -> IdemResult<(Micros, Micros)> {
         let lease_until = now + lease;
         // A record never expires while its lease is live.
         let expires_at = record.expires_at.max(lease_until);
-        clock::ensure_durable_commit();
+        durability::ensure_durable_commit();
         if store::extend(&h.id(), h.fence, lease_until, expires_at) {
             return Ok((lease_until, expires_at));
         }

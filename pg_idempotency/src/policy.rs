@@ -10,6 +10,7 @@ use crate::clock;
 use crate::entry::{composite, Args};
 use crate::error::IdemResult;
 use crate::policy_cache;
+use crate::roles;
 
 const UPSERT: &str = "INSERT INTO idempotency.policies AS p \
         (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by) \
@@ -47,7 +48,7 @@ pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
     OnMismatch::parse(on_mismatch.as_deref())?;
 
     let now = clock::now();
-    let owner = clock::caller();
+    let owner = roles::caller();
     Spi::connect_mut(|client| {
         let params = [
             scope.as_str().into(),

@@ -11,19 +11,19 @@ use std::collections::HashMap;
 
 use pgrx::pg_sys;
 
-use crate::store::Policy;
+use crate::store::ScopePolicy;
 use crate::{fetch, relations};
 
 /// Enough for every scope of a real deployment; past it the copy starts over.
 const MAX_SCOPES: usize = 4096;
 
 thread_local! {
-    static ENTRIES: RefCell<HashMap<String, Policy>> = RefCell::new(HashMap::new());
+    static ENTRIES: RefCell<HashMap<String, ScopePolicy>> = RefCell::new(HashMap::new());
     static SEEN_EPOCH: Cell<u64> = const { Cell::new(u64::MAX) };
 }
 
 /// The policy of `scope` (all fields None when it has none).
-pub fn of(scope: &str) -> Policy {
+pub fn of(scope: &str) -> ScopePolicy {
     let oids = relations::oids();
     if SEEN_EPOCH.get() != relations::policy_epoch() {
         ENTRIES.with(|e| e.borrow_mut().clear());
@@ -47,7 +47,7 @@ pub fn of(scope: &str) -> Policy {
     policy
 }
 
-fn read(oids: relations::Oids, scope: &str) -> Policy {
+fn read(oids: relations::Oids, scope: &str) -> ScopePolicy {
     static COLUMNS: [&str; 5] = [
         "ttl",
         "lease",
@@ -60,7 +60,7 @@ fn read(oids: relations::Oids, scope: &str) -> Policy {
         oids.policies_pkey,
         &[fetch::Key::Text(scope)],
         &COLUMNS,
-        |row| Policy {
+        |row| ScopePolicy {
             ttl: row.interval_micros(0),
             lease: row.interval_micros(1),
             on_cache_hit: row.text(2),

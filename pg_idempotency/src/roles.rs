@@ -3,11 +3,21 @@
 
 use pgrx::pg_sys;
 
-use crate::clock;
 use crate::error::{ErrorKind, IdemError, IdemResult};
+
+/// The role that makes the call: outside our SECURITY DEFINER functions (SET ROLE counts).
+pub fn caller() -> pg_sys::Oid {
+    // SAFETY: GetOuterUserId only reads this backend's user-id state, which InitPostgres has
+    // set before any SQL function can run; it cannot raise an error.
+    unsafe { pg_sys::GetOuterUserId() }
+}
 
 /// Whether `role` has the privileges of `idempotency_admin` (superusers have them).
 pub fn is_admin(role: pg_sys::Oid) -> bool {
+    // SAFETY: the name is a 'static C string; with missing_ok the lookup returns InvalidOid
+    // instead of raising, and has_privs_of_role accepts any OID (InvalidOid is nobody's
+    // member, a superuser has every role's privileges). Both read the syscache, which is
+    // usable because we are inside a SQL function call, hence in a transaction.
     unsafe {
         let admin = pg_sys::get_role_oid(c"idempotency_admin".as_ptr(), true);
         pg_sys::has_privs_of_role(role, admin)
@@ -16,6 +26,11 @@ pub fn is_admin(role: pg_sys::Oid) -> bool {
 
 /// A role as `regrole` prints it: its name, quoted where needed, or its OID once dropped.
 pub fn display(role: pg_sys::Oid) -> String {
+    // SAFETY: with noerr GetUserNameFromId returns NULL for a dropped role (checked) or a
+    // NUL-terminated name palloc'd in the current memory context; quote_identifier returns
+    // either that same string or a new NUL-terminated palloc'd copy. Both live until the
+    // context is reset, after this function has copied the text into a Rust String. The
+    // syscache lookup is valid because we are in the caller's transaction.
     unsafe {
         let name = pg_sys::GetUserNameFromId(role, true);
         if name.is_null() {
@@ -31,7 +46,7 @@ pub fn display(role: pg_sys::Oid) -> String {
 /// names when it may see every record. Decided before anything is read, so the refusal is
 /// the same whether or not the named owner has a record.
 pub fn acting_owner(named: Option<pg_sys::Oid>) -> IdemResult<pg_sys::Oid> {
-    let caller = clock::caller();
+    let caller = caller();
     match named {
         None => Ok(caller),
         Some(owner) if owner == caller || is_admin(caller) => Ok(owner),
@@ -51,6 +66,6 @@ pub fn acting_owner(named: Option<pg_sys::Oid>) -> IdemResult<pg_sys::Oid> {
 /// The owner whose rows a summary (idem_metrics) shows: the caller's, or None when the
 /// caller may see every owner's.
 pub fn visible_owner() -> Option<pg_sys::Oid> {
-    let caller = clock::caller();
+    let caller = caller();
     (!is_admin(caller)).then_some(caller)
 }

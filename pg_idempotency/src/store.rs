@@ -304,7 +304,7 @@ fn col<T: FromDatum + IntoDatum>(t: &SpiTupleTable<'_>, n: usize) -> Option<T> {
 
 /// Per-scope defaults set with `idem_set_policy`: each field applies where a call gives none.
 #[derive(Debug, Clone, Default)]
-pub struct Policy {
+pub struct ScopePolicy {
     pub ttl: Option<i64>,
     pub lease: Option<i64>,
     pub on_cache_hit: Option<String>,
@@ -329,7 +329,7 @@ impl Id<'_> {
 
 /// The record of `id`, if any, and the scope's policy: an index probe and the backend's
 /// copy of the policies, no statement.
-pub fn read(id: &Id<'_>) -> (Option<Record>, Policy) {
+pub fn read(id: &Id<'_>) -> (Option<Record>, ScopePolicy) {
     let oids = relations::oids();
     if oids.distributed {
         return Spi::connect_mut(|client| read_by_statement(client, id));
@@ -385,11 +385,11 @@ fn col_micros(t: &SpiTupleTable<'_>, n: usize) -> Option<i64> {
 
 /// The same read as a statement, for a table that only SQL reaches correctly: one
 /// distributed by Citus, whose rows live in shards on other nodes.
-fn read_by_statement(client: &mut SpiClient<'_>, id: &Id<'_>) -> (Option<Record>, Policy) {
+fn read_by_statement(client: &mut SpiClient<'_>, id: &Id<'_>) -> (Option<Record>, ScopePolicy) {
     let [scope, key] = id.params();
     let table = run(client, |p| &p.read, &[scope, key, owner(id.owner)]);
     let t = table.first();
-    let policy = Policy {
+    let policy = ScopePolicy {
         ttl: col_micros(&t, 13),
         lease: col_micros(&t, 14),
         on_cache_hit: col(&t, 15),

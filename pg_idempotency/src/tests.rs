@@ -6,7 +6,7 @@ mod tests {
     use pgrx::prelude::*;
 
     use crate::args::{self, interval_micros, seconds, MICROS_PER_DAY};
-    use crate::clock;
+    use crate::{durability, ids};
 
     #[pg_test]
     fn intervals_normalise_like_postgres_compares_them() {
@@ -49,15 +49,15 @@ mod tests {
 
     #[pg_test]
     fn fences_only_grow() {
-        let a = clock::next_fence();
-        let b = clock::next_fence();
+        let a = ids::next_fence();
+        let b = ids::next_fence();
         assert!(b > a, "{b} should follow {a}");
     }
 
     #[pg_test]
     fn upstream_keys_are_fresh_v4_uuids() {
-        let a = clock::new_upstream_key();
-        let b = clock::new_upstream_key();
+        let a = ids::new_upstream_key();
+        let b = ids::new_upstream_key();
         assert_ne!(a, b);
         assert_eq!(a.as_bytes()[6] >> 4, 4);
         assert_eq!(a.as_bytes()[8] >> 6, 0b10);
@@ -66,7 +66,7 @@ mod tests {
     #[pg_test]
     fn a_durable_commit_overrides_asynchronous_commit() {
         Spi::run("SET LOCAL synchronous_commit = off").unwrap();
-        clock::ensure_durable_commit();
+        durability::ensure_durable_commit();
         assert_eq!(
             Spi::get_one::<String>("SHOW synchronous_commit"),
             Ok(Some("on".into()))
