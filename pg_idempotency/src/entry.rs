@@ -9,16 +9,25 @@ use pgrx::FromDatum;
 
 use crate::error::{self, IdemResult};
 
-/// The arguments of one call.
-pub struct Args(pub pg_sys::FunctionCallInfo);
+/// The arguments of one call. Only [`call`] makes one, from the `fcinfo` that the function
+/// manager passed for the running call: that is what lets the safe functions of this module
+/// dereference it.
+pub struct Args(pg_sys::FunctionCallInfo);
 
 impl Args {
+    /// Argument `n` as a `T`, which must be the Rust form of the type that the function's
+    /// SQL declaration gives that argument.
     pub fn get<T: FromDatum>(&self, n: usize) -> Option<T> {
+        // SAFETY: self.0 is the fcinfo of the running call (see `Args`). pg_getarg checks `n`
+        // against nargs (a panic, not a wild read, past it). That the datum is a `T` rests on
+        // each body asking for the type its SQL declaration gives the argument.
         unsafe { pgrx::fcinfo::pg_getarg::<T>(self.0, n) }
     }
 
     /// The argument's datum as given (for jsonb, which we never convert to a Rust value).
     pub fn datum(&self, n: usize) -> Option<pg_sys::Datum> {
+        // SAFETY: self.0 is the fcinfo of the running call, and `n` is checked against nargs;
+        // the datum is returned as it is, without being interpreted here.
         unsafe { pgrx::fcinfo::pg_getarg_datum(self.0, n) }
     }
 }
@@ -28,15 +37,22 @@ pub type Body = fn(&Args) -> IdemResult<pg_sys::Datum>;
 /// Runs `body` for one call and raises its error, if any, with our SQLSTATE.
 ///
 /// # Safety
-/// Only for PostgreSQL's function manager to call, with a valid `fcinfo`.
+/// `fcinfo` must be the one PostgreSQL's function manager passed to the calling V1 function
+/// for this call, and this must be that function's outermost Rust frame: nothing above it
+/// may hold a value with a destructor, since an error longjmps over it.
 pub unsafe fn call(
     fcinfo: pg_sys::FunctionCallInfo,
     body: Body,
     function: &'static std::ffi::CStr,
 ) -> pg_sys::Datum {
+    // SAFETY: by this function's contract the frames above are PostgreSQL's and the
+    // trivially-deallocated wrapper of `sql_function!`, as pgrx_extern_c_guard requires;
+    // inside it, panics and PostgreSQL errors unwind the body's Rust frames normally.
     let result = unsafe { pg_sys::panic::pgrx_extern_c_guard(|| body(&Args(fcinfo))) };
     match result {
         Ok(datum) => datum,
+        // SAFETY: every value of the body was dropped when the guard returned, and `err` is
+        // moved into `raise`: no frame it longjmps over has a destructor left to run.
         Err(err) => unsafe { error::raise(err, function) },
     }
 }
@@ -44,6 +60,9 @@ pub unsafe fn call(
 /// Declares a SQL-callable V1 function `$symbol` whose work is done by `$body`.
 macro_rules! sql_function {
     ($symbol:ident, $finfo:ident, $body:path) => {
+        // SAFETY (no_mangle, both symbols): the names are those the SQL declarations give
+        // (`AS 'MODULE_PATHNAME', 'idem_...'` and PostgreSQL's `pg_finfo_` prefix for them),
+        // each declared once, so they clash with nothing else in the process.
         #[unsafe(no_mangle)]
         #[doc(hidden)]
         pub extern "C" fn $finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
@@ -52,11 +71,16 @@ macro_rules! sql_function {
             &V1
         }
 
+        /// # Safety
+        /// Only for PostgreSQL's function manager, with the `fcinfo` of this call.
         #[unsafe(no_mangle)]
         #[doc(hidden)]
         pub unsafe extern "C-unwind" fn $symbol(
             fcinfo: ::pgrx::pg_sys::FunctionCallInfo,
         ) -> ::pgrx::pg_sys::Datum {
+            // SAFETY: fcinfo is the function manager's for this call (this function's
+            // contract) and this frame holds nothing with a destructor. The name is a Rust
+            // identifier, which has no NUL, followed by the one NUL that concat! adds.
             unsafe {
                 $crate::entry::call(
                     fcinfo,
@@ -82,7 +106,15 @@ thread_local! {
 }
 
 /// The blessed result row type of the function being called.
+///
+/// # Safety
+/// `fcinfo` must be the running call's. The descriptor returned lives in TopMemoryContext,
+/// for the backend's life.
 unsafe fn result_tupdesc(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::TupleDesc {
+    // SAFETY: the function manager sets flinfo for every call. The copy is made and blessed
+    // in TopMemoryContext so that it outlives the call and can be cached; the previous
+    // context is restored on both paths out (an error raised inside PostgreSQL leaves that
+    // to error recovery, which resets CurrentMemoryContext).
     unsafe {
         let fn_oid = (*(*fcinfo).flinfo).fn_oid;
         if let Some(d) = RESULT_TYPES.with(|m| m.borrow().get(&fn_oid).copied()) {
@@ -103,6 +135,14 @@ unsafe fn result_tupdesc(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::TupleDesc 
     }
 }
 
+/// Refuses a row with fewer columns than its descriptor: PostgreSQL's tuple builders would
+/// read past the end of its values (more columns are allowed: the extra ones are not read).
+fn enough_columns(given: usize, natts: i32) {
+    if given < natts.max(0) as usize {
+        pgrx::error!("pg_idempotency: result row has {given} columns, its type {natts}");
+    }
+}
+
 /// Datums and null flags, as PostgreSQL's tuple builders take them.
 fn split(columns: &[Column]) -> (Vec<pg_sys::Datum>, Vec<bool>) {
     columns
@@ -117,24 +157,34 @@ fn split(columns: &[Column]) -> (Vec<pg_sys::Datum>, Vec<bool>) {
 /// How many columns the function's result row has (a result type may gain columns in an
 /// update of the extension, while the library serves the older one until the update runs).
 pub fn result_columns(args: &Args) -> usize {
+    // SAFETY: args.0 is the running call's fcinfo; result_tupdesc returns a non-null
+    // descriptor (it raises an error otherwise) that lives for the backend's life.
     unsafe { (*result_tupdesc(args.0)).natts as usize }
 }
 
 /// How many arguments the call passed (a function may gain arguments in an update).
 pub fn arg_count(args: &Args) -> usize {
+    // SAFETY: args.0 is the running call's fcinfo, non-null and valid for the call.
     unsafe { (*args.0).nargs as usize }
 }
 
 /// SQL NULL as the function's result.
 pub fn null(args: &Args) -> pg_sys::Datum {
+    // SAFETY: args.0 is the running call's fcinfo, which the function manager owns for the
+    // call; setting isnull is how a V1 function returns NULL (PG_RETURN_NULL).
     unsafe { (*args.0).isnull = true };
     pg_sys::Datum::from(0usize)
 }
 
 /// A single-row composite result (functions declared with OUT parameters).
 pub fn composite(args: &Args, columns: &[Column]) -> pg_sys::Datum {
+    // SAFETY: tupdesc is the blessed descriptor of this call's result type (args.0 is the
+    // running call's fcinfo). heap_form_tuple reads natts values and null flags: the check
+    // below keeps it inside the two vectors. The tuple is palloc'd in the current memory
+    // context (the call's), which outlives the return of its datum to the executor.
     unsafe {
         let tupdesc = result_tupdesc(args.0);
+        enough_columns(columns.len(), (*tupdesc).natts);
         let (mut values, mut nulls) = split(columns);
         let tuple = pg_sys::heap_form_tuple(tupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
         pg_sys::HeapTupleHeaderGetDatum((*tuple).t_data)
@@ -143,10 +193,16 @@ pub fn composite(args: &Args, columns: &[Column]) -> pg_sys::Datum {
 
 /// A set-returning result of zero or more rows (functions declared `RETURNS TABLE`).
 pub fn rows(args: &Args, rows: &[Vec<Column>]) -> pg_sys::Datum {
+    // SAFETY: args.0 is the running call's fcinfo. InitMaterializedSRF raises an error unless
+    // resultinfo is a ReturnSetInfo that accepts a materialized set, and fills its setResult
+    // and setDesc in the query's memory context, where they outlive this call.
+    // tuplestore_putvalues copies each row into the tuplestore, reading setDesc's natts
+    // values and null flags: the check keeps it inside the row's vectors.
     unsafe {
         pg_sys::InitMaterializedSRF(args.0, 0);
         let rsinfo = (*args.0).resultinfo.cast::<pg_sys::ReturnSetInfo>();
         for row in rows {
+            enough_columns(row.len(), (*(*rsinfo).setDesc).natts);
             let (mut values, mut nulls) = split(row);
             pg_sys::tuplestore_putvalues(
                 (*rsinfo).setResult,

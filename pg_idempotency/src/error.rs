@@ -92,6 +92,8 @@ const fn make_sqlstate(code: &str) -> c_int {
 
 // errstart/errfinish are not in pgrx's bindings on purpose; declaring them here is what pgrx
 // itself does to raise its reports.
+// SAFETY: these are elog.h's signatures, unchanged from PostgreSQL 13 to 18 (the variadic
+// ones are only ever given a "%s" format and one C string).
 unsafe extern "C-unwind" {
     fn errstart(elevel: c_int, domain: *const c_char) -> bool;
     fn errcode(sqlerrcode: c_int) -> c_int;
@@ -117,6 +119,11 @@ pub unsafe fn raise(err: IdemError, function: &'static CStr) -> ! {
     let message = c_text(err.message);
     let detail = c_text(err.detail);
     let hint = c_text(err.hint);
+    // SAFETY: each format is "%s" with one NUL-terminated argument, and errmsg, errdetail and
+    // errhint copy the formatted text into ErrorContext at once, so the CStrings may go
+    // before errfinish (they must: errfinish does not return, and would leak them).
+    // errfinish keeps the function name's pointer, which is 'static. Nothing else in this
+    // frame has a destructor, and the caller promises the same of its frames.
     unsafe {
         if errstart(pgrx::PgLogLevel::ERROR as c_int, std::ptr::null()) {
             errcode(code);

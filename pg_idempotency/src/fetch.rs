@@ -35,6 +35,9 @@ pub struct Row<'a> {
 impl Row<'_> {
     fn datum(&self, column: usize) -> Option<pg_sys::Datum> {
         let n = self.places[column].index;
+        // SAFETY: a Row exists only inside by_key's callback, while its slot is valid and
+        // deformed by slot_getallattrs; `n` is an attribute number below the descriptor's
+        // natts (places found it there), and the slot's arrays have natts entries.
         unsafe {
             if *(*self.slot).tts_isnull.add(n) {
                 None
@@ -47,6 +50,11 @@ impl Row<'_> {
     /// The bytes of a varlena column (detoasted only if compressed or stored out of line).
     fn with_bytes<T>(&self, column: usize, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
         let d = self.datum(column)?;
+        // SAFETY: the callers ask this of text and bytea columns only, so `d` points to a
+        // varlena, in the pinned buffer or in the slot. A compressed or external value is
+        // detoasted into a palloc'd copy in the current memory context (we are in a
+        // transaction with an active snapshot, as fetching toast requires); the slice does
+        // not escape `f`.
         unsafe {
             let mut ptr = d.cast_mut_ptr::<pg_sys::varlena>();
             if varlena::varatt_is_1b_e(ptr) || varlena::varatt_is_4b_c(ptr) {
@@ -73,6 +81,8 @@ impl Row<'_> {
     pub fn uuid(&self, column: usize) -> Option<pgrx::Uuid> {
         let d = self.datum(column)?;
         let mut b = [0u8; 16];
+        // SAFETY: asked of uuid columns only: a fixed-length 16-byte value passed by
+        // reference, pointing into the pinned buffer or the slot.
         unsafe { std::ptr::copy_nonoverlapping(d.cast_mut_ptr::<u8>(), b.as_mut_ptr(), 16) };
         Some(pgrx::Uuid::from_bytes(b))
     }
@@ -80,12 +90,16 @@ impl Row<'_> {
     /// An interval, normalised to microseconds (None when NULL or infinite).
     pub fn interval_micros(&self, column: usize) -> Option<i64> {
         let d = self.datum(column)?;
+        // SAFETY: asked of interval columns only: a 16-byte value passed by reference whose
+        // typalign ('d') is the alignment the tuple's layout gives it, as the struct needs.
         let iv = unsafe { *d.cast_mut_ptr::<pg_sys::Interval>() };
         crate::args::raw_interval_micros(iv.month, iv.day, iv.time).map(|us| us as i64)
     }
 
     /// Where this row version lives.
     pub fn tid(&self) -> pg_sys::ItemPointerData {
+        // SAFETY: the slot is valid while the Row exists (see `datum`); index_getnext_slot set
+        // its tid to the row version found.
         unsafe { (*self.slot).tts_tid }
     }
 
@@ -93,6 +107,10 @@ impl Row<'_> {
     pub fn copied(&self, column: usize) -> Option<pg_sys::Datum> {
         let d = self.datum(column)?;
         let place = self.places[column];
+        // SAFETY: `place` is the column's own attlen and attbyval. A by-value datum is the
+        // value; a varlena (attlen -1) is detoasted into a fresh palloc'd copy; a fixed-length
+        // by-reference value has exactly attlen bytes, copied into as many palloc'd ones.
+        // Both copies are in the current memory context, which outlives the buffer's pin.
         unsafe {
             Some(if place.byval {
                 d
@@ -146,6 +164,15 @@ pub fn by_key<T>(
             Key::Oid(_) => Vec::new(),
         })
         .collect();
+    // SAFETY: every caller runs inside a SQL function call, so in a transaction. The snapshot
+    // is registered (with the current resource owner) for the scan and unregistered after
+    // it; table and index are opened with AccessShareLock and closed with NoLock, keeping
+    // the lock to the transaction's end as the executor does. The text scan keys point into
+    // `texts`, which lives past index_endscan; there are no more keys than the index's key
+    // columns (records_pkey has 3, or 2 in a 0.1.0 schema whose callers pass 2;
+    // policies_pkey 1), so rd_indcollation has an entry for each. The slot is dropped after
+    // `read` has returned, and `Row` cannot outlive `read`. If an error is raised midway, the
+    // resource owner releases the snapshot, the relations and the buffer pin at abort.
     unsafe {
         // Earlier commands of this transaction (the caller's own writes) are visible, as
         // they would be to the next statement.
@@ -209,18 +236,25 @@ thread_local! {
 
 /// The places of `columns` in `table` (whose descriptor is `desc`), worked out once per
 /// backend, table and column list (a new table has a new OID).
+///
+/// # Safety
+/// `desc` must be the descriptor of `table`, open (so valid) for the duration of the call.
 unsafe fn places(table: pg_sys::Oid, desc: pg_sys::TupleDesc, columns: &[&str]) -> Vec<Place> {
     let id = (table, columns.as_ptr() as usize, columns.len());
     if let Some(p) = PLACES.with(|p| p.borrow().get(&id).cloned()) {
         return p;
     }
+    // SAFETY: desc is the open table's descriptor (this function's contract).
     let natts = unsafe { (*desc).natts };
     let found: Vec<Place> = columns
         .iter()
         .map(|name| {
             (0..natts)
                 .find_map(|i| {
+                    // SAFETY: 0 <= i < natts of the valid descriptor `desc`.
                     let a = unsafe { attribute(desc, i) };
+                    // SAFETY: attname is a NameData, always NUL-terminated within its
+                    // NAMEDATALEN bytes, and borrowed from `a` for this comparison only.
                     let matches = !a.attisdropped
                         && unsafe { CStr::from_ptr(a.attname.data.as_ptr()) }.to_bytes()
                             == name.as_bytes();
@@ -237,12 +271,25 @@ unsafe fn places(table: pg_sys::Oid, desc: pg_sys::TupleDesc, columns: &[&str]) 
     found
 }
 
+/// Attribute `i` of `desc`.
+///
+/// # Safety
+/// `desc` must be a valid descriptor, `0 <= i < natts`, and the reference must not be used
+/// after the descriptor is released.
 #[cfg(feature = "pg18")]
 unsafe fn attribute<'a>(desc: pg_sys::TupleDesc, i: i32) -> &'a pg_sys::FormData_pg_attribute {
+    // SAFETY: TupleDescAttr returns a pointer into `desc`'s attribute array for an `i` in
+    // range (the contract), valid as long as `desc`.
     unsafe { &*pg_sys::TupleDescAttr(desc, i) }
 }
 
+/// Attribute `i` of `desc`.
+///
+/// # Safety
+/// As for the PostgreSQL 18 version above.
 #[cfg(not(feature = "pg18"))]
 unsafe fn attribute<'a>(desc: pg_sys::TupleDesc, i: i32) -> &'a pg_sys::FormData_pg_attribute {
+    // SAFETY: before 18 the attributes are an array of natts entries at the end of the
+    // descriptor; the slice is bounds-checked, and `desc` is valid (the contract).
     unsafe { &(*desc).attrs.as_slice((*desc).natts as usize)[i as usize] }
 }

@@ -129,6 +129,8 @@ pub fn init() {
     // A server-start setting can only be defined while the server starts: loaded later (no
     // preloading), PostgreSQL refuses it with a FATAL error that ends the session. It only
     // names the worker's database, and without preloading there is no worker.
+    // SAFETY: a plain bool of this process, set by PostgreSQL while it loads the preloaded
+    // libraries; read from _PG_init, on the only thread that touches it.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         GucRegistry::define_string_guc(
             c"pg_idempotency.database",
@@ -139,5 +141,7 @@ pub fn init() {
             GucFlags::default(),
         );
     }
+    // SAFETY: a 'static NUL-terminated prefix, which PostgreSQL copies; called from _PG_init
+    // after the prefix's settings are defined, as it must be.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"pg_idempotency".as_ptr()) };
 }

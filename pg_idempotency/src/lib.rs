@@ -85,10 +85,16 @@ entry::sql_function!(
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
-    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+    // SAFETY: both are plain variables of this process, set by PostgreSQL before it loads
+    // the library (whether preloading is under way; which parallel worker this is, -1 for
+    // none) and read here on the only thread that touches them.
+    let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
+    // SAFETY: as above.
+    let parallel_worker = unsafe { pg_sys::ParallelWorkerNumber } >= 0;
+    if preloading {
         metrics::init();
         worker::register();
-    } else if unsafe { pg_sys::ParallelWorkerNumber } < 0 {
+    } else if !parallel_worker {
         warn_not_preloaded();
     }
 }

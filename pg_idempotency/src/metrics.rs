@@ -56,9 +56,12 @@ impl Default for Table {
     }
 }
 
-// SAFETY: plain data and atomics, no pointers.
+// SAFETY: plain data and atomics, no pointers: the table means the same in every process
+// that maps the segment, and a zeroed or default-built one is valid.
 unsafe impl PGRXSharedMemory for Table {}
 
+// SAFETY: the lock's name is the only one this library registers, and carries its prefix,
+// so it cannot clash with another library's shared memory.
 static COUNTERS: PgLwLock<Table> = unsafe { PgLwLock::new(c"pg_idempotency_counters") };
 static ENABLED: AtomicBool = AtomicBool::new(false);
 

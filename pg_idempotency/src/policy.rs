@@ -23,8 +23,12 @@ const UPSERT: &str = "INSERT INTO idempotency.policies AS p \
 const DELETE: &str =
     "DELETE FROM idempotency.policies WHERE scope OPERATOR(pg_catalog.=) $1 RETURNING scope";
 
+/// A parameter of type `oid`, or its NULL; `T` must be that type's Rust form.
 fn opt<T: IntoDatum>(v: Option<T>, oid: pg_sys::Oid) -> DatumWithOid<'static> {
     match v {
+        // SAFETY: every caller in this file pairs a value with its own type (an Interval with
+        // INTERVALOID, a String with TEXTOID, a bool with BOOLOID), so the statement reads
+        // the datum as what it is.
         Some(v) => unsafe { DatumWithOid::new(v, oid) },
         None => DatumWithOid::null_oid(oid),
     }
@@ -57,7 +61,9 @@ pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
             opt(on_cache_hit.clone(), pg_sys::TEXTOID),
             opt(cache_failures, pg_sys::BOOLOID),
             opt(on_mismatch.clone(), pg_sys::TEXTOID),
+            // SAFETY: a timestamptz is an int64 of microseconds passed by value, as `now`.
             unsafe { DatumWithOid::new(now, pg_sys::TIMESTAMPTZOID) },
+            // SAFETY: a regrole is a role's OID passed by value, as `owner`.
             unsafe { DatumWithOid::new(owner, pg_sys::REGROLEOID) },
         ];
         client

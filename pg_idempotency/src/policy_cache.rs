@@ -73,5 +73,8 @@ fn read(oids: relations::Oids, scope: &str) -> ScopePolicy {
 
 /// Tells every backend (this one included) to drop its copy once this transaction commits.
 pub fn invalidate() {
+    // SAFETY: called from idem_set_policy and idem_drop_policy, inside their transaction (the
+    // invalidation is queued until it commits); the OID is the policies table's, which
+    // relations::oids() has just checked exists.
     unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relations::oids().policies) };
 }

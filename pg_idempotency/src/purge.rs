@@ -49,6 +49,7 @@ pub fn batch(
     let after = DatumWithOid::from(cursor.after);
     let args = [
         after,
+        // SAFETY: a timestamptz is an int64 of microseconds passed by value, as `now`.
         unsafe { DatumWithOid::new(now, pg_sys::TIMESTAMPTZOID) },
         batch_size.into(),
     ];

@@ -45,6 +45,10 @@ thread_local! {
 
 /// Runs while PostgreSQL processes invalidations: it must not error or allocate memory
 /// that PostgreSQL tracks, so it only sets cells.
+///
+/// # Safety
+/// Only for PostgreSQL's relcache invalidation, on this backend's thread (it is unsafe only
+/// because the callback type is); `relid` is the relation invalidated, InvalidOid for all.
 unsafe extern "C-unwind" fn invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
     let Some(o) = OIDS.get() else {
         return;
@@ -63,6 +67,9 @@ unsafe extern "C-unwind" fn invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid)
 }
 
 fn relid(nsp: pg_sys::Oid, name: &CStr) -> pg_sys::Oid {
+    // SAFETY: a NUL-terminated name and a namespace OID; a syscache lookup, valid because
+    // we are inside a SQL function call, so in a transaction. A missing relation is
+    // InvalidOid, not an error.
     let oid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), nsp) };
     if oid == pg_sys::InvalidOid {
         pgrx::error!(
@@ -75,6 +82,9 @@ fn relid(nsp: pg_sys::Oid, name: &CStr) -> pg_sys::Oid {
 
 /// How many key columns an index has.
 fn key_columns(index: pg_sys::Oid) -> i16 {
+    // SAFETY: in a transaction (inside a SQL function call). index_open raises an error
+    // unless `index` is an index, and the open relation's rd_index is valid until
+    // index_close, which releases the lock it took.
     unsafe {
         let idx = pg_sys::index_open(index, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
         let n = (*(*idx).rd_index).indnkeyatts;
@@ -85,12 +95,17 @@ fn key_columns(index: pg_sys::Oid) -> i16 {
 
 /// Whether `table` has a column `name`.
 fn has_column(table: pg_sys::Oid, name: &CStr) -> bool {
+    // SAFETY: a NUL-terminated column name and a table OID; a syscache lookup in the
+    // caller's transaction, InvalidAttrNumber when there is no such column.
     unsafe { pg_sys::get_attnum(table, name.as_ptr()) != pg_sys::InvalidAttrNumber as i16 }
 }
 
 /// The storage objects' OIDs (an error when the extension's schema is incomplete).
 pub fn oids() -> Oids {
     if !REGISTERED.get() {
+        // SAFETY: `invalidated` is a plain function, valid for the backend's life, and is
+        // registered once per backend (PostgreSQL's table of callbacks is small and never
+        // shrinks); its argument is unused.
         unsafe {
             pg_sys::CacheRegisterRelcacheCallback(Some(invalidated), pg_sys::Datum::from(0usize))
         };
@@ -99,6 +114,8 @@ pub fn oids() -> Oids {
     if let Some(o) = OIDS.get() {
         return o;
     }
+    // SAFETY: a 'static NUL-terminated name; a syscache lookup in the caller's transaction,
+    // which raises an error if the schema is missing.
     let nsp = unsafe { pg_sys::get_namespace_oid(c"idempotency".as_ptr(), false) };
     let records_pkey = relid(nsp, c"records_pkey");
     let records = relid(nsp, c"records");
@@ -108,6 +125,8 @@ pub fn oids() -> Oids {
         policies: relid(nsp, c"policies"),
         policies_pkey: relid(nsp, c"policies_pkey"),
         fence_seq: relid(nsp, c"fence_seq"),
+        // SAFETY: a 'static NUL-terminated name; a catalog lookup in the caller's
+        // transaction, InvalidOid when Citus is not installed.
         distributed: unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) }
             != pg_sys::InvalidOid,
         owner_keyed: key_columns(records_pkey) == 3,

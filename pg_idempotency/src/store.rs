@@ -5,7 +5,7 @@
 //! statement and passed as parameters, never as volatile calls inside it (which a
 //! table distributed by key, as on Citus, would refuse).
 
-use std::cell::RefCell;
+use std::cell::Cell;
 
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -109,8 +109,10 @@ struct Plans {
 }
 
 thread_local! {
-    /// The saved plans, and the layout of the records they were made for.
-    static PLANS: RefCell<Option<(Layout, Plans)>> = const { RefCell::new(None) };
+    /// The saved plans, and the layout of the records they were made for. Leaked: a saved
+    /// plan lives as long as the backend, and when an update of the extension changes the
+    /// table under a running backend, a statement of the old plans may still be running.
+    static PLANS: Cell<Option<(Layout, &'static Plans)>> = const { Cell::new(None) };
 }
 
 fn oids(list: &[pg_sys::Oid]) -> Vec<PgOid> {
@@ -236,22 +238,20 @@ fn build_plans(client: &SpiClient<'_>, (keyed, tokens): Layout) -> Plans {
     }
 }
 
-fn with_plan<R>(client: &SpiClient<'_>, pick: impl FnOnce(&Plans) -> R) -> R {
+/// The saved plans for the records' current layout, made on first use.
+fn plans(client: &SpiClient<'_>) -> &'static Plans {
     let layout = relations::oids().layout();
-    PLANS.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let plans = match slot.take() {
-            Some((made_for, plans)) if made_for == layout => slot.insert((made_for, plans)),
-            stale => {
-                // An update of the extension changes the table under a running backend: its
-                // statements are made again for the new layout. The old ones are left alone
-                // (once per backend), in case a statement of theirs is still running.
-                std::mem::forget(stale);
-                slot.insert((layout, build_plans(client, layout)))
-            }
-        };
-        pick(&plans.1)
-    })
+    match PLANS.get() {
+        Some((made_for, plans)) if made_for == layout => plans,
+        _ => {
+            // An update of the extension changes the table under a running backend: its
+            // statements are made again for the new layout. The old ones stay (leaked, once
+            // per backend), in case a statement of theirs is still running.
+            let plans: &'static Plans = Box::leak(Box::new(build_plans(client, layout)));
+            PLANS.set(Some((layout, plans)));
+            plans
+        }
+    }
 }
 
 fn run<'conn>(
@@ -259,10 +259,7 @@ fn run<'conn>(
     pick: fn(&Plans) -> &OwnedPreparedStatement,
     args: &[DatumWithOid<'_>],
 ) -> SpiTupleTable<'conn> {
-    // A saved plan lives as long as the backend; `with_plan` only lends it for this call.
-    let plan: *const OwnedPreparedStatement = with_plan(client, |p| pick(p) as *const _);
-    // SAFETY: plans in PLANS are never freed, so the plan outlives this call.
-    let plan = unsafe { &*plan };
+    let plan = pick(plans(client));
     client
         .update(plan, None, args)
         .unwrap_or_else(|e| panic!("pg_idempotency: statement failed: {e}"))
@@ -275,6 +272,7 @@ fn written(pick: fn(&Plans) -> &OwnedPreparedStatement, args: &[DatumWithOid<'_>
 }
 
 fn ts(m: Micros) -> DatumWithOid<'static> {
+    // SAFETY: a timestamptz is an int64 of microseconds since 2000 passed by value: a Micros.
     unsafe { DatumWithOid::new(m, pg_sys::TIMESTAMPTZOID) }
 }
 
@@ -286,6 +284,7 @@ fn bytes_opt(b: Option<&[u8]>) -> DatumWithOid<'_> {
 }
 
 fn owner(oid: pg_sys::Oid) -> DatumWithOid<'static> {
+    // SAFETY: a regrole is a role's OID passed by value.
     unsafe { DatumWithOid::new(oid, pg_sys::REGROLEOID) }
 }
 
@@ -402,6 +401,9 @@ fn read_by_statement(client: &mut SpiClient<'_>, id: &Id<'_>) -> (Option<Record>
     let response = t
         .get_datum_by_ordinal(6)
         .unwrap_or_else(|e| panic!("pg_idempotency: bad response column: {e}"))
+        // SAFETY: we are inside the SPI connection that read `d`, a jsonb (a varlena: not by
+        // value, length -1); SPI_datumTransfer copies it into the memory context that was
+        // current at SPI_connect, so it outlives SPI_finish.
         .map(|d| unsafe { pg_sys::SPI_datumTransfer(d, false, -1) });
     let record = Record {
         state: State::parse(&state),
@@ -532,6 +534,8 @@ pub fn complete(
     tid: Option<pg_sys::ItemPointerData>,
 ) -> bool {
     let response = match c.response {
+        // SAFETY: `d` is idem_complete's response argument, declared jsonb, valid for the
+        // call.
         Some(d) => unsafe { DatumWithOid::new(d, pg_sys::JSONBOID) },
         None => DatumWithOid::null_oid(pg_sys::JSONBOID),
     };

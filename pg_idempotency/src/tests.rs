@@ -23,6 +23,7 @@ mod tests {
             day: i32::MAX,
             month: i32::MAX,
         };
+        // SAFETY: pgrx's Interval is #[repr(transparent)] over pg_sys::Interval.
         let inf: Interval = unsafe { std::mem::transmute(inf) };
         assert_eq!(interval_micros(&inf), None);
         assert_eq!(seconds(1_500_000), "1.5 s");

@@ -36,12 +36,16 @@ pub fn register() {
         .load();
 }
 
+// SAFETY (no_mangle): the symbol's name carries our prefix, so no other library defines
+// it; the postmaster finds it by that name (set_function above).
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn idem_purge_worker_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let database = gucs::database();
     BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    // SAFETY: a 'static NUL-terminated name, copied into this backend's status entry, which
+    // exists now that the worker is connected.
     unsafe { pg_sys::pgstat_report_appname(c"pg_idempotency purger".as_ptr()) };
     pgrx::log!("{NAME} started: purging database \"{database}\"");
 
@@ -52,6 +56,8 @@ pub extern "C-unwind" fn idem_purge_worker_main(_arg: pg_sys::Datum) {
             break;
         }
         if BackgroundWorker::sighup_received() {
+            // SAFETY: the worker's main loop, between transactions, is where a backend
+            // rereads the configuration after SIGHUP, as PostgresMain does.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
         waited += NAP;
@@ -65,6 +71,8 @@ pub extern "C-unwind" fn idem_purge_worker_main(_arg: pg_sys::Datum) {
     pgrx::log!("{NAME} stopping");
     // Exit code 1, not 0: the postmaster restarts a worker that exits with 1 unless the
     // server is shutting down (pg_terminate_backend must not leave us without a purger).
+    // SAFETY: proc_exit runs PostgreSQL's exit callbacks and ends the process: the values
+    // still live here (the database name) need no destructor run.
     unsafe { pg_sys::proc_exit(1) };
 }
 
@@ -78,6 +86,10 @@ fn run_once(database: &str, missing_logged: &mut bool) {
         Some(purge_all())
     })
     .catch_others(|e| {
+        // SAFETY: the error was caught as a Rust value, so the transaction of the failed
+        // batch (or lookup) is still open and failed; rolling it back releases its locks
+        // and memory, as PostgresMain does after an error. With no transaction open it does
+        // nothing.
         unsafe { pg_sys::AbortCurrentTransaction() };
         pgrx::warning!(
             "{NAME}: purge in \"{database}\" failed, retrying at the next interval: {e:?}"
