@@ -8,8 +8,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use postgres::{Client, NoTls};
 
 pub mod attack;
+pub mod backends;
+mod lapse;
+mod poll;
 mod skip;
 mod temp_cluster;
+pub use lapse::{wait_for_expiry, wait_for_lapse};
+pub use poll::{eventually, wait_until};
 pub use skip::{skip, Skip};
 pub use temp_cluster::TempCluster;
 
@@ -72,20 +77,6 @@ pub fn fresh_database(db: &str) -> String {
         .batch_execute(&format!("CREATE DATABASE {db}"))
         .unwrap_or_else(|e| panic!("CREATE DATABASE {db}: {e}"));
     with_db(&dsn(), db)
-}
-
-/// Polls `check` every 100 ms until it holds or `limit` passes; returns whether it held.
-pub fn eventually(limit: std::time::Duration, mut check: impl FnMut() -> bool) -> bool {
-    let until = std::time::Instant::now() + limit;
-    loop {
-        if check() {
-            return true;
-        }
-        if std::time::Instant::now() > until {
-            return false;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
 }
 
 /// A scope no other test (or earlier run) uses, so tests can share one database.

@@ -71,7 +71,7 @@ fn twenty_four_begins_after_a_lapsed_lease_give_one_takeover() {
     let mut c = connect();
     let first = try_begin(&mut c, &scope, "k", None, Some("50 ms"), None).unwrap();
     assert_eq!(first.outcome, "claimed");
-    thread::sleep(std::time::Duration::from_millis(120));
+    wait_for_lapse(&mut c, &scope, "k");
     let winner = one_claim(&race(24, &scope, "k"));
     assert!(winner.recovered);
     assert_eq!(winner.attempt, 2);
@@ -85,7 +85,7 @@ fn twenty_four_begins_after_expiry_give_one_fresh_claim() {
     let mut c = connect();
     c.execute("SELECT idem_begin($1, 'k', ttl => '50 ms')", &[&scope])
         .unwrap();
-    thread::sleep(std::time::Duration::from_millis(120));
+    wait_for_expiry(&mut c, &scope, &["k".to_string()]);
     let winner = one_claim(&race(24, &scope, "k"));
     assert!(!winner.recovered);
     assert_eq!(winner.attempt, 1);
@@ -97,7 +97,7 @@ fn completion_races_a_takeover_and_exactly_one_wins() {
         let scope = scope("race-complete");
         let mut c = connect();
         let first = try_begin(&mut c, &scope, "k", None, Some("30 ms"), None).unwrap();
-        thread::sleep(std::time::Duration::from_millis(60));
+        wait_for_lapse(&mut c, &scope, "k");
         let barrier = Arc::new(Barrier::new(2));
         let (b2, s2) = (barrier.clone(), scope.clone());
         let taker = thread::spawn(move || {

@@ -3,7 +3,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
 
 use pg_idempotency_tests::*;
 
@@ -19,7 +18,7 @@ fn purging_never_removes_a_live_claim() {
             &[&scope, &keys],
         )
         .unwrap();
-        thread::sleep(Duration::from_millis(40));
+        wait_for_expiry(&mut c, &scope, &keys);
         // ... and is claimed again by two sessions while a third purges.
         let stop = Arc::new(AtomicBool::new(false));
         let purger = {
