@@ -3,21 +3,79 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
+use tokio::sync::{mpsc, Notify};
 mod common;
 
 use common::*;
 use idempotency::*;
 use serde_json::{json, Value};
 
+/// How long a test waits for something it is sure will happen before calling it a failure.
+const BOUND: Duration = Duration::from_secs(10);
+
+/// How the test sees and steers a send_email run: it is told when a run begins and when a
+/// run is dropped unfinished, and a held run sends nothing until the test lets it go on.
+#[derive(Clone, Default)]
+struct Steer {
+    began: Arc<Notify>,
+    hold: Option<Arc<Notify>>,
+    dropped: Arc<Notify>,
+}
+
+impl Steer {
+    /// Runs go straight through.
+    fn free() -> Steer {
+        Steer::default()
+    }
+    /// Each run waits for a `go_on` before it sends.
+    fn held() -> Steer {
+        Steer {
+            hold: Some(Arc::default()),
+            ..Steer::default()
+        }
+    }
+    /// Lets one held run (the current one or the next) go on.
+    fn go_on(&self) {
+        self.hold.as_ref().expect("a held Steer").notify_one();
+    }
+    async fn run_began(&self) {
+        tokio::time::timeout(BOUND, self.began.notified())
+            .await
+            .expect("the tool never ran");
+    }
+    async fn run_dropped(&self) {
+        tokio::time::timeout(BOUND, self.dropped.notified())
+            .await
+            .expect("the tool's run was never dropped: it is still running");
+    }
+}
+
+/// Tells `dropped` when the run it lives in is dropped before its end disarms it.
+struct DropAlarm(Option<Arc<Notify>>);
+
+impl Drop for DropAlarm {
+    fn drop(&mut self) {
+        if let Some(dropped) = self.0.take() {
+            dropped.notify_one();
+        }
+    }
+}
+
 /// A send_email tool that counts the emails it sends.
-fn send_email(sent: Arc<AtomicU32>, delay: Duration) -> Arc<dyn Tool> {
+fn send_email(sent: Arc<AtomicU32>, steer: &Steer) -> Arc<dyn Tool> {
+    let steer = steer.clone();
     tool_fn(move |input: Value| {
-        let sent = sent.clone();
+        let (sent, steer) = (sent.clone(), steer.clone());
         async move {
-            tokio::time::sleep(delay).await;
+            let mut alarm = DropAlarm(Some(steer.dropped.clone()));
+            steer.began.notify_one();
+            if let Some(hold) = &steer.hold {
+                hold.notified().await;
+            }
+            alarm.0 = None;
             if input["to"] == "bounce@example.com" {
                 return Err(ToolError {
                     kind: ErrorKind::ToolFailed,
@@ -37,12 +95,34 @@ fn dispatcher(
     tool: &str,
     sent: Arc<AtomicU32>,
     policy: Policy,
-    delay: Duration,
+    steer: &Steer,
 ) -> Dispatcher {
     let d = Dispatcher::new(store);
-    d.register(ToolSpec::new(tool, send_email(sent, delay)).policy(policy))
+    d.register(ToolSpec::new(tool, send_email(sent, steer)).policy(policy))
         .unwrap();
     d
+}
+
+/// Waits until the lease of (scope, key) has lapsed, as its record shows: the record's
+/// lease_until is read again after each nap, since a heartbeat may have moved it.
+async fn lease_lapsed(store: &dyn IdempotencyStore, scope: &str, key: &str) {
+    let lapsed = async {
+        loop {
+            let rec = store
+                .lookup(scope, key)
+                .await
+                .unwrap()
+                .expect("the claim's record");
+            let until = rec.lease_until.expect("an in-progress record has a lease");
+            match until.duration_since(SystemTime::now()) {
+                Ok(left) => tokio::time::sleep(left + Duration::from_millis(1)).await,
+                Err(_) => return,
+            }
+        }
+    };
+    tokio::time::timeout(BOUND, lapsed)
+        .await
+        .expect("the lease never lapsed");
 }
 
 async fn three_retries_send_one_email(store: Arc<dyn IdempotencyStore>) {
@@ -52,7 +132,7 @@ async fn three_retries_send_one_email(store: Arc<dyn IdempotencyStore>) {
         &tool,
         sent.clone(),
         Policy::default(),
-        Duration::ZERO,
+        &Steer::free(),
     );
     let input = json!({"to": "ann@example.com", "subject": "Welcome"});
     assert_eq!(
@@ -68,29 +148,47 @@ async fn three_retries_send_one_email(store: Arc<dyn IdempotencyStore>) {
     assert_eq!(sent.load(Ordering::SeqCst), 1);
 }
 
+/// The next answer a spawned dispatch sent on `answered`.
+async fn next_answer(answered: &mut mpsc::UnboundedReceiver<Result<Dispatched>>) -> Dispatched {
+    tokio::time::timeout(BOUND, answered.recv())
+        .await
+        .expect("a dispatch never answered")
+        .expect("a dispatch task ended without answering")
+        .unwrap()
+}
+
 async fn concurrent_dispatches_run_once(store: Arc<dyn IdempotencyStore>) {
     let (tool, sent) = (unique("send_email"), Arc::new(AtomicU32::new(0)));
+    // The run that claims the call is held until every other call has been answered, so
+    // all eight are in flight together.
+    let steer = Steer::held();
     let d = Arc::new(dispatcher(
         store,
         &tool,
         sent.clone(),
         Policy::default(),
-        Duration::from_millis(200),
+        &steer,
     ));
-    let calls: Vec<_> = (0..8)
-        .map(|_| {
-            let (d, tool) = (d.clone(), tool.clone());
-            tokio::spawn(async move { d.dispatch(&tool, json!({"to": "ann@example.com"})).await })
-        })
-        .collect();
-    let mut ran = 0;
-    for c in calls {
-        match c.await.unwrap().unwrap() {
-            Dispatched::Ran(_) => ran += 1,
-            Dispatched::InProgress { .. } | Dispatched::Replayed(_) => {}
-        }
+    let (answers, mut answered) = mpsc::unbounded_channel();
+    for _ in 0..8 {
+        let (d, tool, answers) = (d.clone(), tool.clone(), answers.clone());
+        tokio::spawn(async move {
+            let _ = answers.send(d.dispatch(&tool, json!({"to": "ann@example.com"})).await);
+        });
     }
-    assert_eq!((ran, sent.load(Ordering::SeqCst)), (1, 1));
+    for _ in 0..7 {
+        let answer = next_answer(&mut answered).await;
+        assert!(
+            matches!(answer, Dispatched::InProgress { .. }),
+            "a repeat of a running call was answered {answer:?}"
+        );
+    }
+    steer.go_on();
+    assert_eq!(
+        next_answer(&mut answered).await,
+        Dispatched::Ran(json!({"email_id": 1}))
+    );
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
 }
 
 async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
@@ -101,11 +199,13 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
         &tool,
         sent.clone(),
         Policy::default(),
-        Duration::ZERO,
+        &Steer::free(),
     );
     for _ in 0..2 {
         let e = d.dispatch(&tool, bounce.clone()).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::ToolFailed);
+        // The tool's own message: it ran again (a replay says "remembered").
+        assert_eq!(e.message, "mailbox full");
         assert_eq!(e.response(), Some(&json!({"error": "bounced"})));
     }
     // Cached failures are replayed, not rerun (the replay says so).
@@ -119,7 +219,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
         &tool2,
         sent.clone(),
         cached.clone(),
-        Duration::ZERO,
+        &Steer::free(),
     );
     assert_eq!(
         d2.dispatch(&tool2, bounce.clone())
@@ -140,7 +240,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
         on_cache_hit: OnCacheHit::FailFast,
         ..cached.clone()
     };
-    let d3 = dispatcher(store.clone(), &tool3, sent.clone(), ff, Duration::ZERO);
+    let d3 = dispatcher(store.clone(), &tool3, sent.clone(), ff, &Steer::free());
     d3.dispatch(&tool3, bounce.clone()).await.unwrap_err();
     assert_eq!(
         d3.dispatch(&tool3, bounce.clone()).await.unwrap_err().kind,
@@ -151,7 +251,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
         on_cache_hit: OnCacheHit::ReturnCachedIfSuccess,
         ..cached
     };
-    let d4 = dispatcher(store, &tool4, sent, rerun, Duration::ZERO);
+    let d4 = dispatcher(store, &tool4, sent, rerun, &Steer::free());
     assert_eq!(
         d4.dispatch(&tool4, bounce.clone())
             .await
@@ -171,7 +271,7 @@ async fn explicit_keys(store: Arc<dyn IdempotencyStore>) {
         strategy: KeyStrategy::explicit(|v| v["title"].as_str().map(str::to_string)),
         ..Policy::default()
     };
-    let d = dispatcher(store, &tool, sent.clone(), by_title, Duration::ZERO);
+    let d = dispatcher(store, &tool, sent.clone(), by_title, &Steer::free());
     d.dispatch(&tool, json!({"title": "Crash", "body": "a"}))
         .await
         .unwrap();
@@ -206,13 +306,13 @@ async fn a_crashed_holder_is_taken_over(store: Arc<dyn IdempotencyStore>) {
     let Begin::Claimed(first) = store.begin(&tool, &key, &o).await.unwrap() else {
         panic!("no claim")
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    lease_lapsed(&*store, &tool, &key).await;
     let d = dispatcher(
         store.clone(),
         &tool,
         sent.clone(),
         Policy::default(),
-        Duration::ZERO,
+        &Steer::free(),
     );
     assert!(matches!(
         d.dispatch(&tool, input).await.unwrap(),
@@ -224,34 +324,54 @@ async fn a_crashed_holder_is_taken_over(store: Arc<dyn IdempotencyStore>) {
 
 async fn a_timeout_covers_the_tool(store: Arc<dyn IdempotencyStore>) {
     let (tool, sent) = (unique("send_email"), Arc::new(AtomicU32::new(0)));
+    // The run is held: only the timeout can end it. The lease is long enough for the repeat
+    // below to find it live, short enough to wait out.
+    let steer = Steer::held();
     let quick = Policy {
         timeout: Some(Duration::from_millis(100)),
+        lease: Some(Duration::from_secs(2)),
         ..Policy::default()
     };
-    let d = dispatcher(store, &tool, sent.clone(), quick, Duration::from_secs(2));
+    let d = dispatcher(store.clone(), &tool, sent.clone(), quick, &steer);
+    let input = json!({"to": "ann@example.com"});
+    let key = canon::key_of(&canon::hash_value(&input).unwrap());
+    let timed_out = tokio::time::timeout(BOUND, d.dispatch(&tool, input.clone()))
+        .await
+        .expect("the tool's timeout never fired");
+    assert_eq!(timed_out.unwrap_err().kind, ErrorKind::Timeout);
+    // The timeout stopped the tool: its run was dropped before it sent anything.
+    steer.run_dropped().await;
+    assert_eq!(sent.load(Ordering::SeqCst), 0, "the timed-out tool sent");
+    // As the timeout's error says, the claim stays held until its lease lapses: a repeat
+    // meanwhile is told the call is in progress and does not run it ...
+    let held = store.lookup(&tool, &key).await.unwrap().expect("the claim");
+    assert_eq!((held.state, held.attempt), (State::InProgress, 1));
+    assert!(matches!(
+        d.dispatch(&tool, input.clone()).await.unwrap(),
+        Dispatched::InProgress { .. }
+    ));
+    // ... and once it lapsed, a retry takes the call over and runs it to its end.
+    lease_lapsed(&*store, &tool, &key).await;
+    steer.go_on();
     assert_eq!(
-        d.dispatch(&tool, json!({"to": "ann@example.com"}))
-            .await
-            .unwrap_err()
-            .kind,
-        ErrorKind::Timeout
+        d.dispatch(&tool, input).await.unwrap(),
+        Dispatched::Ran(json!({"email_id": 1}))
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        sent.load(Ordering::SeqCst),
-        0,
-        "the timed-out tool kept running"
-    );
+    let done = store
+        .lookup(&tool, &key)
+        .await
+        .unwrap()
+        .expect("the result");
+    assert_eq!((done.state, done.attempt), (State::Succeeded, 2));
 }
 
-/// A store that answers slowly, to show a tool's timeout covers store calls too.
-struct Slow(Arc<dyn IdempotencyStore>);
+/// A store whose begin never answers, to show a tool's timeout covers store calls too.
+struct Stalled(Arc<dyn IdempotencyStore>);
 
 #[async_trait]
-impl IdempotencyStore for Slow {
-    async fn begin(&self, s: &str, k: &str, o: &BeginOptions) -> Result<Begin> {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        self.0.begin(s, k, o).await
+impl IdempotencyStore for Stalled {
+    async fn begin(&self, _: &str, _: &str, _: &BeginOptions) -> Result<Begin> {
+        std::future::pending().await
     }
     async fn complete(
         &self,
@@ -290,30 +410,36 @@ async fn a_timeout_covers_a_slow_store(store: Arc<dyn IdempotencyStore>) {
         timeout: Some(Duration::from_millis(100)),
         ..Policy::default()
     };
-    let d = dispatcher(Arc::new(Slow(store)), &tool, sent, quick, Duration::ZERO);
-    assert_eq!(
-        d.dispatch(&tool, json!({"to": "ann@example.com"}))
+    let d = dispatcher(Arc::new(Stalled(store)), &tool, sent, quick, &Steer::free());
+    let dispatched =
+        tokio::time::timeout(BOUND, d.dispatch(&tool, json!({"to": "ann@example.com"})))
             .await
-            .unwrap_err()
-            .kind,
-        ErrorKind::Timeout
-    );
+            .expect("the timeout did not cover the store's begin");
+    assert_eq!(dispatched.unwrap_err().kind, ErrorKind::Timeout);
 }
 
 async fn retries_wait_out_a_running_call(store: Arc<dyn IdempotencyStore>) {
     let (tool, sent) = (unique("send_email"), Arc::new(AtomicU32::new(0)));
+    let steer = Steer::held();
     let d = Arc::new(dispatcher(
         store,
         &tool,
         sent.clone(),
         Policy::default(),
-        Duration::from_millis(300),
+        &steer,
     ));
     let first = {
         let (d, tool) = (d.clone(), tool.clone());
         tokio::spawn(async move { d.dispatch(&tool, json!({"n": 1})).await })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The first call holds the claim and runs: a repeat now is told so ...
+    steer.run_began().await;
+    assert!(matches!(
+        d.dispatch(&tool, json!({"n": 1})).await.unwrap(),
+        Dispatched::InProgress { .. }
+    ));
+    // ... and retries wait until it finished, then replay its result.
+    steer.go_on();
     let retry = Retry {
         attempts: 10,
         base: Duration::from_millis(50),
@@ -331,7 +457,10 @@ async fn retries_wait_out_a_running_call(store: Arc<dyn IdempotencyStore>) {
         .await
         .unwrap();
     assert_eq!(got, Dispatched::Replayed(json!({"email_id": 1})));
-    first.await.unwrap().unwrap();
+    assert_eq!(
+        first.await.unwrap().unwrap(),
+        Dispatched::Ran(json!({"email_id": 1}))
+    );
     assert_eq!(sent.load(Ordering::SeqCst), 1);
 }
 
@@ -341,7 +470,7 @@ fn a_required_tool_without_protection_is_refused_at_registration() {
     let sent = Arc::new(AtomicU32::new(0));
     for strategy in [KeyStrategy::Uuid, KeyStrategy::None] {
         let spec =
-            ToolSpec::new("charge_card", send_email(sent.clone(), Duration::ZERO)).policy(Policy {
+            ToolSpec::new("charge_card", send_email(sent.clone(), &Steer::free())).policy(Policy {
                 strategy,
                 ..Policy::default()
             });
@@ -351,7 +480,7 @@ fn a_required_tool_without_protection_is_refused_at_registration() {
         );
     }
     let zero =
-        ToolSpec::new("charge_card", send_email(sent.clone(), Duration::ZERO)).policy(Policy {
+        ToolSpec::new("charge_card", send_email(sent.clone(), &Steer::free())).policy(Policy {
             ttl: Duration::ZERO,
             ..Policy::default()
         });
@@ -360,7 +489,7 @@ fn a_required_tool_without_protection_is_refused_at_registration() {
         ErrorKind::InvalidArgument
     );
     // Without a side effect, nothing needs protecting.
-    let read_only = ToolSpec::new("search", send_email(sent, Duration::ZERO))
+    let read_only = ToolSpec::new("search", send_email(sent, &Steer::free()))
         .side_effect(false)
         .policy(Policy {
             strategy: KeyStrategy::None,

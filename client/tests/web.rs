@@ -9,6 +9,10 @@ use idempotency::*;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// How long a test waits for something it is sure will happen before calling it a failure.
+const BOUND: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 struct Seen {
@@ -17,18 +21,22 @@ struct Seen {
     key: Option<String>,
 }
 
-/// A provider: answers `{"n": <request number>}`; `/slow` takes two seconds.
-async fn provider() -> (String, Arc<Mutex<Vec<Seen>>>) {
+/// A provider: answers `{"n": <request number>}`, except the first request to `/slow`,
+/// which it never answers (a provider that took the request and then hung). It counts the
+/// requests it has seen on the watch channel.
+async fn provider() -> (String, Arc<Mutex<Vec<Seen>>>, watch::Receiver<usize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let log = seen.clone();
+    let (arrived, arrivals) = watch::channel(0);
+    let arrived = Arc::new(arrived);
     tokio::spawn(async move {
         loop {
             let Ok((mut sock, _)) = listener.accept().await else {
                 return;
             };
-            let log = log.clone();
+            let (log, arrived) = (log.clone(), arrived.clone());
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
@@ -67,17 +75,20 @@ async fn provider() -> (String, Arc<Mutex<Vec<Seen>>>) {
                     first.next().unwrap_or("").to_string(),
                     first.next().unwrap_or("").to_string(),
                 );
-                let n = {
+                let (n, first_slow) = {
                     let mut log = log.lock().unwrap();
+                    let first_slow = path.starts_with("/slow")
+                        && !log.iter().any(|s| s.path.starts_with("/slow"));
                     log.push(Seen {
                         method,
                         path: path.clone(),
                         key: header("idempotency-key"),
                     });
-                    log.len()
+                    (log.len(), first_slow)
                 };
-                if path.starts_with("/slow") {
-                    tokio::time::sleep(Duration::from_secs(2)).await;
+                arrived.send_replace(n);
+                if first_slow {
+                    std::future::pending::<()>().await;
                 }
                 let body = json!({"n": n}).to_string();
                 let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
@@ -85,7 +96,7 @@ async fn provider() -> (String, Arc<Mutex<Vec<Seen>>>) {
             });
         }
     });
-    (base, seen)
+    (base, seen, arrivals)
 }
 
 fn store() -> Arc<dyn IdempotencyStore> {
@@ -94,7 +105,7 @@ fn store() -> Arc<dyn IdempotencyStore> {
 
 #[tokio::test]
 async fn a_post_retried_three_times_reaches_the_provider_once_with_its_key() {
-    let (base, seen) = provider().await;
+    let (base, seen, _) = provider().await;
     let web = WebExecutor::new(store());
     web.register(Action::new(
         "charge",
@@ -109,6 +120,7 @@ async fn a_post_retried_three_times_reaches_the_provider_once_with_its_key() {
     }
     assert_eq!(answers[0], Dispatched::Ran(json!({"n": 1})));
     assert_eq!(answers[1], Dispatched::Replayed(json!({"n": 1})));
+    assert_eq!(answers[2], Dispatched::Replayed(json!({"n": 1})));
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].method, "POST");
@@ -120,7 +132,7 @@ async fn a_post_retried_three_times_reaches_the_provider_once_with_its_key() {
 
 #[tokio::test]
 async fn uuid_keys_are_fresh_on_every_call() {
-    let (base, seen) = provider().await;
+    let (base, seen, _) = provider().await;
     let web = WebExecutor::new(store());
     let uuid = Policy {
         strategy: KeyStrategy::Uuid,
@@ -157,7 +169,7 @@ async fn uuid_keys_are_fresh_on_every_call() {
 
 #[tokio::test]
 async fn get_carries_no_key_but_is_short_circuited() {
-    let (base, seen) = provider().await;
+    let (base, seen, _) = provider().await;
     let web = WebExecutor::new(store());
     web.register(
         Action::new("lookup", Method::GET, format!("{base}/customers")).params(Params::Query),
@@ -177,7 +189,7 @@ async fn get_carries_no_key_but_is_short_circuited() {
 #[tokio::test]
 async fn a_takeover_sends_the_same_key_again() {
     for which in [UpstreamKey::CallKey, UpstreamKey::Record] {
-        let (base, seen) = provider().await;
+        let (base, seen, mut arrivals) = provider().await;
         let web = WebExecutor::new(store());
         // The first attempt dies (its timeout fires) after the request went out.
         let policy = Policy {
@@ -196,9 +208,29 @@ async fn a_takeover_sends_the_same_key_again() {
             web.execute("send", input.clone()).await.unwrap_err().kind,
             ErrorKind::Timeout
         );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        // The retry takes the lapsed claim over; the provider sees the same key twice.
-        let _ = web.execute("send", input.clone()).await;
+        tokio::time::timeout(BOUND, arrivals.wait_for(|n| *n == 1))
+            .await
+            .expect("the first attempt's request never reached the provider")
+            .unwrap();
+        // Retries are told the call is in progress, and for how long, until its lease
+        // lapses; then one takes the claim over and the provider sees the same key again.
+        let retry = Retry {
+            attempts: 20,
+            base: Duration::from_millis(50),
+            max: Duration::from_secs(1),
+        };
+        let taken_over = retry
+            .run(|| async {
+                Ok(match web.execute("send", input.clone()).await? {
+                    Dispatched::InProgress { retry_after } => Attempt::Again {
+                        after: Some(retry_after),
+                    },
+                    done => Attempt::Done(done),
+                })
+            })
+            .await
+            .unwrap();
+        assert_eq!(taken_over, Dispatched::Ran(json!({"n": 2})), "{which:?}");
         let seen = seen.lock().unwrap().clone();
         assert_eq!(seen.len(), 2, "{which:?}");
         assert!(seen[0].key.is_some());
@@ -211,7 +243,7 @@ async fn a_takeover_sends_the_same_key_again() {
 
 #[tokio::test]
 async fn the_key_supplier_is_called_once_per_call() {
-    let (base, seen) = provider().await;
+    let (base, seen, _) = provider().await;
     let calls = Arc::new(AtomicU32::new(0));
     let counter = calls.clone();
     let policy = Policy {
