@@ -57,7 +57,7 @@ CREATE TABLE :"storage".installed (
     version      text        NOT NULL,
     installed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
-INSERT INTO :"storage".installed (version) VALUES ('0.3.0');
+INSERT INTO :"storage".installed (version) VALUES ('0.4.0');
 
 CREATE SEQUENCE :"storage".fence_seq AS bigint NO CYCLE;
 COMMENT ON SEQUENCE :"storage".fence_seq IS 'pg_idempotency fencing tokens';
@@ -1169,14 +1169,15 @@ COMMENT ON FUNCTION :"schema".idem_hash(jsonb) IS
 -- SKIP LOCKED (a row a concurrent idem_begin is claiming again is left for the next run)
 -- and re-checked under the lock, so a live record is never deleted. No index on
 -- expires_at: its updates would make every completion a non-HOT update.
-CREATE FUNCTION :"schema".idem_purge_expired(batch_size integer DEFAULT 10000)
+CREATE FUNCTION :"schema".idem_purge_expired(batch_size integer DEFAULT NULL)
 RETURNS bigint
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
-    n integer := coalesce(idem_purge_expired.batch_size, 10000);
+    n integer := coalesce(idem_purge_expired.batch_size,
+        _idem_setting('pg_idempotency.purge_batch_size', 10000, '', 1, 2147483647));
     now timestamptz := clock_timestamp();
     done_upto tid := '(0,0)';
     batch_end tid;
@@ -1185,7 +1186,8 @@ DECLARE
 BEGIN
     IF n <= 0 THEN
         PERFORM _idem_fail('22023', 'batch_size must be positive',
-            format('batch_size is %s.', n), 'Pass a batch size such as 10000, or omit it.');
+            format('batch_size is %s.', n),
+            'Pass a positive batch size, or NULL for pg_idempotency.purge_batch_size.');
     END IF;
     LOOP
         WITH doomed AS (
@@ -1319,7 +1321,7 @@ LANGUAGE sql AS $fn$
     ORDER BY r.owner::text, r.scope
 $fn$;
 COMMENT ON FUNCTION :"schema".idem_metrics() IS
-    'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged and the oldest running claim (the outcome counters are the extension''s: NULL here, and note says so)';
+    'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)';
 
 -- ---------------------------------------------------------------------------------------
 -- Privileges: execute is granted deliberately, never to PUBLIC.

@@ -4,6 +4,8 @@
 
 use pgrx::datum::Interval;
 
+pub use protocol::{OnCacheHit, OnMismatch};
+
 use crate::error::{IdemError, IdemResult};
 use crate::gucs;
 
@@ -182,58 +184,38 @@ pub fn fence(value: Option<i64>) -> IdemResult<i64> {
     })
 }
 
-/// What a repeat of a remembered call gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnCacheHit {
-    ReturnCached,
-    ReturnCachedIfSuccess,
-    FailFast,
+/// The on_cache_hit word given by a call or a policy, if any.
+pub fn on_cache_hit(value: Option<&str>) -> IdemResult<Option<OnCacheHit>> {
+    word("on_cache_hit", value, OnCacheHit::parse, OnCacheHit::listed)
 }
 
-impl OnCacheHit {
-    /// The policy word given by a call or a policy, if any.
-    pub fn parse(value: Option<&str>) -> IdemResult<Option<Self>> {
-        match value {
-            None => Ok(None),
-            Some("return_cached") => Ok(Some(Self::ReturnCached)),
-            Some("return_cached_if_success") => Ok(Some(Self::ReturnCachedIfSuccess)),
-            Some("fail_fast") => Ok(Some(Self::FailFast)),
-            Some(other) => Err(unknown_word(
-                "on_cache_hit",
-                other,
-                "return_cached, return_cached_if_success, fail_fast",
-            )),
+/// The on_mismatch word given by a call or a policy, if any.
+pub fn on_mismatch(value: Option<&str>) -> IdemResult<Option<OnMismatch>> {
+    word("on_mismatch", value, OnMismatch::parse, OnMismatch::listed)
+}
+
+fn word<W>(
+    name: &str,
+    value: Option<&str>,
+    parse: fn(&str) -> Option<W>,
+    listed: fn() -> String,
+) -> IdemResult<Option<W>> {
+    let Some(got) = value else {
+        return Ok(None);
+    };
+    match parse(got) {
+        Some(w) => Ok(Some(w)),
+        None => {
+            let shown: String = got.chars().take(64).collect();
+            let words = listed();
+            Err(IdemError::invalid(
+                format!("unknown {name} \"{shown}\""),
+                format!("{name} takes one of: {words}."),
+                format!(
+                    "Pass one of those words, or NULL for the default ({}).",
+                    words.split(',').next().unwrap_or("")
+                ),
+            ))
         }
     }
-}
-
-/// What a repeat with a different request gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnMismatch {
-    Reject,
-    Ignore,
-}
-
-impl OnMismatch {
-    /// The policy word given by a call or a policy, if any.
-    pub fn parse(value: Option<&str>) -> IdemResult<Option<Self>> {
-        match value {
-            None => Ok(None),
-            Some("reject") => Ok(Some(Self::Reject)),
-            Some("ignore") => Ok(Some(Self::Ignore)),
-            Some(other) => Err(unknown_word("on_mismatch", other, "reject, ignore")),
-        }
-    }
-}
-
-fn unknown_word(name: &str, got: &str, words: &str) -> IdemError {
-    let shown: String = got.chars().take(64).collect();
-    IdemError::invalid(
-        format!("unknown {name} \"{shown}\""),
-        format!("{name} takes one of: {words}."),
-        format!(
-            "Pass one of those words, or NULL for the default ({}).",
-            words.split(',').next().unwrap_or("")
-        ),
-    )
 }

@@ -8,9 +8,10 @@
 use pgrx::{pg_sys, IntoDatum};
 
 use crate::args::{self, micros_interval, OnCacheHit, OnMismatch};
+use crate::call_args::BeginArgs;
 use crate::clock::{self, Micros};
 use crate::durability;
-use crate::entry::{arg_count, composite, result_columns, Args, Column};
+use crate::entry::{composite, result_columns, Args, Column};
 use crate::error::{ErrorKind, IdemError, IdemResult};
 use crate::ids;
 use crate::metrics::{self, Counter};
@@ -56,13 +57,13 @@ impl Settings {
             lease: args::effective_lease(call.lease, policy.lease, ttl)?,
             on_cache_hit: match call.on_cache_hit {
                 Some(w) => w,
-                None => OnCacheHit::parse(policy.on_cache_hit.as_deref())?
+                None => args::on_cache_hit(policy.on_cache_hit.as_deref())?
                     .unwrap_or(OnCacheHit::ReturnCached),
             },
             on_mismatch: match call.on_mismatch {
                 Some(w) => w,
                 None => {
-                    OnMismatch::parse(policy.on_mismatch.as_deref())?.unwrap_or(OnMismatch::Reject)
+                    args::on_mismatch(policy.on_mismatch.as_deref())?.unwrap_or(OnMismatch::Reject)
                 }
             },
         })
@@ -86,10 +87,10 @@ enum Outcome {
 }
 
 pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let scope = args::scope(a.get::<String>(0))?;
-    let request = a.datum(2);
-    let fingerprint = request.map(request::fingerprint).transpose()?;
-    let key = match (a.get::<String>(1), &fingerprint) {
+    let given = BeginArgs::read(a);
+    let scope = args::scope(given.scope)?;
+    let fingerprint = given.request.map(request::fingerprint).transpose()?;
+    let key = match (given.key, &fingerprint) {
         (None, Some(fp)) => request::hash_key(fp),
         (None, None) => return Err(IdemError::invalid(
             "key must not be null without a request",
@@ -103,13 +104,14 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
         key,
         owner: roles::caller(),
         fingerprint,
-        ttl: args::ttl(a.get(3))?,
-        lease: args::lease(a.get(4))?,
-        on_cache_hit: OnCacheHit::parse(a.get::<String>(5).as_deref())?,
-        on_mismatch: OnMismatch::parse(a.get::<String>(6).as_deref())?,
-        wait: args::wait(a.get(7))?,
-        // The 0.2.0 function (served until the extension's update) has no token argument.
-        claim_token: if arg_count(a) > 8 { a.get(8) } else { None },
+        ttl: args::ttl(given.ttl)?,
+        lease: args::lease(given.lease)?,
+        on_cache_hit: args::on_cache_hit(given.on_cache_hit.as_deref())?,
+        on_mismatch: args::on_mismatch(given.on_mismatch.as_deref())?,
+        wait: args::wait(given.wait)?,
+        // None from the 0.2.0 function (served until the extension's update): it has no
+        // token argument.
+        claim_token: given.claim_token,
     };
     if let (Some(lease), Some(ttl)) = (call.lease, call.ttl) {
         args::effective_lease(Some(lease), None, ttl)?;
@@ -206,7 +208,7 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
                     ErrorKind::RepeatRefused,
                     "repeat of a completed call refused",
                     format!("The call {} at attempt {}; on_cache_hit is 'fail_fast'.",
-                        if record.state == State::Succeeded { "succeeded" } else { "failed" },
+                        record.state.as_sql(),
                         record.attempt),
                     "Look at the stored result with idem_lookup, or use a new key to run the call again.",
                 ));
@@ -326,7 +328,7 @@ fn result(a: &Args, outcome: Outcome, key: &str) -> pg_sys::Datum {
             lease_until,
             expires_at,
         } => [
-            text("claimed"),
+            text(protocol::Outcome::Claimed.as_sql()),
             fence.into_datum(),
             attempt.into_datum(),
             recovered.into_datum(),
@@ -338,7 +340,7 @@ fn result(a: &Args, outcome: Outcome, key: &str) -> pg_sys::Datum {
             None,
         ],
         Outcome::Replay(r) => [
-            text("replay"),
+            text(protocol::Outcome::Replay.as_sql()),
             None,
             r.attempt.into_datum(),
             false.into_datum(),
@@ -352,7 +354,7 @@ fn result(a: &Args, outcome: Outcome, key: &str) -> pg_sys::Datum {
         Outcome::InProgress { record: r, now } => {
             let lease_until = r.lease_until.unwrap_or(now);
             [
-                text("in_progress"),
+                text(protocol::Outcome::InProgress.as_sql()),
                 None,
                 r.attempt.into_datum(),
                 false.into_datum(),

@@ -2,18 +2,18 @@
 
 use pgrx::{pg_sys, IntoDatum};
 
+use crate::call_args::{CanonicalArgs, HashArgs};
 use crate::entry::Args;
 use crate::error::IdemResult;
 use crate::request;
 
-fn request_arg(a: &Args) -> pg_sys::Datum {
-    // Both functions are STRICT: PostgreSQL never calls them with NULL.
-    a.datum(0)
-        .unwrap_or_else(|| pgrx::error!("pg_idempotency: unexpected NULL argument"))
+/// Both functions are STRICT: PostgreSQL never calls them with NULL.
+fn request_arg(request: Option<pg_sys::Datum>) -> pg_sys::Datum {
+    request.unwrap_or_else(|| pgrx::error!("pg_idempotency: unexpected NULL argument"))
 }
 
 pub fn idem_canonical(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let text = request::canonical(request_arg(a))?;
+    let text = request::canonical(request_arg(CanonicalArgs::read(a).request))?;
     Ok(text
         .as_str()
         .into_datum()
@@ -21,7 +21,7 @@ pub fn idem_canonical(a: &Args) -> IdemResult<pg_sys::Datum> {
 }
 
 pub fn idem_hash(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let hash = request::fingerprint(request_arg(a))?;
+    let hash = request::fingerprint(request_arg(HashArgs::read(a).request))?;
     Ok((&hash[..])
         .into_datum()
         .unwrap_or_else(|| pg_sys::Datum::from(0usize)))

@@ -16,19 +16,33 @@ pub struct Args(pg_sys::FunctionCallInfo);
 
 impl Args {
     /// Argument `n` as a `T`, which must be the Rust form of the type that the function's
-    /// SQL declaration gives that argument.
+    /// SQL declaration gives that argument: only the structs generated from those
+    /// declarations (`call_args`) call this. An argument the called function does not have
+    /// (an older version's, until the extension's update) reads as NULL.
     pub fn get<T: FromDatum>(&self, n: usize) -> Option<T> {
-        // SAFETY: self.0 is the fcinfo of the running call (see `Args`). pg_getarg checks `n`
-        // against nargs (a panic, not a wild read, past it). That the datum is a `T` rests on
-        // each body asking for the type its SQL declaration gives the argument.
+        if n >= self.count() {
+            return None;
+        }
+        // SAFETY: self.0 is the fcinfo of the running call (see `Args`) and `n` is below its
+        // nargs. That the datum is a `T` holds because the caller is generated from the same
+        // declaration as the function's SQL (see build.rs).
         unsafe { pgrx::fcinfo::pg_getarg::<T>(self.0, n) }
     }
 
     /// The argument's datum as given (for jsonb, which we never convert to a Rust value).
     pub fn datum(&self, n: usize) -> Option<pg_sys::Datum> {
-        // SAFETY: self.0 is the fcinfo of the running call, and `n` is checked against nargs;
-        // the datum is returned as it is, without being interpreted here.
+        if n >= self.count() {
+            return None;
+        }
+        // SAFETY: self.0 is the fcinfo of the running call and `n` is below its nargs; the
+        // datum is returned as it is, without being interpreted here.
         unsafe { pgrx::fcinfo::pg_getarg_datum(self.0, n) }
+    }
+
+    /// How many arguments the call passed (a function may gain arguments in an update).
+    pub fn count(&self) -> usize {
+        // SAFETY: self.0 is the fcinfo of the running call (see `Args`).
+        unsafe { (*self.0).nargs as usize }
     }
 }
 
@@ -160,12 +174,6 @@ pub fn result_columns(args: &Args) -> usize {
     // SAFETY: args.0 is the running call's fcinfo; result_tupdesc returns a non-null
     // descriptor (it raises an error otherwise) that lives for the backend's life.
     unsafe { (*result_tupdesc(args.0)).natts as usize }
-}
-
-/// How many arguments the call passed (a function may gain arguments in an update).
-pub fn arg_count(args: &Args) -> usize {
-    // SAFETY: args.0 is the running call's fcinfo, non-null and valid for the call.
-    unsafe { (*args.0).nargs as usize }
 }
 
 /// SQL NULL as the function's result.

@@ -16,42 +16,8 @@ pub struct IdemError {
     pub hint: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// A blank or over-long key or scope, a non-positive ttl, a lease above the ttl, an
-    /// unknown policy word.
-    InvalidArgument,
-    /// The key was used before with a different request.
-    Mismatch,
-    /// `on_cache_hit = 'fail_fast'` and the call was already made.
-    RepeatRefused,
-    /// The fence is not (or no longer) the record's holder.
-    LeaseLost,
-    /// The response is larger than `pg_idempotency.max_response_bytes`.
-    ResponseTooLarge,
-    /// A request without a canonical form (nested too deep).
-    Uncanonicalizable,
-    /// Other sessions kept changing the record while this call tried to settle it.
-    Contention,
-    /// The call named another role's records without the privileges of idempotency_admin.
-    NotPermitted,
-}
-
-impl ErrorKind {
-    /// The SQLSTATE of this kind of error: stable, documented, mirrored by the client.
-    pub const fn sqlstate(self) -> &'static str {
-        match self {
-            ErrorKind::InvalidArgument => "22023",
-            ErrorKind::Mismatch => "IK001",
-            ErrorKind::RepeatRefused => "IK002",
-            ErrorKind::LeaseLost => "IK003",
-            ErrorKind::ResponseTooLarge => "IK004",
-            ErrorKind::Uncanonicalizable => "IK005",
-            ErrorKind::Contention => "40001",
-            ErrorKind::NotPermitted => "42501",
-        }
-    }
-}
+/// The kinds and their SQLSTATEs are the protocol's, which the client maps back.
+pub use protocol::ErrorCode as ErrorKind;
 
 impl IdemError {
     pub fn new(

@@ -1,28 +1,40 @@
-//! Every setting of the extension: limits (superuser) and defaults (any session).
-//! docs/settings.md lists the same names, defaults and ranges.
+//! Every setting of the extension: limits (superuser) and defaults (any session), registered
+//! from their one declaration in protocol/src/settings.rs (docs/settings.md lists them).
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 
 use pgrx::{pg_sys, GucContext, GucFlags, GucRegistry, GucSetting};
+use protocol::settings::{self, Context, IntSetting, Unit};
 
-/// Longest accepted key, in bytes.
-static MAX_KEY_BYTES: GucSetting<i32> = GucSetting::<i32>::new(512);
-/// Longest accepted scope, in bytes.
-static MAX_SCOPE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(128);
-/// Longest ttl (and lease, and wait) a call may ask for, in seconds.
-static MAX_TTL: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 3600);
-/// Largest stored response, in bytes of its jsonb form.
-static MAX_RESPONSE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
-/// ttl of a call that gives none, in seconds.
-static DEFAULT_TTL: GucSetting<i32> = GucSetting::<i32>::new(3600);
-/// lease of a call that gives none, in seconds (capped by the call's ttl).
-static DEFAULT_LEASE: GucSetting<i32> = GucSetting::<i32>::new(60);
+/// The value of each integer setting; names, defaults and ranges are protocol's.
+static MAX_KEY_BYTES: GucSetting<i32> = GucSetting::<i32>::new(settings::MAX_KEY_BYTES.default);
+static MAX_SCOPE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(settings::MAX_SCOPE_BYTES.default);
+static MAX_TTL: GucSetting<i32> = GucSetting::<i32>::new(settings::MAX_TTL.default);
+static MAX_RESPONSE_BYTES: GucSetting<i32> =
+    GucSetting::<i32>::new(settings::MAX_RESPONSE_BYTES.default);
+static DEFAULT_TTL: GucSetting<i32> = GucSetting::<i32>::new(settings::DEFAULT_TTL.default);
+static DEFAULT_LEASE: GucSetting<i32> = GucSetting::<i32>::new(settings::DEFAULT_LEASE.default);
+static PURGE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(settings::PURGE_INTERVAL.default);
+static PURGE_BATCH_SIZE: GucSetting<i32> =
+    GucSetting::<i32>::new(settings::PURGE_BATCH_SIZE.default);
 
-/// Seconds between the purge worker's runs; 0 turns it off.
-static PURGE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(60);
 /// The database whose records the purge worker reclaims.
 static DATABASE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
+
+/// Each setting with the variable that holds it, in registration order.
+fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 8] {
+    [
+        (&settings::MAX_KEY_BYTES, &MAX_KEY_BYTES),
+        (&settings::MAX_SCOPE_BYTES, &MAX_SCOPE_BYTES),
+        (&settings::MAX_TTL, &MAX_TTL),
+        (&settings::MAX_RESPONSE_BYTES, &MAX_RESPONSE_BYTES),
+        (&settings::DEFAULT_TTL, &DEFAULT_TTL),
+        (&settings::DEFAULT_LEASE, &DEFAULT_LEASE),
+        (&settings::PURGE_INTERVAL, &PURGE_INTERVAL),
+        (&settings::PURGE_BATCH_SIZE, &PURGE_BATCH_SIZE),
+    ]
+}
 
 const SECOND: i64 = 1_000_000;
 
@@ -45,6 +57,9 @@ pub fn default_lease_micros() -> i64 {
     DEFAULT_LEASE.get() as i64 * SECOND
 }
 
+pub fn purge_batch_size() -> i64 {
+    PURGE_BATCH_SIZE.get().max(1) as i64
+}
 pub fn purge_interval_secs() -> u64 {
     PURGE_INTERVAL.get().max(0) as u64
 }
@@ -55,77 +70,46 @@ pub fn database() -> String {
         .unwrap_or_else(|| "postgres".into())
 }
 
+/// A C string that lives as long as the backend: PostgreSQL keeps the pointers a GUC is
+/// defined with. Made once per setting, at load.
+fn leaked(text: &str) -> &'static CStr {
+    Box::leak(
+        CString::new(text)
+            .unwrap_or_else(|_| unreachable!("protocol's texts have no NUL"))
+            .into_boxed_c_str(),
+    )
+}
+
+fn context(c: Context) -> GucContext {
+    match c {
+        Context::Session => GucContext::Userset,
+        Context::Superuser => GucContext::Suset,
+        Context::Reload => GucContext::Sighup,
+        Context::ServerStart => GucContext::Postmaster,
+    }
+}
+
+fn flags(u: Unit) -> GucFlags {
+    match u {
+        Unit::Plain => GucFlags::default(),
+        Unit::Bytes => GucFlags::UNIT_BYTE,
+        Unit::Seconds => GucFlags::UNIT_S,
+    }
+}
+
 pub fn init() {
-    GucRegistry::define_int_guc(
-        c"pg_idempotency.max_key_bytes",
-        c"Longest accepted idempotency key, in bytes.",
-        c"Longer keys are refused with SQLSTATE 22023.",
-        &MAX_KEY_BYTES,
-        1,
-        2048,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"pg_idempotency.max_scope_bytes",
-        c"Longest accepted scope (tool or action name), in bytes.",
-        c"Longer scopes are refused with SQLSTATE 22023.",
-        &MAX_SCOPE_BYTES,
-        1,
-        512,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"pg_idempotency.max_ttl",
-        c"Longest ttl, lease or wait a call may ask for.",
-        c"Larger values are refused with SQLSTATE 22023.",
-        &MAX_TTL,
-        1,
-        i32::MAX,
-        GucContext::Suset,
-        GucFlags::UNIT_S,
-    );
-    GucRegistry::define_int_guc(
-        c"pg_idempotency.max_response_bytes",
-        c"Largest response idem_complete stores, in bytes of its jsonb form.",
-        c"Larger responses are refused with SQLSTATE IK004.",
-        &MAX_RESPONSE_BYTES,
-        0,
-        i32::MAX,
-        GucContext::Suset,
-        GucFlags::UNIT_BYTE,
-    );
-    GucRegistry::define_int_guc(
-        c"pg_idempotency.default_ttl",
-        c"How long a call is remembered when idem_begin gives no ttl.",
-        c"Counted from the claim, and again from the completion.",
-        &DEFAULT_TTL,
-        1,
-        i32::MAX,
-        GucContext::Userset,
-        GucFlags::UNIT_S,
-    );
-    GucRegistry::define_int_guc(
-        c"pg_idempotency.default_lease",
-        c"How long a claim is held when idem_begin gives no lease.",
-        c"Capped by the call's ttl; a holder extends it with idem_extend.",
-        &DEFAULT_LEASE,
-        1,
-        i32::MAX,
-        GucContext::Userset,
-        GucFlags::UNIT_S,
-    );
-    GucRegistry::define_int_guc(
-        c"pg_idempotency.purge_interval",
-        c"Seconds between the purge worker's runs; 0 turns it off.",
-        c"Takes effect on reload. The worker runs only when pg_idempotency is preloaded.",
-        &PURGE_INTERVAL,
-        0,
-        i32::MAX,
-        GucContext::Sighup,
-        GucFlags::UNIT_S,
-    );
+    for (s, value) in int_settings() {
+        GucRegistry::define_int_guc(
+            leaked(s.name),
+            leaked(s.short),
+            leaked(s.long),
+            value,
+            s.min,
+            s.max,
+            context(s.context),
+            flags(s.unit),
+        );
+    }
     // A server-start setting can only be defined while the server starts: loaded later (no
     // preloading), PostgreSQL refuses it with a FATAL error that ends the session. It only
     // names the worker's database, and without preloading there is no worker.
@@ -133,7 +117,7 @@ pub fn init() {
     // libraries; read from _PG_init, on the only thread that touches it.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         GucRegistry::define_string_guc(
-            c"pg_idempotency.database",
+            leaked(settings::DATABASE_NAME),
             c"The database whose expired records the purge worker deletes.",
             c"The worker waits quietly until the extension exists there.",
             &DATABASE,

@@ -8,6 +8,7 @@
 use pgrx::{pg_sys, IntoDatum};
 
 use crate::args;
+use crate::call_args::{CompleteArgs, ExtendArgs, ReleaseArgs};
 use crate::clock::{self, Micros};
 use crate::durability;
 use crate::entry::{composite, Args};
@@ -36,12 +37,13 @@ impl Held {
     }
 }
 
-fn held(a: &Args) -> IdemResult<Held> {
+/// The claim named by a holder's call: every one of them starts (scope, key, fence).
+fn held(scope: Option<String>, key: Option<String>, fence: Option<i64>) -> IdemResult<Held> {
     Ok(Held {
-        scope: args::scope(a.get::<String>(0))?,
-        key: args::key(a.get::<String>(1))?,
+        scope: args::scope(scope)?,
+        key: args::key(key)?,
         owner: roles::caller(),
-        fence: args::fence(a.get::<i64>(2))?,
+        fence: args::fence(fence)?,
     })
 }
 
@@ -85,17 +87,18 @@ fn read_held(h: &Held, now: Micros) -> IdemResult<(Record, ScopePolicy)> {
 }
 
 pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let h = held(a)?;
-    let response = a.datum(3);
+    let given = CompleteArgs::read(a);
+    let h = held(given.scope, given.key, given.fence)?;
+    let response = given.response;
     request::check_response_size(response)?;
-    let succeeded = a.get::<bool>(4).ok_or_else(|| {
+    let succeeded = given.succeeded.ok_or_else(|| {
         IdemError::invalid(
             "succeeded must not be null",
             "A completion records whether the call succeeded.",
             "Pass succeeded => true or false.",
         )
     })?;
-    let cache_failure = a.get::<bool>(5);
+    let cache_failure = given.cache_failure;
 
     let (state, expires_at) = complete(&h, response, succeeded, cache_failure)?;
     Ok(composite(
@@ -116,7 +119,7 @@ fn complete(
         let (record, policy) = read_held(h, now)?;
         if record.state != State::InProgress {
             // Completed by this very fence before: keep what is stored.
-            return Ok((record.state.as_str(), Some(record.expires_at)));
+            return Ok((record.state.as_sql(), Some(record.expires_at)));
         }
         durability::ensure_durable_commit();
         // The call's word, else its scope's policy; failures are not cached by default.
@@ -141,14 +144,15 @@ fn complete(
             expires_at,
         };
         if store::complete(&h.id(), h.fence, &completion, record.tid) {
-            return Ok((state.as_str(), Some(expires_at)));
+            return Ok((state.as_sql(), Some(expires_at)));
         }
     }
     Err(contention())
 }
 
 pub fn idem_release(a: &Args) -> IdemResult<pg_sys::Datum> {
-    release(&held(a)?)?;
+    let given = ReleaseArgs::read(a);
+    release(&held(given.scope, given.key, given.fence)?)?;
     Ok(pg_sys::Datum::from(0usize))
 }
 
@@ -170,8 +174,9 @@ fn release(h: &Held) -> IdemResult<()> {
 }
 
 pub fn idem_extend(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let h = held(a)?;
-    let lease = args::lease(a.get::<pgrx::datum::Interval>(3))?;
+    let given = ExtendArgs::read(a);
+    let h = held(given.scope, given.key, given.fence)?;
+    let lease = args::lease(given.lease)?;
     let (lease_until, expires_at) = extend(&h, lease)?;
     Ok(composite(
         a,

@@ -1,12 +1,16 @@
 //! pg_idempotency: idempotency keys that live inside PostgreSQL.
 //!
-//! The SQL surface is written by hand in `sql/pg_idempotency.sql`; each function there names
-//! a symbol declared below with `sql_function!`.
+//! The SQL surface is `sql/storage.sql` (schema, tables, types, roles; by hand) and
+//! `sql/functions.sql` (rendered from the one declaration of each function in
+//! protocol/src/functions.rs); each C function there names a symbol declared below with
+//! `sql_function!`, whose body reads its arguments through the struct that build.rs
+//! generates from the same declaration (`call_args`).
 
 use pgrx::prelude::*;
 
 mod args;
 mod begin;
+mod call_args;
 mod canonical;
 mod clock;
 mod durability;
@@ -32,7 +36,8 @@ mod tests;
 
 ::pgrx::pg_module_magic!();
 
-extension_sql_file!("../sql/pg_idempotency.sql", name = "api", bootstrap);
+extension_sql_file!("../sql/storage.sql", name = "storage", bootstrap);
+extension_sql_file!("../sql/functions.sql", name = "functions", finalize);
 
 entry::sql_function!(idem_begin, pg_finfo_idem_begin, begin::idem_begin);
 entry::sql_function!(idem_complete, pg_finfo_idem_complete, holder::idem_complete);

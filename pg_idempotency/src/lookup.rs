@@ -3,25 +3,19 @@
 use pgrx::{pg_sys, IntoDatum};
 
 use crate::args::{self, micros_interval};
+use crate::call_args::{ForgetArgs, LookupArgs};
 use crate::clock;
-use crate::entry::{arg_count, null, rows, Args};
+use crate::entry::{null, rows, Args};
 use crate::error::IdemResult;
 use crate::roles;
 use crate::store::{self, Id};
 
-/// The third argument, `owner` (the 0.1.0 functions, served until the extension's update,
-/// have none).
-fn named_owner(a: &Args) -> Option<pg_sys::Oid> {
-    if arg_count(a) < 3 {
-        return None;
-    }
-    a.get::<pg_sys::Oid>(2)
-}
-
 pub fn idem_lookup(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let scope = args::scope(a.get::<String>(0))?;
-    let key = args::key(a.get::<String>(1))?;
-    let owner = roles::acting_owner(named_owner(a))?;
+    let given = LookupArgs::read(a);
+    let scope = args::scope(given.scope)?;
+    let key = args::key(given.key)?;
+    // No owner from the 0.1.0 function (served until the extension's update): it has none.
+    let owner = roles::acting_owner(given.owner)?;
     let now = clock::now();
     let id = Id {
         scope: &scope,
@@ -36,7 +30,7 @@ pub fn idem_lookup(a: &Args) -> IdemResult<pg_sys::Datum> {
             vec![
                 scope.as_str().into_datum(),
                 key.as_str().into_datum(),
-                r.state.as_str().into_datum(),
+                r.state.as_sql().into_datum(),
                 r.fence.into_datum(),
                 r.attempt.into_datum(),
                 r.fingerprint.into_datum(),
@@ -55,9 +49,10 @@ pub fn idem_lookup(a: &Args) -> IdemResult<pg_sys::Datum> {
 }
 
 pub fn idem_forget(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let scope = args::scope(a.get::<String>(0))?;
-    let key = args::key(a.get::<String>(1))?;
-    let owner = roles::acting_owner(named_owner(a))?;
+    let given = ForgetArgs::read(a);
+    let scope = args::scope(given.scope)?;
+    let key = args::key(given.key)?;
+    let owner = roles::acting_owner(given.owner)?;
     let id = Id {
         scope: &scope,
         key: &key,

@@ -1,11 +1,12 @@
 //! Per-scope policies: defaults that every caller of a scope obeys, whatever its language.
 //! A call's own arguments override its scope's policy, which overrides the GUC defaults.
 
-use pgrx::datum::{DatumWithOid, Interval};
+use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::{pg_sys, IntoDatum};
 
-use crate::args::{self, OnCacheHit, OnMismatch};
+use crate::args;
+use crate::call_args::{DropPolicyArgs, SetPolicyArgs};
 use crate::clock;
 use crate::entry::{composite, Args};
 use crate::error::IdemResult;
@@ -37,19 +38,18 @@ fn opt<T: IntoDatum>(v: Option<T>, oid: pg_sys::Oid) -> DatumWithOid<'static> {
 /// `idem_set_policy(scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch)`: sets
 /// (replaces) the scope's policy; a NULL field leaves that setting to the defaults.
 pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let scope = args::scope(a.get::<String>(0))?;
-    let ttl_iv = a.get::<Interval>(1);
-    let lease_iv = a.get::<Interval>(2);
-    let ttl = args::ttl(ttl_iv)?;
-    let lease = args::lease(lease_iv)?;
+    let given = SetPolicyArgs::read(a);
+    let scope = args::scope(given.scope)?;
+    let ttl = args::ttl(given.ttl)?;
+    let lease = args::lease(given.lease)?;
     if let (Some(l), Some(t)) = (lease, ttl) {
         args::effective_lease(Some(l), None, t)?;
     }
-    let on_cache_hit = a.get::<String>(3);
-    OnCacheHit::parse(on_cache_hit.as_deref())?;
-    let cache_failures = a.get::<bool>(4);
-    let on_mismatch = a.get::<String>(5);
-    OnMismatch::parse(on_mismatch.as_deref())?;
+    let on_cache_hit = given.on_cache_hit;
+    args::on_cache_hit(on_cache_hit.as_deref())?;
+    let cache_failures = given.cache_failures;
+    let on_mismatch = given.on_mismatch;
+    args::on_mismatch(on_mismatch.as_deref())?;
 
     let now = clock::now();
     let owner = roles::caller();
@@ -88,7 +88,7 @@ pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
 
 /// `idem_drop_policy(scope)`: removes the scope's policy; true when there was one.
 pub fn idem_drop_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let scope = args::scope(a.get::<String>(0))?;
+    let scope = args::scope(DropPolicyArgs::read(a).scope)?;
     let dropped = Spi::connect_mut(|client| {
         !client
             .update(DELETE, None, &[scope.as_str().into()])

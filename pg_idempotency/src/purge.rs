@@ -12,9 +12,11 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, IntoDatum};
 
+use crate::call_args::PurgeExpiredArgs;
 use crate::clock::{self, Micros};
 use crate::entry::Args;
 use crate::error::{IdemError, IdemResult};
+use crate::gucs;
 
 const BATCH: &str = "WITH doomed AS ( \
         SELECT ctid FROM idempotency.records \
@@ -80,22 +82,23 @@ fn item_pointer_gt(a: &pg_sys::ItemPointerData, b: &pg_sys::ItemPointerData) -> 
     key(a) > key(b)
 }
 
+/// The batch size a call gives, else `pg_idempotency.purge_batch_size` (the worker's).
 pub fn batch_size(value: Option<i32>) -> IdemResult<i64> {
     match value {
         Some(n) if n > 0 => Ok(n as i64),
         Some(n) => Err(IdemError::invalid(
             "batch_size must be positive",
             format!("batch_size is {n}."),
-            "Pass a batch size such as 10000, or omit it.",
+            "Pass a positive batch size, or NULL for pg_idempotency.purge_batch_size.",
         )),
-        None => Ok(10_000),
+        None => Ok(gucs::purge_batch_size()),
     }
 }
 
 /// `idem_purge_expired(batch_size)`: every expired row, batch after batch, in the caller's
 /// transaction.
 pub fn idem_purge_expired(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let size = batch_size(a.get::<i32>(0))?;
+    let size = batch_size(PurgeExpiredArgs::read(a).batch_size)?;
     let total = Spi::connect_mut(|client| {
         let now = clock::now();
         let mut cursor = Some(Cursor::start());

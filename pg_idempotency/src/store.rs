@@ -17,29 +17,12 @@ use crate::clock::Micros;
 use crate::relations::Layout;
 use crate::{fetch, policy_cache, relations};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
-    InProgress,
-    Succeeded,
-    Failed,
-}
+/// A record's state, in the protocol's words (the table's CHECK allows only these).
+pub use protocol::State;
 
-impl State {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::InProgress => "in_progress",
-            State::Succeeded => "succeeded",
-            State::Failed => "failed",
-        }
-    }
-
-    fn parse(s: &str) -> State {
-        match s {
-            "in_progress" => State::InProgress,
-            "succeeded" => State::Succeeded,
-            _ => State::Failed,
-        }
-    }
+fn state_named(word: &str) -> State {
+    State::parse(word)
+        .unwrap_or_else(|| pgrx::error!("pg_idempotency: a record has the unknown state {word:?}"))
 }
 
 /// One row of `idempotency.records`.
@@ -351,7 +334,7 @@ pub fn read(id: &Id<'_>) -> (Option<Record>, ScopePolicy) {
     };
     let record = fetch::by_key(oids.records, oids.records_pkey, keys, columns, |row| {
         Record {
-            state: State::parse(&row.text(0).unwrap_or_default()),
+            state: state_named(&row.text(0).unwrap_or_default()),
             fence: row.int(1).unwrap_or_default(),
             attempt: row.int(2).unwrap_or_default() as i32,
             fingerprint: row.bytes(3),
@@ -406,7 +389,7 @@ fn read_by_statement(client: &mut SpiClient<'_>, id: &Id<'_>) -> (Option<Record>
         // current at SPI_connect, so it outlives SPI_finish.
         .map(|d| unsafe { pg_sys::SPI_datumTransfer(d, false, -1) });
     let record = Record {
-        state: State::parse(&state),
+        state: state_named(&state),
         fence: col(&t, 2).unwrap_or_default(),
         attempt: col(&t, 3).unwrap_or_default(),
         fingerprint: col(&t, 4),
@@ -509,7 +492,7 @@ pub fn claim_again(id: &Id<'_>, seen: &Record, c: &Claim<'_>) -> bool {
         ts(c.expires_at),
         ttl_arg(c.ttl),
         owner(id.owner),
-        seen.state.as_str().into(),
+        seen.state.as_sql().into(),
         ts(seen.lease_until.unwrap_or(i64::MIN)),
         uuid_opt(c.claim_token),
         c.recovered.into(),
@@ -544,7 +527,7 @@ pub fn complete(
         scope,
         key,
         fence.into(),
-        c.state.as_str().into(),
+        c.state.as_sql().into(),
         response,
         ts(c.completed_at),
         ts(c.expires_at),

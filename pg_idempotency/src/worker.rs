@@ -2,7 +2,8 @@
 //!
 //! Registered only while `shared_preload_libraries` is processed. Every
 //! `pg_idempotency.purge_interval` seconds it purges `pg_idempotency.database`, one batch per
-//! transaction so that no row stays locked longer than one batch. It waits quietly while the
+//! transaction (`pg_idempotency.purge_batch_size` rows at most) so that no row stays locked
+//! longer than one batch. It waits quietly while the
 //! extension does not exist there. On SIGTERM it exits with code 1: a server shutdown ends
 //! it for good, and after `pg_terminate_backend` the postmaster starts it again, so the
 //! database is never left without a purger.
@@ -20,7 +21,6 @@ use crate::gucs;
 use crate::purge::{self, Cursor};
 
 const NAME: &str = "pg_idempotency purger";
-const BATCH: i64 = 10_000;
 /// How long the worker sleeps at most between checks (for a changed interval, a new
 /// extension, a signal): short enough to notice, long enough not to be busy.
 const NAP: Duration = Duration::from_secs(1);
@@ -136,7 +136,7 @@ fn purge_all() -> i64 {
             break;
         }
         let (n, next) = BackgroundWorker::transaction(|| {
-            Spi::connect_mut(|client| purge::batch(client, c, now, BATCH))
+            Spi::connect_mut(|client| purge::batch(client, c, now, gucs::purge_batch_size()))
         });
         total += n;
         cursor = next;

@@ -1,138 +1,19 @@
--- pg_idempotency: storage and SQL API.
+-- pg_idempotency: the SQL API's functions and who may call them.
 --
--- Hygiene: nothing below depends on the installer's search_path; the storage schema is
--- created plainly, so a schema of that name made by someone else makes the install fail
--- instead of being adopted.
-SET LOCAL search_path = pg_catalog, pg_temp;
-
-CREATE SCHEMA idempotency;
-REVOKE ALL ON SCHEMA idempotency FROM PUBLIC;
-COMMENT ON SCHEMA idempotency IS
-    'pg_idempotency storage: reached only through the idem_* functions';
-
--- Fences for every claim of every key. Never cycles, so a fence is never handed out twice.
-CREATE SEQUENCE idempotency.fence_seq AS bigint NO CYCLE;
-COMMENT ON SEQUENCE idempotency.fence_seq IS 'pg_idempotency fencing tokens';
-
-CREATE TABLE idempotency.records (
-    scope        text        NOT NULL,
-    key          text        NOT NULL,
-    state        text        NOT NULL
-                 CHECK (state IN ('in_progress', 'succeeded', 'failed')),
-    fence        bigint      NOT NULL,
-    attempt      integer     NOT NULL CHECK (attempt > 0),
-    fingerprint  bytea,
-    upstream_key uuid        NOT NULL,
-    response     jsonb,
-    created_at   timestamptz NOT NULL,
-    completed_at timestamptz,
-    lease_until  timestamptz,
-    expires_at   timestamptz NOT NULL,
-    ttl          interval    NOT NULL,
-    owner        regrole     NOT NULL,
-    -- The claim holding the record: the caller's token for that attempt (a repeat of the
-    -- same idem_begin gets the claim back) and whether it took over a lapsed lease.
-    claim_token  uuid,
-    recovered    boolean     NOT NULL DEFAULT false,
-    -- Each role its own key space: the same scope and key under two roles are two calls.
-    PRIMARY KEY (scope, key, owner)
-) WITH (
-    -- Room on each page for a record's completion to be a HOT update (no index is
-    -- touched: the only index is the key's, which never changes).
-    fillfactor = 80,
-    -- Purges delete in bulk and keys churn: vacuum early so freed space is reused
-    -- before the table grows.
-    autovacuum_vacuum_scale_factor = 0.02,
-    autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_insert_scale_factor = 0.05,
-    -- A vacuum of this table must finish before the next ttl's worth of rows expires.
-    autovacuum_vacuum_cost_delay = 0
-);
-COMMENT ON TABLE idempotency.records IS
-    'pg_idempotency: one row per (scope, key, owner); expired rows are absent whether purged or not';
-
--- Per-scope defaults, set with idem_set_policy: a call's arguments override them, and they
--- override the GUC defaults. A NULL field leaves that setting to the defaults.
-CREATE TABLE idempotency.policies (
-    scope          text        PRIMARY KEY,
-    ttl            interval,
-    lease          interval,
-    on_cache_hit   text        CHECK (on_cache_hit IN ('return_cached', 'return_cached_if_success', 'fail_fast')),
-    cache_failures boolean,
-    on_mismatch    text        CHECK (on_mismatch IN ('reject', 'ignore')),
-    updated_at     timestamptz NOT NULL,
-    updated_by     regrole     NOT NULL
-);
-COMMENT ON TABLE idempotency.policies IS 'pg_idempotency: per-scope defaults';
-
--- Records, policies and fences come back with pg_dump / pg_restore.
-SELECT pg_catalog.pg_extension_config_dump('idempotency.policies', '');
-SELECT pg_catalog.pg_extension_config_dump('idempotency.records', '');
-SELECT pg_catalog.pg_extension_config_dump('idempotency.fence_seq', '');
-
--- Roles that the docs name: members of idempotency_user may call the API on their own
--- records; members of idempotency_admin may also see and forget every role's records,
--- read every role's metrics, purge and set policies. Roles
--- belong to the cluster, not to one database, so they are created only where missing and
--- outlive the extension.
-DO $roles$
-BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idempotency_user') THEN
-        CREATE ROLE idempotency_user NOLOGIN;
-    END IF;
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idempotency_admin') THEN
-        CREATE ROLE idempotency_admin NOLOGIN IN ROLE idempotency_user;
-    END IF;
-END
-$roles$;
-
--- Result rows are named composite types rather than OUT parameters: PostgreSQL builds the
--- row type of a call in FROM from the type cache then, not from the function's argument
--- arrays on every execution (about 4 us a call, measured in docs/benchmarks.md).
-CREATE TYPE idempotency.begin_result AS (
-    outcome      text,
-    fence        bigint,
-    attempt      integer,
-    recovered    boolean,
-    upstream_key uuid,
-    succeeded    boolean,
-    response     jsonb,
-    lease_until  timestamptz,
-    expires_at   timestamptz,
-    retry_after  interval,
-    key          text);
-COMMENT ON TYPE idempotency.begin_result IS 'What idem_begin answers';
-CREATE TYPE idempotency.complete_result AS (state text, expires_at timestamptz);
-COMMENT ON TYPE idempotency.complete_result IS 'What idem_complete answers';
-CREATE TYPE idempotency.extend_result AS (lease_until timestamptz, expires_at timestamptz);
-COMMENT ON TYPE idempotency.extend_result IS 'What idem_extend answers';
-CREATE TYPE idempotency.lookup_result AS (
-    scope        text,
-    key          text,
-    state        text,
-    fence        bigint,
-    attempt      integer,
-    fingerprint  bytea,
-    upstream_key uuid,
-    response     jsonb,
-    created_at   timestamptz,
-    completed_at timestamptz,
-    lease_until  timestamptz,
-    expires_at   timestamptz,
-    ttl          interval,
-    owner        regrole);
-COMMENT ON TYPE idempotency.lookup_result IS 'A record as idem_lookup shows it';
+-- Generated from protocol/src/functions.rs by scripts/render-sql.sh: edit the declaration
+-- there, not this file (tests/tests/signatures.rs fails when the two differ). The bodies
+-- of the SQL functions are in sql/bodies/.
 
 CREATE FUNCTION @extschema@.idem_begin(
     scope        text,
     key          text,
-    request      jsonb    DEFAULT NULL,
+    request      jsonb DEFAULT NULL,
     ttl          interval DEFAULT NULL,
     lease        interval DEFAULT NULL,
-    on_cache_hit text     DEFAULT NULL,
-    on_mismatch  text     DEFAULT NULL,
+    on_cache_hit text DEFAULT NULL,
+    on_mismatch  text DEFAULT NULL,
     wait         interval DEFAULT '0',
-    claim_token  uuid     DEFAULT NULL)
+    claim_token  uuid DEFAULT NULL)
 RETURNS idempotency.begin_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_begin';
@@ -152,7 +33,10 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'idem_complete';
 COMMENT ON FUNCTION @extschema@.idem_complete(text, text, bigint, jsonb, boolean, boolean) IS
     'Record the result of a claimed call; the fence must still hold the record';
 
-CREATE FUNCTION @extschema@.idem_release(scope text, key text, fence bigint)
+CREATE FUNCTION @extschema@.idem_release(
+    scope text,
+    key   text,
+    fence bigint)
 RETURNS void
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_release';
@@ -171,35 +55,45 @@ COMMENT ON FUNCTION @extschema@.idem_extend(text, text, bigint, interval) IS
     'Extend the lease of a claim that is still running (a heartbeat)';
 
 -- owner NULL: the caller's own record. Naming another role needs idempotency_admin.
-CREATE FUNCTION @extschema@.idem_lookup(scope text, key text, owner regrole DEFAULT NULL)
+CREATE FUNCTION @extschema@.idem_lookup(
+    scope text,
+    key   text,
+    owner regrole DEFAULT NULL)
 RETURNS SETOF idempotency.lookup_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER ROWS 1
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_lookup';
 COMMENT ON FUNCTION @extschema@.idem_lookup(text, text, regrole) IS
     'The caller''s record of a call (an admin: owner''s) until it expires; no row when it is absent or expired';
 
-CREATE FUNCTION @extschema@.idem_forget(scope text, key text, owner regrole DEFAULT NULL)
+CREATE FUNCTION @extschema@.idem_forget(
+    scope text,
+    key   text,
+    owner regrole DEFAULT NULL)
 RETURNS boolean
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_forget';
 COMMENT ON FUNCTION @extschema@.idem_forget(text, text, regrole) IS
     'Remove the caller''s record (an admin: owner''s), e.g. a bad cached result; true when a live one was removed';
 
-CREATE FUNCTION @extschema@.idem_canonical(request jsonb)
+CREATE FUNCTION @extschema@.idem_canonical(
+    request jsonb)
 RETURNS text
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_canonical';
 COMMENT ON FUNCTION @extschema@.idem_canonical(jsonb) IS
     'Canonical JSON of a request: RFC 8785 with lossless numbers (what idem_hash hashes)';
 
-CREATE FUNCTION @extschema@.idem_hash(request jsonb)
+CREATE FUNCTION @extschema@.idem_hash(
+    request jsonb)
 RETURNS bytea
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_hash';
 COMMENT ON FUNCTION @extschema@.idem_hash(jsonb) IS
     'SHA-256 of the canonical JSON of a request: its fingerprint; as lowercase hex, its HASH_INPUT key';
 
-CREATE FUNCTION @extschema@.idem_purge_expired(batch_size integer DEFAULT 10000)
+-- batch_size NULL: pg_idempotency.purge_batch_size, as the purge worker uses.
+CREATE FUNCTION @extschema@.idem_purge_expired(
+    batch_size integer DEFAULT NULL)
 RETURNS bigint
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_purge_expired';
@@ -211,18 +105,19 @@ CREATE FUNCTION @extschema@.idem_set_policy(
     INOUT scope          text,
     INOUT ttl            interval DEFAULT NULL,
     INOUT lease          interval DEFAULT NULL,
-    INOUT on_cache_hit   text     DEFAULT NULL,
-    INOUT cache_failures boolean  DEFAULT NULL,
-    INOUT on_mismatch    text     DEFAULT NULL,
-    OUT   updated_at     timestamptz,
-    OUT   updated_by     regrole)
+    INOUT on_cache_hit   text DEFAULT NULL,
+    INOUT cache_failures boolean DEFAULT NULL,
+    INOUT on_mismatch    text DEFAULT NULL,
+    OUT   updated_at timestamptz,
+    OUT   updated_by regrole)
 RETURNS record
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_set_policy';
 COMMENT ON FUNCTION @extschema@.idem_set_policy(text, interval, interval, text, boolean, text) IS
     'Set (replace) the policy of a scope: the defaults every caller of that scope obeys';
 
-CREATE FUNCTION @extschema@.idem_drop_policy(scope text)
+CREATE FUNCTION @extschema@.idem_drop_policy(
+    scope text)
 RETURNS boolean
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_drop_policy';
@@ -230,33 +125,45 @@ COMMENT ON FUNCTION @extschema@.idem_drop_policy(text) IS
     'Remove the policy of a scope; true when it had one';
 
 CREATE FUNCTION @extschema@.idem_policies()
-RETURNS TABLE (scope text, ttl interval, lease interval, on_cache_hit text,
-               cache_failures boolean, on_mismatch text, updated_at timestamptz, updated_by regrole)
-STABLE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+RETURNS TABLE (
+    scope          text,
+    ttl            interval,
+    lease          interval,
+    on_cache_hit   text,
+    cache_failures boolean,
+    on_mismatch    text,
+    updated_at     timestamptz,
+    updated_by     regrole)
+STABLE CALLED ON NULL INPUT PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
     SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by
     FROM idempotency.policies ORDER BY scope
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_policies() IS 'Every scope''s policy';
+COMMENT ON FUNCTION @extschema@.idem_policies() IS
+    'Every scope''s policy';
 
--- Outcome counters since the server started (shared memory; only when preloaded), and
--- whose rows idem_metrics shows the caller.
+-- Outcome counters since the server started (shared memory; only when preloaded), and whose rows idem_metrics shows the caller.
 CREATE FUNCTION idempotency._idem_counters()
-RETURNS TABLE (owner regrole, scope text, claimed bigint, replay bigint, in_progress bigint,
-               mismatch bigint)
-VOLATILE PARALLEL SAFE
+RETURNS TABLE (
+    owner       regrole,
+    scope       text,
+    claimed     bigint,
+    replay      bigint,
+    in_progress bigint,
+    mismatch    bigint)
+VOLATILE CALLED ON NULL INPUT PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_owner_counters';
+
 CREATE FUNCTION idempotency._idem_counting()
 RETURNS boolean
-VOLATILE PARALLEL SAFE
+VOLATILE CALLED ON NULL INPUT PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_counting';
+
 -- NULL: every owner's (the caller has idempotency_admin's privileges); else the caller.
 CREATE FUNCTION idempotency._idem_visible_owner()
 RETURNS regrole
-VOLATILE PARALLEL SAFE
+VOLATILE CALLED ON NULL INPUT PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_visible_owner';
-REVOKE ALL ON FUNCTION idempotency._idem_counters(), idempotency._idem_counting(),
-    idempotency._idem_visible_owner() FROM PUBLIC;
 
 CREATE FUNCTION @extschema@.idem_metrics()
 RETURNS TABLE (
@@ -273,7 +180,7 @@ RETURNS TABLE (
     in_progress_total  bigint,
     mismatch_total     bigint,
     note               text)
-VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+VOLATILE CALLED ON NULL INPUT PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
     WITH now AS (SELECT clock_timestamp() AS t, idempotency._idem_visible_owner() AS visible),
     stored AS (
@@ -322,6 +229,9 @@ REVOKE EXECUTE ON FUNCTION
     @extschema@.idem_set_policy(text, interval, interval, text, boolean, text),
     @extschema@.idem_drop_policy(text),
     @extschema@.idem_policies(),
+    idempotency._idem_counters(),
+    idempotency._idem_counting(),
+    idempotency._idem_visible_owner(),
     @extschema@.idem_metrics()
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION

@@ -1,0 +1,2 @@
+    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by
+    FROM idempotency.policies ORDER BY scope

@@ -1,0 +1,464 @@
+//! Every function of the SQL API, declared once: names, argument types and defaults, result,
+//! volatility, strictness, parallel safety, privileges and comment.
+//!
+//! From this table come the extension's `CREATE FUNCTION` text (pg_idempotency/sql/
+//! functions.sql, written by `scripts/render-sql.sh`, held equal by tests/tests/
+//! signatures.rs) and the typed argument structs its C functions read (pg_idempotency's
+//! build.rs). The PL/pgSQL variant writes its functions by hand, and the same test holds
+//! their signatures equal to the extension's as PostgreSQL reports them.
+//!
+//! Adding an argument to a function means adding it here, then giving it behaviour (and,
+//! once a version is released, an upgrade script for both backends).
+
+/// A SQL type an argument or result column has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqlType {
+    Text,
+    Jsonb,
+    Interval,
+    Uuid,
+    Bigint,
+    Integer,
+    Boolean,
+    Regrole,
+    Timestamptz,
+    Bytea,
+}
+
+impl SqlType {
+    pub const fn sql(self) -> &'static str {
+        match self {
+            SqlType::Text => "text",
+            SqlType::Jsonb => "jsonb",
+            SqlType::Interval => "interval",
+            SqlType::Uuid => "uuid",
+            SqlType::Bigint => "bigint",
+            SqlType::Integer => "integer",
+            SqlType::Boolean => "boolean",
+            SqlType::Regrole => "regrole",
+            SqlType::Timestamptz => "timestamptz",
+            SqlType::Bytea => "bytea",
+        }
+    }
+}
+
+/// One argument: its name (callers may pass it by name), type and default (SQL text).
+#[derive(Debug, Clone, Copy)]
+pub struct Arg {
+    pub name: &'static str,
+    pub ty: SqlType,
+    pub default: Option<&'static str>,
+}
+
+const fn arg(name: &'static str, ty: SqlType) -> Arg {
+    Arg {
+        name,
+        ty,
+        default: None,
+    }
+}
+
+const fn opt(name: &'static str, ty: SqlType, default: &'static str) -> Arg {
+    Arg {
+        name,
+        ty,
+        default: Some(default),
+    }
+}
+
+/// What a function returns.
+#[derive(Debug, Clone, Copy)]
+pub enum Returns {
+    Void,
+    Scalar(SqlType),
+    /// A named composite type of the storage schema (a row built from the type cache).
+    Row(&'static str),
+    /// Zero or more rows of a named composite type, with the planner's row estimate.
+    SetOf(&'static str, u32),
+    /// The arguments come back as stored (INOUT), followed by these OUT columns.
+    InOut(&'static [Arg]),
+    /// `RETURNS TABLE (...)`.
+    Table(&'static [Arg]),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Volatility {
+    Immutable,
+    Stable,
+    Volatile,
+}
+
+/// How a function's work is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    /// A V1 C function of the extension's library, by its symbol.
+    C(&'static str),
+    /// A SQL function whose body lives in pg_idempotency/sql/bodies/<name>.sql (the
+    /// extension's) and is written by the PL/pgSQL variant in its own way.
+    Sql,
+}
+
+/// Which role may EXECUTE it (never PUBLIC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// Members of idempotency_user (the API a service calls).
+    User,
+    /// Members of idempotency_admin (purge, policies).
+    Admin,
+    /// Nobody but the functions of the API that call it (an internal helper).
+    Internal,
+}
+
+/// Where the function lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schema {
+    /// The schema of the API (the extension's schema, `@extschema@`).
+    Api,
+    /// The storage schema `idempotency`, for internal helpers.
+    Storage,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Function {
+    pub name: &'static str,
+    pub schema: Schema,
+    pub args: &'static [Arg],
+    pub returns: Returns,
+    pub volatility: Volatility,
+    /// STRICT: NULL in any argument gives NULL without a call.
+    pub strict: bool,
+    pub parallel_safe: bool,
+    pub security_definer: bool,
+    pub language: Language,
+    pub grant: Grant,
+    /// Said above the function in the SQL, for whoever reads it there.
+    pub note: Option<&'static str>,
+    /// COMMENT ON FUNCTION (what \df+ and the docs show).
+    pub comment: Option<&'static str>,
+}
+
+impl Function {
+    /// The argument types, as `DROP FUNCTION` and `COMMENT ON FUNCTION` name the function.
+    pub fn identity_args(&self) -> String {
+        self.args
+            .iter()
+            .map(|a| a.ty.sql())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The C symbol, for a C function.
+    pub fn symbol(&self) -> Option<&'static str> {
+        match self.language {
+            Language::C(symbol) => Some(symbol),
+            Language::Sql => None,
+        }
+    }
+}
+
+use SqlType::*;
+
+const API: Function = Function {
+    name: "",
+    schema: Schema::Api,
+    args: &[],
+    returns: Returns::Void,
+    volatility: Volatility::Volatile,
+    strict: false,
+    parallel_safe: false,
+    security_definer: true,
+    language: Language::Sql,
+    grant: Grant::User,
+    note: None,
+    comment: None,
+};
+
+pub const IDEM_BEGIN: Function = Function {
+    name: "idem_begin",
+    args: &[
+        arg("scope", Text),
+        arg("key", Text),
+        opt("request", Jsonb, "NULL"),
+        opt("ttl", Interval, "NULL"),
+        opt("lease", Interval, "NULL"),
+        opt("on_cache_hit", Text, "NULL"),
+        opt("on_mismatch", Text, "NULL"),
+        opt("wait", Interval, "'0'"),
+        opt("claim_token", Uuid, "NULL"),
+    ],
+    returns: Returns::Row("idempotency.begin_result"),
+    language: Language::C("idem_begin"),
+    comment: Some(
+        "Claim a call (outcome claimed, with a fence), or learn it is running (in_progress), or get its remembered result (replay)",
+    ),
+    ..API
+};
+
+pub const IDEM_COMPLETE: Function = Function {
+    name: "idem_complete",
+    args: &[
+        arg("scope", Text),
+        arg("key", Text),
+        arg("fence", Bigint),
+        arg("response", Jsonb),
+        opt("succeeded", Boolean, "true"),
+        opt("cache_failure", Boolean, "NULL"),
+    ],
+    returns: Returns::Row("idempotency.complete_result"),
+    language: Language::C("idem_complete"),
+    comment: Some("Record the result of a claimed call; the fence must still hold the record"),
+    ..API
+};
+
+pub const IDEM_RELEASE: Function = Function {
+    name: "idem_release",
+    args: &[arg("scope", Text), arg("key", Text), arg("fence", Bigint)],
+    returns: Returns::Void,
+    language: Language::C("idem_release"),
+    comment: Some("Give up a claim without a result, so that the next idem_begin claims the call"),
+    ..API
+};
+
+pub const IDEM_EXTEND: Function = Function {
+    name: "idem_extend",
+    args: &[
+        arg("scope", Text),
+        arg("key", Text),
+        arg("fence", Bigint),
+        opt("lease", Interval, "NULL"),
+    ],
+    returns: Returns::Row("idempotency.extend_result"),
+    language: Language::C("idem_extend"),
+    comment: Some("Extend the lease of a claim that is still running (a heartbeat)"),
+    ..API
+};
+
+pub const IDEM_LOOKUP: Function = Function {
+    name: "idem_lookup",
+    args: &[
+        arg("scope", Text),
+        arg("key", Text),
+        opt("owner", Regrole, "NULL"),
+    ],
+    returns: Returns::SetOf("idempotency.lookup_result", 1),
+    language: Language::C("idem_lookup"),
+    note: Some("owner NULL: the caller's own record. Naming another role needs idempotency_admin."),
+    comment: Some(
+        "The caller's record of a call (an admin: owner's) until it expires; no row when it is absent or expired",
+    ),
+    ..API
+};
+
+pub const IDEM_FORGET: Function = Function {
+    name: "idem_forget",
+    args: &[
+        arg("scope", Text),
+        arg("key", Text),
+        opt("owner", Regrole, "NULL"),
+    ],
+    returns: Returns::Scalar(Boolean),
+    language: Language::C("idem_forget"),
+    comment: Some(
+        "Remove the caller's record (an admin: owner's), e.g. a bad cached result; true when a live one was removed",
+    ),
+    ..API
+};
+
+pub const IDEM_CANONICAL: Function = Function {
+    name: "idem_canonical",
+    args: &[arg("request", Jsonb)],
+    returns: Returns::Scalar(Text),
+    volatility: Volatility::Immutable,
+    strict: true,
+    parallel_safe: true,
+    security_definer: false,
+    language: Language::C("idem_canonical"),
+    comment: Some(
+        "Canonical JSON of a request: RFC 8785 with lossless numbers (what idem_hash hashes)",
+    ),
+    ..API
+};
+
+pub const IDEM_HASH: Function = Function {
+    name: "idem_hash",
+    args: &[arg("request", Jsonb)],
+    returns: Returns::Scalar(Bytea),
+    volatility: Volatility::Immutable,
+    strict: true,
+    parallel_safe: true,
+    security_definer: false,
+    language: Language::C("idem_hash"),
+    comment: Some(
+        "SHA-256 of the canonical JSON of a request: its fingerprint; as lowercase hex, its HASH_INPUT key",
+    ),
+    ..API
+};
+
+pub const IDEM_PURGE_EXPIRED: Function = Function {
+    name: "idem_purge_expired",
+    args: &[opt("batch_size", Integer, "NULL")],
+    returns: Returns::Scalar(Bigint),
+    language: Language::C("idem_purge_expired"),
+    grant: Grant::Admin,
+    note: Some("batch_size NULL: pg_idempotency.purge_batch_size, as the purge worker uses."),
+    comment: Some(
+        "Delete the rows of expired records, batch_size at a time; returns how many (never a live record)",
+    ),
+    ..API
+};
+
+pub const IDEM_SET_POLICY: Function = Function {
+    name: "idem_set_policy",
+    args: &[
+        arg("scope", Text),
+        opt("ttl", Interval, "NULL"),
+        opt("lease", Interval, "NULL"),
+        opt("on_cache_hit", Text, "NULL"),
+        opt("cache_failures", Boolean, "NULL"),
+        opt("on_mismatch", Text, "NULL"),
+    ],
+    returns: Returns::InOut(&[arg("updated_at", Timestamptz), arg("updated_by", Regrole)]),
+    language: Language::C("idem_set_policy"),
+    grant: Grant::Admin,
+    note: Some("INOUT: the policy comes back as stored (durations normalised)."),
+    comment: Some(
+        "Set (replace) the policy of a scope: the defaults every caller of that scope obeys",
+    ),
+    ..API
+};
+
+pub const IDEM_DROP_POLICY: Function = Function {
+    name: "idem_drop_policy",
+    args: &[arg("scope", Text)],
+    returns: Returns::Scalar(Boolean),
+    language: Language::C("idem_drop_policy"),
+    grant: Grant::Admin,
+    comment: Some("Remove the policy of a scope; true when it had one"),
+    ..API
+};
+
+/// The columns of a scope's policy, as idem_policies lists them.
+const POLICY_COLUMNS: &[Arg] = &[
+    arg("scope", Text),
+    arg("ttl", Interval),
+    arg("lease", Interval),
+    arg("on_cache_hit", Text),
+    arg("cache_failures", Boolean),
+    arg("on_mismatch", Text),
+    arg("updated_at", Timestamptz),
+    arg("updated_by", Regrole),
+];
+
+pub const IDEM_POLICIES: Function = Function {
+    name: "idem_policies",
+    returns: Returns::Table(POLICY_COLUMNS),
+    volatility: Volatility::Stable,
+    parallel_safe: true,
+    comment: Some("Every scope's policy"),
+    ..API
+};
+
+/// Internal: the outcome counters in shared memory (only when preloaded).
+pub const IDEM_OWNER_COUNTERS: Function = Function {
+    name: "_idem_counters",
+    schema: Schema::Storage,
+    returns: Returns::Table(&[
+        arg("owner", Regrole),
+        arg("scope", Text),
+        arg("claimed", Bigint),
+        arg("replay", Bigint),
+        arg("in_progress", Bigint),
+        arg("mismatch", Bigint),
+    ]),
+    parallel_safe: true,
+    security_definer: false,
+    language: Language::C("idem_owner_counters"),
+    grant: Grant::Internal,
+    note: Some(
+        "Outcome counters since the server started (shared memory; only when preloaded), and \
+         whose rows idem_metrics shows the caller.",
+    ),
+    ..API
+};
+
+/// Internal: whether outcomes are counted (the library was preloaded).
+pub const IDEM_COUNTING: Function = Function {
+    name: "_idem_counting",
+    schema: Schema::Storage,
+    returns: Returns::Scalar(Boolean),
+    parallel_safe: true,
+    security_definer: false,
+    language: Language::C("idem_counting"),
+    grant: Grant::Internal,
+    ..API
+};
+
+/// Internal: whose records and counters the caller may see.
+pub const IDEM_VISIBLE_OWNER: Function = Function {
+    name: "_idem_visible_owner",
+    schema: Schema::Storage,
+    returns: Returns::Scalar(Regrole),
+    parallel_safe: true,
+    security_definer: false,
+    language: Language::C("idem_visible_owner"),
+    grant: Grant::Internal,
+    note: Some(
+        "NULL: every owner's (the caller has idempotency_admin's privileges); else the caller.",
+    ),
+    ..API
+};
+
+pub const IDEM_METRICS: Function = Function {
+    name: "idem_metrics",
+    returns: Returns::Table(&[
+        arg("owner", Regrole),
+        arg("scope", Text),
+        arg("in_progress", Bigint),
+        arg("succeeded", Bigint),
+        arg("failed", Bigint),
+        arg("lapsed", Bigint),
+        arg("expired", Bigint),
+        arg("oldest_in_progress", Interval),
+        arg("claimed_total", Bigint),
+        arg("replay_total", Bigint),
+        arg("in_progress_total", Bigint),
+        arg("mismatch_total", Bigint),
+        arg("note", Text),
+    ]),
+    parallel_safe: true,
+    comment: Some(
+        "Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)",
+    ),
+    ..API
+};
+
+/// Every function, in the order the install creates them (a SQL function's body is checked
+/// at creation, so the internal helpers come before idem_metrics).
+pub const FUNCTIONS: &[Function] = &[
+    IDEM_BEGIN,
+    IDEM_COMPLETE,
+    IDEM_RELEASE,
+    IDEM_EXTEND,
+    IDEM_LOOKUP,
+    IDEM_FORGET,
+    IDEM_CANONICAL,
+    IDEM_HASH,
+    IDEM_PURGE_EXPIRED,
+    IDEM_SET_POLICY,
+    IDEM_DROP_POLICY,
+    IDEM_POLICIES,
+    IDEM_OWNER_COUNTERS,
+    IDEM_COUNTING,
+    IDEM_VISIBLE_OWNER,
+    IDEM_METRICS,
+];
+
+/// The functions a caller sees (the API of both backends), without the internal helpers.
+pub fn api() -> impl Iterator<Item = &'static Function> {
+    FUNCTIONS.iter().filter(|f| f.schema == Schema::Api)
+}
+
+/// A function by name.
+pub fn named(name: &str) -> Option<&'static Function> {
+    FUNCTIONS.iter().find(|f| f.name == name)
+}

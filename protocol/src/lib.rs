@@ -1,0 +1,17 @@
+//! What every part of pg_idempotency agrees on, said once: the SQL API's functions and
+//! their signatures, its SQLSTATEs, the words of its policies and states, and its settings
+//! with their limits and defaults.
+//!
+//! The extension builds its `CREATE FUNCTION` text and its typed argument structs from
+//! [`functions::FUNCTIONS`]; the client maps SQLSTATEs and words through the same types;
+//! the PL/pgSQL variant is held to them by the behaviour suite. Nothing here depends on
+//! PostgreSQL or on an async runtime.
+
+pub mod errors;
+pub mod functions;
+pub mod render;
+pub mod settings;
+pub mod words;
+
+pub use errors::ErrorCode;
+pub use words::{OnCacheHit, OnMismatch, Outcome, State};
