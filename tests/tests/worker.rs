@@ -28,6 +28,7 @@ fn set_interval(admin: &mut Client, seconds: i32) {
     admin.batch_execute("SELECT pg_reload_conf()").unwrap();
 }
 
+/// Adds `n` records that expire 50 ms from now, and waits until they have expired.
 fn expire_some(c: &mut Client, n: i32) {
     c.execute(
         "SELECT count(idem_begin('worker', 'gone-' || g || '-' || clock_timestamp(), ttl => '50 ms', lease => '50 ms')) \
@@ -35,13 +36,31 @@ fn expire_some(c: &mut Client, n: i32) {
         &[&n],
     )
     .unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    // Until then the worker has nothing to purge.
+    wait_until(
+        "the short-lived records to expire",
+        Duration::from_secs(10),
+        || live_rows(c, "gone-%") == 0,
+    );
 }
 
-fn expired_rows(c: &mut Client) -> i64 {
+/// How many records of the test's scope whose key is LIKE `pattern` are stored, expired
+/// or not (the purge removes the row; expiry alone does not).
+fn stored_rows(c: &mut Client, pattern: &str) -> i64 {
     c.query_one(
-        "SELECT count(*) FROM idempotency.records WHERE expires_at <= clock_timestamp()",
-        &[],
+        "SELECT count(*) FROM idempotency.records WHERE scope = 'worker' AND key LIKE $1",
+        &[&pattern],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// How many of those have not expired.
+fn live_rows(c: &mut Client, pattern: &str) -> i64 {
+    c.query_one(
+        "SELECT count(*) FROM idempotency.records \
+         WHERE scope = 'worker' AND key LIKE $1 AND expires_at > clock_timestamp()",
+        &[&pattern],
     )
     .unwrap()
     .get(0)
@@ -74,6 +93,7 @@ fn the_worker_purges_survives_termination_and_follows_its_interval() {
     c.batch_execute("DROP EXTENSION IF EXISTS pg_idempotency")
         .unwrap();
     let pid = worker_pid(&mut admin).unwrap();
+    // What is checked is that time passes harmlessly: two of its 1 s runs find no extension.
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(
         worker_pid(&mut admin),
@@ -90,14 +110,15 @@ fn the_worker_purges_survives_termination_and_follows_its_interval() {
     .unwrap();
     expire_some(&mut c, 200);
     assert!(
-        eventually(Duration::from_secs(3), || expired_rows(&mut c) == 0),
+        eventually(Duration::from_secs(3), || stored_rows(&mut c, "gone-%")
+            == 0),
         "not purged within 3 intervals"
     );
-    let live: i64 = c
-        .query_one("SELECT count(*) FROM idempotency.records", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(live, 10, "the worker removed live records");
+    assert_eq!(
+        stored_rows(&mut c, "live-%"),
+        10,
+        "the worker removed live records"
+    );
 
     // pg_terminate_backend: the postmaster starts it again.
     admin
@@ -110,17 +131,22 @@ fn the_worker_purges_survives_termination_and_follows_its_interval() {
     );
     expire_some(&mut c, 50);
     assert!(
-        eventually(Duration::from_secs(3), || expired_rows(&mut c) == 0),
+        eventually(Duration::from_secs(3), || stored_rows(&mut c, "gone-%")
+            == 0),
         "the restarted worker does not purge"
     );
 
     // Interval 0: off.
     set_interval(&mut admin, 0);
+    // The worker applies the reload when its latch wakes it, which nothing outside it can
+    // see: this pause lets the SIGHUP arrive first. Too short a pause can only make the
+    // check below fail (a purge under the old interval), never pass wrongly.
     std::thread::sleep(Duration::from_millis(1500));
     expire_some(&mut c, 50);
+    // What is checked is that time passes without a purge: three of the old intervals.
     std::thread::sleep(Duration::from_millis(3500));
     assert_eq!(
-        expired_rows(&mut c),
+        stored_rows(&mut c, "gone-%"),
         50,
         "the worker purged with purge_interval = 0"
     );
@@ -128,7 +154,8 @@ fn the_worker_purges_survives_termination_and_follows_its_interval() {
     // A changed interval after a reload.
     set_interval(&mut admin, 2);
     assert!(
-        eventually(Duration::from_secs(6), || expired_rows(&mut c) == 0),
+        eventually(Duration::from_secs(6), || stored_rows(&mut c, "gone-%")
+            == 0),
         "not purged within 3 intervals of 2 s"
     );
 
