@@ -1,7 +1,9 @@
-//! One error type, with a kind per SQLSTATE of the SQL API (the table in docs/errors.md) plus
-//! the client's own kinds.
+//! One error type, with a kind per SQLSTATE of the SQL API (protocol::ErrorCode, the table in
+//! docs/errors.md) plus the client's own kinds.
 
 use std::fmt;
+
+use protocol::ErrorCode;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -45,36 +47,39 @@ pub enum ErrorKind {
     InProgress,
 }
 
+impl From<ErrorCode> for ErrorKind {
+    fn from(code: ErrorCode) -> ErrorKind {
+        match code {
+            ErrorCode::InvalidArgument => ErrorKind::InvalidArgument,
+            ErrorCode::Mismatch => ErrorKind::Mismatch,
+            ErrorCode::RepeatRefused => ErrorKind::RepeatRefused,
+            ErrorCode::LeaseLost => ErrorKind::LeaseLost,
+            ErrorCode::ResponseTooLarge => ErrorKind::ResponseTooLarge,
+            ErrorCode::Uncanonicalizable => ErrorKind::Uncanonicalizable,
+            ErrorCode::Contention => ErrorKind::Contention,
+            ErrorCode::NotPermitted => ErrorKind::NotPermitted,
+        }
+    }
+}
+
 impl ErrorKind {
     /// The kind of a SQLSTATE, for the codes the SQL API raises.
     pub fn from_sqlstate(code: &str) -> ErrorKind {
-        match code {
-            "22023" => ErrorKind::InvalidArgument,
-            "IK001" => ErrorKind::Mismatch,
-            "IK002" => ErrorKind::RepeatRefused,
-            "IK003" => ErrorKind::LeaseLost,
-            "IK004" => ErrorKind::ResponseTooLarge,
-            "IK005" => ErrorKind::Uncanonicalizable,
-            "40001" => ErrorKind::Contention,
-            "42501" => ErrorKind::NotPermitted,
-            "42883" | "3F000" | "42P01" => ErrorKind::NotInstalled,
-            _ => ErrorKind::Database,
+        match ErrorCode::from_sqlstate(code) {
+            Some(c) => c.into(),
+            None if protocol::errors::NOT_INSTALLED.contains(&code) => ErrorKind::NotInstalled,
+            None => ErrorKind::Database,
         }
+    }
+
+    /// The protocol's code for this kind, where the SQL API has one.
+    pub fn code(self) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| ErrorKind::from(*c) == self)
     }
 
     /// The SQLSTATE the SQL API uses for this kind, where it has one.
     pub fn sqlstate(self) -> Option<&'static str> {
-        Some(match self {
-            ErrorKind::InvalidArgument => "22023",
-            ErrorKind::Mismatch => "IK001",
-            ErrorKind::RepeatRefused => "IK002",
-            ErrorKind::LeaseLost => "IK003",
-            ErrorKind::ResponseTooLarge => "IK004",
-            ErrorKind::Uncanonicalizable => "IK005",
-            ErrorKind::Contention => "40001",
-            ErrorKind::NotPermitted => "42501",
-            _ => return None,
-        })
+        self.code().map(ErrorCode::sqlstate)
     }
 }
 

@@ -5,44 +5,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 use uuid::Uuid;
 
-/// What a repeat of a remembered call gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnCacheHit {
-    /// Replay any remembered result (the default).
-    ReturnCached,
-    /// Replay a remembered success; claim a remembered failure again.
-    ReturnCachedIfSuccess,
-    /// Refuse a repeat of a completed call (`ErrorKind::RepeatRefused`).
-    FailFast,
-}
-
-impl OnCacheHit {
-    pub fn as_sql(self) -> &'static str {
-        match self {
-            OnCacheHit::ReturnCached => "return_cached",
-            OnCacheHit::ReturnCachedIfSuccess => "return_cached_if_success",
-            OnCacheHit::FailFast => "fail_fast",
-        }
-    }
-}
-
-/// What a repeat with a different request gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnMismatch {
-    /// `ErrorKind::Mismatch` (the default).
-    Reject,
-    /// Treated as the same call: the key alone names it.
-    Ignore,
-}
-
-impl OnMismatch {
-    pub fn as_sql(self) -> &'static str {
-        match self {
-            OnMismatch::Reject => "reject",
-            OnMismatch::Ignore => "ignore",
-        }
-    }
-}
+/// The policy words, as the SQL API takes them (`as_sql`).
+pub use protocol::{OnCacheHit, OnMismatch};
 
 /// The optional arguments of `begin`; `None` leaves a setting to the scope's policy (where
 /// the store has policies) and then to the defaults.
