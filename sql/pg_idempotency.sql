@@ -14,6 +14,12 @@
 -- function bodies: every function pins search_path = pg_catalog, <storage>, pg_temp, so
 -- its unqualified storage names resolve there and nothing on the caller's path (a temp
 -- table included: pg_temp comes last) can stand in for them.
+--
+-- The state machine here is the extension's (pg_idempotency/src/begin.rs, holder.rs), held
+-- equal to it by the behaviour suite (tests/, run on both backends) and, with the client's
+-- MemoryStore and RedisStore (client/src/memory.rs, client/src/redis.rs), by the parity
+-- suite client/tests/parity.rs. Function signatures: protocol/src/functions.rs, compared by
+-- tests/tests/signatures.rs.
 \set ON_ERROR_STOP 1
 \if :{?schema}
 \else

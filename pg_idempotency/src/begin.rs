@@ -4,6 +4,11 @@
 //! is decided by one atomic statement: `INSERT ... ON CONFLICT DO NOTHING` for an absent key,
 //! or an `UPDATE` guarded by the fence that was read for a row that can be claimed again.
 //! When that statement loses a race, the loop reads again and answers from what won.
+//!
+//! The same state machine exists three more times, held equal by tests: the PL/pgSQL
+//! variant (sql/pg_idempotency.sql, by the behaviour suite tests/ run on both backends),
+//! and the client's MemoryStore (client/src/memory.rs) and RedisStore (client/src/redis.rs
+//! with client/src/redis_lua/), by the parity suite client/tests/parity.rs.
 
 use pgrx::{pg_sys, IntoDatum};
 
