@@ -14,18 +14,23 @@ pub const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
+/// A scope or key within its limit, refused in the SQL API's words (its message, detail and
+/// hint), so that a store checking it itself answers as the server does.
 pub fn text(name: &str, value: &str, max: usize) -> Result<()> {
     without_nul(name, value)?;
     if value.trim().is_empty() {
-        return Err(Error::invalid(format!("{name} must not be blank")));
+        return Err(Error::invalid(format!("{name} must not be blank"))
+            .with_detail(format!("The {name} is empty or only whitespace."))
+            .with_hint(format!("Pass a non-blank {name}.")));
     }
     if value.len() > max {
-        return Err(
-            Error::invalid(format!("{name} is too long")).with_detail(format!(
+        return Err(Error::invalid(format!("{name} is too long"))
+            .with_detail(format!(
                 "The {name} has {} bytes; the limit is {max}.",
                 value.len()
-            )),
-        );
+            ))
+            // The server's hint also names its setting; this store's limit is fixed.
+            .with_hint(format!("Use a shorter {name}.")));
     }
     Ok(())
 }
@@ -72,22 +77,72 @@ pub fn response(response: Option<&Value>) -> Result<()> {
     }
 }
 
-pub fn duration(name: &str, d: Duration) -> Result<Duration> {
-    if d.is_zero() {
-        return Err(Error::invalid(format!("{name} must be positive")));
+/// A duration as the SQL API's messages show it, in seconds.
+fn seconds(d: Duration) -> String {
+    let micros = d.as_micros();
+    if micros.is_multiple_of(1_000_000) {
+        format!("{} s", micros / 1_000_000)
+    } else {
+        format!("{} s", micros as f64 / 1e6)
+    }
+}
+
+fn bounded(name: &str, d: Duration, allow_zero: bool) -> Result<Duration> {
+    if d.is_zero() && !allow_zero {
+        return Err(Error::invalid(format!("{name} must be positive"))
+            .with_detail(format!("The {name} normalises to {}.", seconds(d)))
+            .with_hint(format!("Pass a {name} such as '30 seconds'.")));
     }
     if d > MAX_TTL {
-        return Err(Error::invalid(format!("{name} is too long")));
+        return Err(Error::invalid(format!("{name} is too long"))
+            .with_detail(format!(
+                "The {name} normalises to {}; the limit is {}.",
+                seconds(d),
+                seconds(MAX_TTL)
+            ))
+            .with_hint(format!("Pass a shorter {name}.")));
     }
     Ok(d)
 }
 
+/// A ttl or lease: positive, at most `MAX_TTL`.
+pub fn duration(name: &str, d: Duration) -> Result<Duration> {
+    bounded(name, d, false)
+}
+
+/// How long `begin` may wait for a live holder: zero or more, at most `MAX_TTL`.
+pub fn wait(d: Duration) -> Result<Duration> {
+    bounded("wait", d, true)
+}
+
+/// The lease in force: the given one (at most the ttl), else the default capped by the ttl.
 pub fn lease_for(lease: Option<Duration>, ttl: Duration) -> Result<Duration> {
     match lease {
-        Some(l) if duration("lease", l)? > ttl => Err(Error::invalid("lease must not exceed ttl")),
+        Some(l) if l > ttl => Err(Error::invalid("lease must not exceed ttl")
+            .with_detail(format!(
+                "The lease is {} and the ttl {}.",
+                seconds(l),
+                seconds(ttl)
+            ))
+            .with_hint(
+                "Pass a shorter lease or a longer ttl; extend a long call's lease with extend.",
+            )),
         Some(l) => Ok(l),
         None => Ok(DEFAULT_LEASE.min(ttl)),
     }
+}
+
+/// The ttl and lease of a `begin`, checked in the server's order: ttl, lease, wait, then
+/// the lease against the ttl.
+pub fn begin_durations(
+    ttl: Option<Duration>,
+    lease: Option<Duration>,
+    wait_for: Duration,
+) -> Result<(Duration, Duration)> {
+    let ttl = duration("ttl", ttl.unwrap_or(DEFAULT_TTL))?;
+    let lease = lease.map(|l| duration("lease", l)).transpose()?;
+    wait(wait_for)?;
+    Ok((ttl, lease_for(lease, ttl)?))
 }
 
 pub fn scope_and_key(scope: &str, key: &str) -> Result<()> {

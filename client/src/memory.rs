@@ -3,6 +3,14 @@
 //! not shared, so it deduplicates retries within one process and forgets everything when
 //! the process ends. There are no per-scope policies here: unset options take the SQL
 //! API's defaults (ttl 1 hour, lease 1 minute capped by the ttl).
+//!
+//! The record's state machine exists four times: the extension
+//! (pg_idempotency/src/begin.rs, holder.rs, lookup.rs, store.rs), the portable PL/pgSQL
+//! variant (sql/pg_idempotency.sql), this file, and `RedisStore` (client/src/redis.rs with
+//! client/src/redis_lua/). The SQL two are the reference; client/tests/parity.rs runs one
+//! table of scenarios over every store and holds them equal.
+
+pub(crate) mod refusal;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -14,13 +22,13 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::limits::{
-    duration, lease_for, response as storable_response, scope_and_key, scope_and_key_without_nul,
-    DEFAULT_TTL, MAX_TTL,
+    begin_durations, duration, lease_for, response as storable_response, scope_and_key,
 };
 use crate::store::IdempotencyStore;
 use crate::types::*;
+use refusal::{lease_lost, Lost};
 
 struct Entry {
     state: State,
@@ -46,14 +54,6 @@ pub struct MemoryStore {
     changed: Notify,
 }
 
-fn lease_lost(detail: &str) -> Error {
-    Error::new(
-        ErrorKind::LeaseLost,
-        "lease lost: this fence does not hold the record",
-    )
-    .with_detail(detail)
-}
-
 fn until(t: SystemTime, now: SystemTime) -> Duration {
     t.duration_since(now).unwrap_or(Duration::ZERO)
 }
@@ -76,10 +76,8 @@ impl MemoryStore {
     ) -> Result<&'a mut Entry> {
         match entries.get_mut(id) {
             Some(e) if e.expires_at > now && e.fence == fence => Ok(e),
-            Some(e) if e.expires_at > now => {
-                Err(lease_lost("The record is held under a different fence."))
-            }
-            _ => Err(lease_lost("The key has no live record.")),
+            Some(e) if e.expires_at > now => Err(lease_lost(Lost::fence(e.fence, fence))),
+            _ => Err(lease_lost(Lost::Absent)),
         }
     }
 }
@@ -88,11 +86,7 @@ impl MemoryStore {
 impl IdempotencyStore for MemoryStore {
     async fn begin(&self, scope: &str, key: &str, o: &BeginOptions) -> Result<Begin> {
         scope_and_key(scope, key)?;
-        let ttl = duration("ttl", o.ttl.unwrap_or(DEFAULT_TTL))?;
-        let lease = lease_for(o.lease, ttl)?;
-        if o.wait > MAX_TTL {
-            return Err(Error::invalid("wait is too long"));
-        }
+        let (ttl, lease) = begin_durations(o.ttl, o.lease, o.wait)?;
         let fingerprint = o.request.as_ref().map(canon::hash_value).transpose()?;
         let on_cache_hit = o.on_cache_hit.unwrap_or(OnCacheHit::ReturnCached);
         let id = (scope.to_string(), key.to_string());
@@ -145,10 +139,7 @@ impl IdempotencyStore for MemoryStore {
                 };
                 if let (Some(given), Some(stored)) = (&fingerprint, &e.fingerprint) {
                     if given != stored && o.on_mismatch != Some(OnMismatch::Ignore) {
-                        return Err(Error::new(
-                            ErrorKind::Mismatch,
-                            "idempotency key reused with a different request",
-                        ));
+                        return Err(refusal::mismatch(stored, given));
                     }
                 }
                 let lease_live = e.lease_until.is_some_and(|l| l > now);
@@ -193,9 +184,9 @@ impl IdempotencyStore for MemoryStore {
                             .max(Duration::from_millis(1))
                     }
                     (State::Succeeded | State::Failed, OnCacheHit::FailFast) => {
-                        return Err(Error::new(
-                            ErrorKind::RepeatRefused,
-                            "repeat of a completed call refused",
+                        return Err(refusal::repeat_refused(
+                            e.state == State::Succeeded,
+                            e.attempt,
                         ));
                     }
                     (State::InProgress, _) | (State::Failed, OnCacheHit::ReturnCachedIfSuccess) => {
@@ -236,7 +227,7 @@ impl IdempotencyStore for MemoryStore {
         cache_failure: Option<bool>,
     ) -> Result<Completed> {
         // What no store can hold is refused before the claim is touched: it stays held.
-        scope_and_key_without_nul(scope, key)?;
+        scope_and_key(scope, key)?;
         storable_response(response)?;
         let id = (scope.to_string(), key.to_string());
         let now = SystemTime::now();
@@ -273,13 +264,13 @@ impl IdempotencyStore for MemoryStore {
     }
 
     async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {
-        scope_and_key_without_nul(scope, key)?;
+        scope_and_key(scope, key)?;
         let id = (scope.to_string(), key.to_string());
         {
             let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
             let e = Self::held(&mut entries, &id, fence, SystemTime::now())?;
             if e.state != State::InProgress {
-                return Err(lease_lost("The call was already completed."));
+                return Err(lease_lost(Lost::ReleaseCompleted));
             }
             entries.remove(&id);
         }
@@ -294,13 +285,16 @@ impl IdempotencyStore for MemoryStore {
         fence: i64,
         lease: Option<Duration>,
     ) -> Result<SystemTime> {
-        scope_and_key_without_nul(scope, key)?;
+        scope_and_key(scope, key)?;
+        // As the server: a lease that is no duration at all is refused before the record is
+        // read; one longer than the record's ttl only once the fence is known to hold it.
+        let lease = lease.map(|l| duration("lease", l)).transpose()?;
         let id = (scope.to_string(), key.to_string());
         let now = SystemTime::now();
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let e = Self::held(&mut entries, &id, fence, now)?;
         if e.state != State::InProgress {
-            return Err(lease_lost("The call was already completed."));
+            return Err(lease_lost(Lost::ExtendCompleted));
         }
         let lease = lease_for(lease, e.ttl)?;
         let lease_until = now + lease;
@@ -310,7 +304,7 @@ impl IdempotencyStore for MemoryStore {
     }
 
     async fn lookup(&self, scope: &str, key: &str) -> Result<Option<Record>> {
-        scope_and_key_without_nul(scope, key)?;
+        scope_and_key(scope, key)?;
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let now = SystemTime::now();
         Ok(entries

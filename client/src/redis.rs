@@ -4,6 +4,14 @@
 //! writes a record (claim again, complete, release, extend) is one server-side script, so
 //! it is atomic. Times come from the Redis server's clock. Expired records are removed by
 //! Redis itself, so `purge` has nothing to do.
+//!
+//! The record's state machine exists four times: the extension
+//! (pg_idempotency/src/begin.rs, holder.rs, lookup.rs, store.rs), the portable PL/pgSQL
+//! variant (sql/pg_idempotency.sql), `MemoryStore` (client/src/memory.rs), and this store
+//! (this file with client/src/redis_lua/). The SQL two are the reference;
+//! client/tests/parity.rs runs one table of scenarios over every store and holds them
+//! equal. Every limit and default the scripts use comes in as an argument from
+//! client/src/limits.rs: the scripts hold none of their own.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,8 +24,10 @@ use uuid::Uuid;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{
-    duration, lease_for, response as storable_response, scope_and_key, DEFAULT_TTL, MAX_TTL,
+    begin_durations, duration, lease_for, response as storable_response, scope_and_key,
+    DEFAULT_LEASE,
 };
+use crate::memory::refusal::{self, lease_lost, Lost};
 use crate::store::IdempotencyStore;
 use crate::types::*;
 
@@ -56,6 +66,7 @@ struct Answer {
     ok: Option<bool>,
     resp: Option<String>,
     stored: Option<String>,
+    state: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -80,16 +91,21 @@ fn json(text: Option<&str>) -> Option<Value> {
     text.and_then(|t| serde_json::from_str(t).ok())
 }
 
-fn lease_lost(code: &str) -> Error {
-    Error::new(
-        ErrorKind::LeaseLost,
-        "lease lost: this fence does not hold the record",
-    )
-    .with_detail(match code {
-        "lost:fence" => "The record is held under a different fence.",
-        "lost:completed" => "The call was already completed.",
-        _ => "The key has no live record.",
+/// A script's `lost:<why>` answer; `completed` is the holder's op's own refusal.
+fn lost(code: &str, completed: Lost) -> Error {
+    lease_lost(match code {
+        "lost:later" => Lost::LaterFence,
+        "lost:fence" => Lost::OtherFence,
+        "lost:completed" => completed,
+        _ => Lost::Absent,
     })
+}
+
+fn unexpected(answer: &str) -> Error {
+    Error::new(
+        ErrorKind::Serialization,
+        format!("redis answer: unexpected {answer:?}"),
+    )
 }
 
 impl RedisStore {
@@ -123,18 +139,9 @@ impl RedisStore {
 impl IdempotencyStore for RedisStore {
     async fn begin(&self, scope: &str, key: &str, o: &BeginOptions) -> Result<Begin> {
         scope_and_key(scope, key)?;
-        let ttl = duration("ttl", o.ttl.unwrap_or(DEFAULT_TTL))?;
-        let lease = lease_for(o.lease, ttl)?;
-        if o.wait > MAX_TTL {
-            return Err(Error::invalid("wait is too long"));
-        }
-        let fp = o
-            .request
-            .as_ref()
-            .map(canon::hash_value)
-            .transpose()?
-            .map(|f| hex_of(&f))
-            .unwrap_or_default();
+        let (ttl, lease) = begin_durations(o.ttl, o.lease, o.wait)?;
+        let given = o.request.as_ref().map(canon::hash_value).transpose()?;
+        let fp = given.as_ref().map(hex_of).unwrap_or_default();
         let deadline = tokio::time::Instant::now() + o.wait;
         let mut pause = Duration::from_millis(5);
         loop {
@@ -172,19 +179,17 @@ impl IdempotencyStore for RedisStore {
                     expires_at: at(a.exp.unwrap_or_default()),
                 }),
                 "mismatch" => {
-                    return Err(Error::new(
-                        ErrorKind::Mismatch,
-                        "idempotency key reused with a different request",
-                    )
-                    .with_detail(format!(
-                        "The key was first used with a request of fingerprint {}.",
-                        a.stored.unwrap_or_default()
-                    )))
+                    // Only a request with a fingerprint is compared with a stored one.
+                    let stored = a.stored.as_deref().and_then(hex_decode);
+                    return Err(match (stored, given) {
+                        (Some(stored), Some(given)) => refusal::mismatch(&stored, &given),
+                        _ => unexpected("mismatch without two fingerprints"),
+                    });
                 }
                 "refused" => {
-                    return Err(Error::new(
-                        ErrorKind::RepeatRefused,
-                        "repeat of a completed call refused",
+                    return Err(refusal::repeat_refused(
+                        a.state.as_deref() == Some("succeeded"),
+                        a.attempt.unwrap_or(1),
                     ))
                 }
                 _ => {
@@ -235,7 +240,8 @@ impl IdempotencyStore for RedisStore {
             "succeeded" => Ok(Completed::Succeeded),
             "failed" => Ok(Completed::Failed),
             "absent" => Ok(Completed::Absent),
-            lost => Err(lease_lost(lost)),
+            // A completed record answers its state to its own fence, never `lost:completed`.
+            code => Err(lost(code, Lost::Absent)),
         }
     }
 
@@ -247,7 +253,7 @@ impl IdempotencyStore for RedisStore {
             .as_str()
         {
             "released" => Ok(()),
-            lost => Err(lease_lost(lost)),
+            code => Err(lost(code, Lost::ReleaseCompleted)),
         }
     }
 
@@ -259,17 +265,29 @@ impl IdempotencyStore for RedisStore {
         lease: Option<Duration>,
     ) -> Result<SystemTime> {
         scope_and_key(scope, key)?;
+        // As the server: a lease that is no duration at all is refused before the record is
+        // read; one longer than the record's ttl only once the fence is known to hold it.
         if let Some(l) = lease {
             duration("lease", l)?;
         }
         let ms = lease.map(|l| l.as_millis().to_string()).unwrap_or_default();
-        let answer = self
-            .held(scope, key, &["extend".into(), fence.to_string(), ms])
-            .await?;
+        let args = [
+            "extend".into(),
+            fence.to_string(),
+            ms,
+            DEFAULT_LEASE.as_millis().to_string(),
+        ];
+        let answer = self.held(scope, key, &args).await?;
         match answer.split_once(':') {
             Some(("extended", until)) => Ok(at(until.parse::<f64>().unwrap_or(0.0) as i64)),
-            Some(("invalid", _)) => Err(Error::invalid("lease must not exceed ttl")),
-            _ => Err(lease_lost(&answer)),
+            Some(("invalid", ttl_ms)) => {
+                let ttl = Duration::from_millis(ttl_ms.parse::<f64>().unwrap_or(0.0) as u64);
+                match lease_for(lease, ttl) {
+                    Err(e) => Err(e),
+                    Ok(_) => Err(unexpected(&answer)),
+                }
+            }
+            _ => Err(lost(&answer, Lost::ExtendCompleted)),
         }
     }
 

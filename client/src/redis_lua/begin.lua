@@ -1,6 +1,12 @@
 -- Claim, or answer from the record. KEYS: record, fence counter.
 -- ARGV: fingerprint (hex or ''), ttl ms, lease ms, on_cache_hit, on_mismatch, a fresh uuid,
--- the attempt's claim token (or '').
+-- the attempt's claim token (or ''). Every limit and default is applied in Rust
+-- (client/src/limits.rs) before the script runs: the ttl and lease come in resolved.
+--
+-- The record's state machine exists four times: the extension (pg_idempotency/src/begin.rs,
+-- holder.rs, lookup.rs, store.rs), the portable PL/pgSQL variant (sql/pg_idempotency.sql),
+-- MemoryStore (client/src/memory.rs), and this store (client/src/redis.rs with these
+-- scripts). The SQL two are the reference; client/tests/parity.rs holds them equal.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local fp, ttl, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -47,7 +53,9 @@ if e.state == 'in_progress' then
   end
   return claim(e.attempt + 1, e.up, e.created, first_fp, true, e)
 end
-if hit == 'fail_fast' then return cjson.encode({o = 'refused', state = e.state}) end
+if hit == 'fail_fast' then
+  return cjson.encode({o = 'refused', state = e.state, attempt = e.attempt})
+end
 if e.state == 'failed' and hit == 'return_cached_if_success' then
   return claim(e.attempt + 1, e.up, e.created, first_fp, false, e)
 end

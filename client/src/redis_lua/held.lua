@@ -1,13 +1,20 @@
 -- What only the holder may do. KEYS: record. ARGV: op (complete | release | extend), fence,
 -- then for complete: succeeded (1/0), cache failure (1/0), has response (1/0), response;
--- for extend: lease ms or ''.
+-- for extend: lease ms or '' (the default), the default lease ms (limits::DEFAULT_LEASE).
+-- Answers a state word, or 'lost:<why>' (absent | later | fence | completed) when the
+-- fence does not hold the record, as the server's lease-lost details tell it
+-- (pg_idempotency/src/holder.rs).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local raw = redis.call('GET', KEYS[1])
 if not raw then return 'lost:absent' end
 local e = cjson.decode(raw)
 if e.exp <= now then return 'lost:absent' end
-if e.fence ~= tonumber(ARGV[2]) then return 'lost:fence' end
+local fence = tonumber(ARGV[2])
+if e.fence ~= fence then
+  if e.fence > fence then return 'lost:later' end
+  return 'lost:fence'
+end
 local op = ARGV[1]
 if e.state ~= 'in_progress' then
   if op == 'complete' then return e.state end
@@ -19,8 +26,9 @@ if op == 'release' then
 end
 if op == 'extend' then
   local lease = tonumber(ARGV[3])
-  if lease == nil then lease = math.min(60000, e.ttl) end
-  if lease > e.ttl then return 'invalid:lease' end
+  if lease == nil then lease = math.min(tonumber(ARGV[4]), e.ttl) end
+  -- The record's ttl, for the refusal's detail.
+  if lease > e.ttl then return 'invalid:' .. tostring(e.ttl) end
   e.lease = now + lease
   if e.lease > e.exp then e.exp = e.lease end
   redis.call('SET', KEYS[1], cjson.encode(e), 'PXAT', e.exp)

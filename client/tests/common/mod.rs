@@ -34,25 +34,39 @@ pub fn unique(name: &str) -> String {
     )
 }
 
-/// A RedisStore on the test Redis (`REDIS_URL`: the test command sets it when it started
-/// scripts/redis.sh's server), under a prefix of its own; None, and the test skipped, when
-/// there is no Redis server.
+/// The test Redis (`REDIS_URL`: the test command sets it when it started scripts/redis.sh's
+/// server); None, and the calling test recorded as skipped with its reason, when unset.
 #[cfg(feature = "redis")]
-pub async fn redis_store() -> Option<std::sync::Arc<dyn idempotency::IdempotencyStore>> {
-    let Ok(url) = std::env::var("REDIS_URL") else {
+pub fn redis_url() -> Option<String> {
+    let url = std::env::var("REDIS_URL").ok();
+    if url.is_none() {
         pg_idempotency_tests::skip(
             pg_idempotency_tests::Skip::Missing,
             "no Redis server (REDIS_URL unset): Debian's redis-server is installed by scripts/setup.sh as root",
         );
-        return None;
-    };
-    let client = redis::Client::open(url.as_str()).expect("REDIS_URL");
+    }
+    url
+}
+
+/// A connection to the test Redis, with its client (for more connections).
+#[cfg(feature = "redis")]
+pub async fn redis_connection(url: &str) -> (redis::Client, redis::aio::MultiplexedConnection) {
+    let client = redis::Client::open(url).expect("REDIS_URL");
     let conn = client
         .get_multiplexed_async_connection()
         .await
         .unwrap_or_else(|e| {
             panic!("cannot connect to {url}: {e}; start it with scripts/redis.sh start")
         });
+    (client, conn)
+}
+
+/// A RedisStore on the test Redis, under a prefix of its own; None, and the test skipped,
+/// when there is no Redis server.
+#[cfg(feature = "redis")]
+pub async fn redis_store() -> Option<std::sync::Arc<dyn idempotency::IdempotencyStore>> {
+    let url = redis_url()?;
+    let (_, conn) = redis_connection(&url).await;
     Some(std::sync::Arc::new(idempotency::RedisStore::new(
         conn,
         unique("idem") + ":",

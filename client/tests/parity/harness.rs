@@ -1,0 +1,127 @@
+//! The stores under test, each made fresh for one test, and what a scenario may ask of a
+//! store beyond the store interface: whether a record is still physically kept (to see
+//! what `purge` removed). How a waiting `begin` is observed is in waiting.rs.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use idempotency::*;
+
+use crate::common::*;
+
+pub(crate) enum Backend {
+    Postgres(deadpool_postgres::Pool),
+    Memory,
+    #[cfg(feature = "redis")]
+    Redis {
+        client: redis::Client,
+        conn: redis::aio::MultiplexedConnection,
+        prefix: String,
+    },
+}
+
+/// One store, as a scenario sees it: the store itself (through `Deref`) and its backend.
+pub struct Harness {
+    pub store: Arc<dyn IdempotencyStore>,
+    pub(crate) backend: Backend,
+}
+
+impl Deref for Harness {
+    type Target = dyn IdempotencyStore;
+    fn deref(&self) -> &Self::Target {
+        self.store.as_ref()
+    }
+}
+
+impl Harness {
+    /// `PgStore` over whichever backend (extension or portable SQL) `PGIDEM_DSN`'s database
+    /// has installed.
+    pub async fn postgres() -> Option<Harness> {
+        let pool = pool();
+        let store = PgStore::new(pool.clone());
+        store
+            .check_installed()
+            .await
+            .expect("pg_idempotency installed in PGIDEM_DSN's database");
+        Some(Harness {
+            store: Arc::new(store),
+            backend: Backend::Postgres(pool),
+        })
+    }
+
+    /// A `MemoryStore` of this test's own.
+    pub async fn memory() -> Option<Harness> {
+        Some(Harness {
+            store: Arc::new(MemoryStore::new()),
+            backend: Backend::Memory,
+        })
+    }
+
+    /// A `RedisStore` on the test Redis under a prefix of this test's own; None (the test
+    /// recorded as skipped, with its reason) without a Redis server or the `redis` feature.
+    #[cfg(feature = "redis")]
+    pub async fn redis() -> Option<Harness> {
+        let url = redis_url()?;
+        let (client, conn) = redis_connection(&url).await;
+        let prefix = unique("parity") + ":";
+        Some(Harness {
+            store: Arc::new(RedisStore::new(conn.clone(), prefix.clone())),
+            backend: Backend::Redis {
+                client,
+                conn,
+                prefix,
+            },
+        })
+    }
+
+    #[cfg(not(feature = "redis"))]
+    pub async fn redis() -> Option<Harness> {
+        pg_idempotency_tests::skip(
+            pg_idempotency_tests::Skip::NotApplicable,
+            "built without the client's redis feature (--features pg_idempotency_client/redis)",
+        );
+        None
+    }
+
+    /// A scope no other test uses.
+    pub fn scope(&self, name: &str) -> String {
+        unique(name)
+    }
+
+    /// Whether the store still keeps the record's data, live or expired (purge removes the
+    /// expired ones); None where that cannot be seen from outside (`MemoryStore`).
+    pub async fn kept(&self, scope: &str, key: &str) -> Option<bool> {
+        match &self.backend {
+            Backend::Postgres(pool) => {
+                let c = pool.get().await.expect("a connection");
+                let n: i64 = c
+                    .query_one(
+                        "SELECT count(*) FROM idempotency.records WHERE scope = $1 AND key = $2",
+                        &[&scope, &key],
+                    )
+                    .await
+                    .expect("the records table")
+                    .get(0);
+                Some(n > 0)
+            }
+            Backend::Memory => None,
+            #[cfg(feature = "redis")]
+            Backend::Redis { conn, prefix, .. } => {
+                // RedisStore's key layout: <prefix><scope length>:<scope>:<key>.
+                let name = format!("{prefix}{}:{scope}:{key}", scope.len());
+                let n: i64 = redis::cmd("EXISTS")
+                    .arg(name)
+                    .query_async(&mut conn.clone())
+                    .await
+                    .expect("EXISTS");
+                Some(n > 0)
+            }
+        }
+    }
+
+    /// Whether this test's store instance is its alone, so that `purge` counts only the
+    /// records this test made.
+    pub fn private(&self) -> bool {
+        matches!(self.backend, Backend::Memory)
+    }
+}

@@ -1,0 +1,83 @@
+//! What the scenarios share: unwrapping a `begin`'s answer, and bounded polling.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use idempotency::*;
+
+pub const KEY: &str = "k";
+
+pub fn opts() -> BeginOptions {
+    BeginOptions::default()
+}
+
+pub fn claimed(b: Result<Begin>) -> Claim {
+    match b {
+        Ok(Begin::Claimed(c)) => c,
+        other => panic!("expected a claim, got {other:?}"),
+    }
+}
+
+pub fn replayed(b: Result<Begin>) -> Replay {
+    match b {
+        Ok(Begin::Replay(r)) => r,
+        other => panic!("expected a replay, got {other:?}"),
+    }
+}
+
+pub fn running(b: Result<Begin>) -> InProgress {
+    match b {
+        Ok(Begin::InProgress(p)) => p,
+        other => panic!("expected in_progress, got {other:?}"),
+    }
+}
+
+pub fn refused<T: std::fmt::Debug>(r: Result<T>, kind: ErrorKind) -> Error {
+    match r {
+        Err(e) if e.kind == kind => e,
+        other => panic!("expected a {kind:?} error, got {other:?}"),
+    }
+}
+
+/// `a - b`, which must not be negative.
+pub fn between(b: SystemTime, a: SystemTime) -> Duration {
+    a.duration_since(b)
+        .unwrap_or_else(|_| panic!("{a:?} is before {b:?}"))
+}
+
+/// Asserts that `t` is `d` from now, give or take `slack` (store clocks are this machine's).
+pub fn assert_in(t: SystemTime, d: Duration, slack: Duration) {
+    let now = SystemTime::now();
+    assert!(
+        t + slack >= now + d && t <= now + d + slack,
+        "{t:?} is not {d:?} from {now:?} (slack {slack:?})"
+    );
+}
+
+/// A bound on polling for a state that a short lease or ttl brings about.
+pub struct Deadline {
+    what: &'static str,
+    until: Instant,
+}
+
+impl Deadline {
+    pub fn new(what: &'static str, seconds: u64) -> Deadline {
+        Deadline {
+            what,
+            until: Instant::now() + Duration::from_secs(seconds),
+        }
+    }
+
+    /// Pauses before the next poll; fails the test once the bound has passed.
+    pub async fn tick(&mut self) {
+        self.tick_every(Duration::from_millis(10)).await
+    }
+
+    pub async fn tick_every(&mut self, pause: Duration) {
+        assert!(
+            Instant::now() < self.until,
+            "never saw {} within the bound",
+            self.what
+        );
+        tokio::time::sleep(pause).await;
+    }
+}
