@@ -74,7 +74,9 @@ impl ErrorKind {
 
     /// The protocol's code for this kind, where the SQL API has one.
     pub fn code(self) -> Option<ErrorCode> {
-        ErrorCode::ALL.into_iter().find(|c| ErrorKind::from(*c) == self)
+        ErrorCode::ALL
+            .into_iter()
+            .find(|c| ErrorKind::from(*c) == self)
     }
 
     /// The SQLSTATE the SQL API uses for this kind, where it has one.
