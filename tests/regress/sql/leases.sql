@@ -7,7 +7,8 @@
 -- same upstream key, so the provider sees the same Idempotency-Key again.
 SELECT fence AS f1, upstream_key AS u1 FROM idem_begin('send_email', 'crash', lease => '500 ms') \gset
 SELECT outcome FROM idem_begin('send_email', 'crash');
-SELECT pg_sleep(0.6);
+-- (Each wait below lasts until the record's own lease_until or expires_at has passed.)
+SELECT pg_sleep_until(lease_until + interval '1 ms') AS lapsed FROM idem_lookup('send_email', 'crash');
 SELECT outcome, fence > :f1 AS higher_fence, attempt, recovered, upstream_key = :'u1' AS same_upstream_key
 FROM idem_begin('send_email', 'crash');
 SELECT fence AS f2 FROM idem_lookup('send_email', 'crash') \gset
@@ -23,7 +24,7 @@ SELECT outcome, attempt, response FROM idem_begin('send_email', 'crash');
 -- A lapsed lease that nobody took over still lets its holder complete: the fence is the
 -- authority, not the clock.
 SELECT fence AS f3 FROM idem_begin('send_email', 'slow', lease => '100 ms') \gset
-SELECT pg_sleep(0.2);
+SELECT pg_sleep_until(lease_until + interval '1 ms') AS lapsed FROM idem_lookup('send_email', 'slow');
 SELECT count(*) AS still_visible FROM idem_lookup('send_email', 'slow');
 SELECT state FROM idem_complete('send_email', 'slow', :f3, '{"sent": true}');
 
@@ -32,13 +33,13 @@ SELECT state FROM idem_complete('send_email', 'slow', :f3, '{"sent": true}');
 SELECT fence AS f4, upstream_key AS u4 FROM idem_begin('send_email', 'short', ttl => '600 ms', lease => '300 ms') \gset
 SELECT state FROM idem_complete('send_email', 'short', :f4, '{"sent": true}');
 SELECT outcome FROM idem_begin('send_email', 'short');
-SELECT pg_sleep(0.7);
+SELECT pg_sleep_until((SELECT expires_at FROM idem_lookup('send_email', 'short')) + interval '1 ms') AS expired;
 SELECT count(*) AS visible_after_ttl FROM idem_lookup('send_email', 'short');
 SELECT outcome, attempt, recovered, upstream_key <> :'u4' AS new_upstream_key, fence > :f4 AS higher_fence
 FROM idem_begin('send_email', 'short');
 -- An expired claim's holder has lost it too.
 SELECT fence AS f5 FROM idem_begin('send_email', 'gone', ttl => '100 ms') \gset
-SELECT pg_sleep(0.2);
+SELECT pg_sleep_until((SELECT expires_at FROM idem_lookup('send_email', 'gone')) + interval '1 ms') AS expired;
 SELECT state FROM idem_complete('send_email', 'gone', :f5, '{}');
 
 -- The lease defaults to min(pg_idempotency.default_lease, ttl).

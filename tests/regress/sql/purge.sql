@@ -10,12 +10,21 @@ SELECT count(*) FROM (SELECT idem_complete('purge', 'live-' || g,
                                            (SELECT fence FROM idem_lookup('purge', 'live-' || g)), '{}')
                       FROM generate_series(1, 10) g) x;
 SELECT count(*) FROM (SELECT idem_begin('purge', 'lapsed-' || g, lease => '100 ms') FROM generate_series(1, 5) g) x;
-SELECT pg_sleep(0.2);
+-- Until the last of the 250 has expired and the 5 leases have lapsed, as the records say
+-- (a gone- record's lease is its ttl; one that already expired is no longer shown).
+SELECT pg_sleep_until(max(r.lease_until) + interval '1 ms') AS lapsed
+FROM (SELECT 'gone-' || g FROM generate_series(1, 250) g
+      UNION ALL SELECT 'lapsed-' || g FROM generate_series(1, 5) g) k(key),
+     idem_lookup('purge', k.key) r;
 SELECT scope, in_progress, succeeded, lapsed, expired FROM idem_metrics() WHERE scope = 'purge';
 
 -- Small batches: every expired row, and only those.
--- (Other files' expired records are purged too: the count is at least ours.)
-SELECT idem_purge_expired(batch_size => 7) >= 250 AS purged_ours;
+-- (Other files' expired records are purged too: the count is at least ours, and exactly
+-- the rows that went.)
+SELECT count(*) AS stored FROM idempotency.records \gset
+SELECT idem_purge_expired(batch_size => 7) AS purged \gset
+SELECT :purged >= 250 AS purged_ours, count(*) = :stored - :purged AS purged_what_it_counted
+FROM idempotency.records;
 SELECT scope, in_progress, succeeded, lapsed, expired FROM idem_metrics() WHERE scope = 'purge';
 -- A lapsed lease is not an expired record: its holder may still complete.
 SELECT state FROM idem_complete('purge', 'lapsed-1', (SELECT fence FROM idem_lookup('purge', 'lapsed-1')), '{}');
