@@ -145,6 +145,7 @@ parity! {
         lifecycle_release => lifecycle::release_leaves_nothing,
         lifecycle_extend => lifecycle::extend_pushes_the_lease,
         lifecycle_default_lease_capped => lifecycle::default_lease_is_capped_by_the_ttl,
+        lifecycle_responses => lifecycle::responses_come_back_as_given,
         failures_uncached => failures::an_uncached_failure_leaves_nothing,
         failures_cached => failures::a_cached_failure_is_replayed,
         failures_return_cached_if_success => failures::return_cached_if_success_reruns_a_failure,

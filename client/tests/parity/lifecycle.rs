@@ -170,3 +170,28 @@ pub async fn default_lease_is_capped_by_the_ttl(h: Harness) {
     let c = claimed(h.begin(&sc, "equal", &o).await);
     assert_eq!(c.lease_until, c.expires_at);
 }
+
+/// A response comes back as it was given: none, JSON null, exact big integers, doubles,
+/// text beyond ASCII, nesting.
+pub async fn responses_come_back_as_given(h: Harness) {
+    let sc = h.scope("responses");
+    let given = [
+        None,
+        Some(json!(null)),
+        Some(json!(9007199254740993u64)),
+        Some(json!(0.1)),
+        Some(json!("é ☃ 𝄞")),
+        Some(json!({"b": [1, {"c": false}], "a": ""})),
+    ];
+    for (i, response) in given.iter().enumerate() {
+        let key = format!("r{i}");
+        let c = claimed(h.begin(&sc, &key, &opts()).await);
+        h.complete(&sc, &key, c.fence, response.as_ref(), true, None)
+            .await
+            .unwrap();
+        let r = replayed(h.begin(&sc, &key, &opts()).await);
+        assert_eq!(&r.response, response, "replayed");
+        let rec = h.lookup(&sc, &key).await.unwrap().unwrap();
+        assert_eq!(&rec.response, response, "looked up");
+    }
+}

@@ -22,6 +22,7 @@ pub async fn a_lapsed_lease_is_taken_over(h: Harness) {
         ..opts()
     };
     let first = claimed(h.begin(&sc, KEY, &short).await);
+    let created = h.lookup(&sc, KEY).await.unwrap().unwrap().created_at;
     let p = running(h.begin(&sc, KEY, &opts()).await);
     assert!(p.retry_after <= Duration::from_millis(200));
     // Polled: each begin answers in_progress until the lease has lapsed, then takes over.
@@ -66,6 +67,11 @@ pub async fn a_lapsed_lease_is_taken_over(h: Harness) {
         (rec.state, rec.fence, rec.attempt),
         (State::InProgress, second.fence, 2)
     );
+    assert_eq!(
+        rec.created_at, created,
+        "the same call: its creation time stays"
+    );
+    assert_eq!(rec.upstream_key, first.upstream_key);
 
     let done = h
         .complete(
