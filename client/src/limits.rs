@@ -4,15 +4,19 @@
 
 use std::time::Duration;
 
+use protocol::settings;
+
 use serde_json::Value;
 
 use crate::error::{Error, Result};
 
-pub const MAX_KEY_BYTES: usize = 512;
-pub const MAX_SCOPE_BYTES: usize = 128;
-pub const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
-pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+// The server's defaults (protocol/src/settings.rs), for the stores that hold records
+// themselves: the same limits a server that nobody configured applies.
+pub const MAX_KEY_BYTES: usize = settings::MAX_KEY_BYTES.default as usize;
+pub const MAX_SCOPE_BYTES: usize = settings::MAX_SCOPE_BYTES.default as usize;
+pub const MAX_TTL: Duration = Duration::from_secs(settings::MAX_TTL.default as u64);
+pub const DEFAULT_TTL: Duration = Duration::from_secs(settings::DEFAULT_TTL.default as u64);
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(settings::DEFAULT_LEASE.default as u64);
 
 /// A scope or key within its limit, refused in the SQL API's words (its message, detail and
 /// hint), so that a store checking it itself answers as the server does.

@@ -14,7 +14,11 @@ use tokio_postgres::{GenericClient, Row, Statement};
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{response as storable_response, scope_and_key_without_nul};
 use crate::store::IdempotencyStore;
-use crate::types::{Begin, BeginOptions, Claim, Completed, InProgress, Record, Replay, State};
+use protocol::{Completion, Outcome};
+
+use crate::types::{
+    state_named, Begin, BeginOptions, Claim, Completed, InProgress, Record, Replay,
+};
 
 /// Anything that lends a connection: a deadpool pool, a tokio-postgres client (shared in an
 /// `Arc` or borrowed), or a transaction.
@@ -176,10 +180,10 @@ impl<S: PgSource> PgStore<S> {
     }
 }
 
-fn begin_row(row: &Row) -> Begin {
+fn begin_row(row: &Row) -> Result<Begin> {
     let outcome: String = row.get(0);
-    match outcome.as_str() {
-        "claimed" => Begin::Claimed(Claim {
+    Ok(match Outcome::parse(&outcome) {
+        Some(Outcome::Claimed) => Begin::Claimed(Claim {
             fence: row.get(1),
             attempt: row.get(2),
             recovered: row.get(3),
@@ -187,21 +191,30 @@ fn begin_row(row: &Row) -> Begin {
             lease_until: row.get(7),
             expires_at: row.get(8),
         }),
-        "replay" => Begin::Replay(Replay {
+        Some(Outcome::Replay) => Begin::Replay(Replay {
             succeeded: row.get::<_, Option<bool>>(5).unwrap_or(false),
             response: row.get(6),
             attempt: row.get(2),
             upstream_key: row.get(4),
             expires_at: row.get(8),
         }),
-        _ => Begin::InProgress(InProgress {
+        Some(Outcome::InProgress) => Begin::InProgress(InProgress {
             attempt: row.get(2),
             upstream_key: row.get(4),
             retry_after: Duration::from_secs_f64(
                 row.get::<_, Option<f64>>(9).unwrap_or(0.0).max(0.0),
             ),
         }),
-    }
+        None => {
+            return Err(Error::new(
+                ErrorKind::Serialization,
+                format!(
+                    "idem_begin answered the outcome {outcome:?}, not one of {}",
+                    Outcome::listed()
+                ),
+            ))
+        }
+    })
 }
 
 #[async_trait]
@@ -233,7 +246,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
             )
             .await;
         S::settled(&mut c);
-        Ok(begin_row(&answer?))
+        begin_row(&answer?)
     }
 
     async fn complete(
@@ -260,11 +273,19 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
             )
             .await;
         S::settled(&mut c);
-        Ok(match answer?.get::<_, String>(0).as_str() {
-            "succeeded" => Completed::Succeeded,
-            "failed" => Completed::Failed,
-            _ => Completed::Absent,
-        })
+        let word: String = answer?.get(0);
+        match Completion::parse(&word) {
+            Some(Completion::Succeeded) => Ok(Completed::Succeeded),
+            Some(Completion::Failed) => Ok(Completed::Failed),
+            Some(Completion::Absent) => Ok(Completed::Absent),
+            None => Err(Error::new(
+                ErrorKind::Serialization,
+                format!(
+                    "idem_complete answered the state {word:?}, not one of {}",
+                    Completion::listed()
+                ),
+            )),
+        }
     }
 
     async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {
@@ -309,20 +330,24 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         .await?;
         let answer = c.query_opt(&stmt, &[&scope, &key]).await;
         S::settled(&mut c);
-        Ok(answer?.map(|r| Record {
-            state: State::parse(r.get(0)),
-            fence: r.get(1),
-            attempt: r.get(2),
-            fingerprint: r
-                .get::<_, Option<Vec<u8>>>(3)
-                .and_then(|v| v.try_into().ok()),
-            upstream_key: r.get(4),
-            response: r.get(5),
-            created_at: r.get(6),
-            completed_at: r.get(7),
-            lease_until: r.get(8),
-            expires_at: r.get(9),
-        }))
+        answer?
+            .map(|r| {
+                Ok(Record {
+                    state: state_named(r.get(0))?,
+                    fence: r.get(1),
+                    attempt: r.get(2),
+                    fingerprint: r
+                        .get::<_, Option<Vec<u8>>>(3)
+                        .and_then(|v| v.try_into().ok()),
+                    upstream_key: r.get(4),
+                    response: r.get(5),
+                    created_at: r.get(6),
+                    completed_at: r.get(7),
+                    lease_until: r.get(8),
+                    expires_at: r.get(9),
+                })
+            })
+            .transpose()
     }
 
     async fn purge(&self) -> Result<u64> {

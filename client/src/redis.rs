@@ -304,7 +304,7 @@ impl IdempotencyStore for RedisStore {
         let s: Stored = serde_json::from_str(&raw)
             .map_err(|e| Error::new(ErrorKind::Serialization, format!("redis record: {e}")))?;
         Ok(Some(Record {
-            state: State::parse(&s.state),
+            state: state_named(&s.state)?,
             fence: s.fence,
             attempt: s.attempt,
             fingerprint: hex_decode(&s.fp),

@@ -74,21 +74,20 @@ pub enum Completed {
     Absent,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
-    InProgress,
-    Succeeded,
-    Failed,
-}
+/// A record's state, in the protocol's words.
+pub use protocol::State;
 
-impl State {
-    pub fn parse(s: &str) -> State {
-        match s {
-            "in_progress" => State::InProgress,
-            "succeeded" => State::Succeeded,
-            _ => State::Failed,
-        }
-    }
+/// The state a store names: one of the protocol's words, or the store answered nonsense.
+pub(crate) fn state_named(word: &str) -> crate::error::Result<State> {
+    State::parse(word).ok_or_else(|| {
+        crate::error::Error::new(
+            crate::error::ErrorKind::Serialization,
+            format!(
+                "a record's state is {word:?}, not one of {}",
+                State::listed()
+            ),
+        )
+    })
 }
 
 /// A record, as `lookup` shows it.

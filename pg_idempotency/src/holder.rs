@@ -127,7 +127,7 @@ fn complete(
         if !succeeded && !cache_failure {
             // An uncached failure leaves nothing behind, so a retry runs the call again.
             if store::delete_held(&h.id(), h.fence) {
-                return Ok(("absent", None));
+                return Ok((protocol::Completion::Absent.as_sql(), None));
             }
             continue;
         }

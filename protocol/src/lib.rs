@@ -14,4 +14,4 @@ pub mod settings;
 pub mod words;
 
 pub use errors::ErrorCode;
-pub use words::{OnCacheHit, OnMismatch, Outcome, State};
+pub use words::{Completion, OnCacheHit, OnMismatch, Outcome, State};

@@ -85,6 +85,16 @@ words! {
     }
 }
 
+words! {
+    /// What `idem_complete` answers: the state the completion left.
+    Completion {
+        Succeeded = "succeeded",
+        Failed = "failed",
+        /// An uncached failure: nothing is remembered, a retry runs the call again.
+        Absent = "absent",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
