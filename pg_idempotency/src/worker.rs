@@ -51,6 +51,7 @@ pub extern "C-unwind" fn idem_purge_worker_main(_arg: pg_sys::Datum) {
 
     let mut waited = Duration::ZERO;
     let mut missing_logged = false;
+    let mut reported = None;
     loop {
         if !BackgroundWorker::wait_latch(Some(NAP)) || BackgroundWorker::sigterm_received() {
             break;
@@ -62,6 +63,10 @@ pub extern "C-unwind" fn idem_purge_worker_main(_arg: pg_sys::Datum) {
         }
         waited += NAP;
         let interval = gucs::purge_interval_secs();
+        if reported != Some(interval) {
+            report_interval(interval);
+            reported = Some(interval);
+        }
         if interval == 0 || waited < Duration::from_secs(interval) {
             continue;
         }
@@ -74,6 +79,20 @@ pub extern "C-unwind" fn idem_purge_worker_main(_arg: pg_sys::Datum) {
     // SAFETY: proc_exit runs PostgreSQL's exit callbacks and ends the process: the values
     // still live here (the database name) need no destructor run.
     unsafe { pg_sys::proc_exit(1) };
+}
+
+/// Shows the interval in force as the worker's activity in pg_stat_activity (`query`), so
+/// that an operator, and a test, can see when a reload has been applied.
+fn report_interval(interval: u64) {
+    let text = if interval == 0 {
+        "idle: purging is off (pg_idempotency.purge_interval = 0)".to_string()
+    } else {
+        format!("idle: purging every {interval} s (pg_idempotency.purge_interval)")
+    };
+    let text = std::ffi::CString::new(text).unwrap_or_default();
+    // SAFETY: a NUL-terminated string that PostgreSQL copies into this backend's status
+    // entry (which exists: the worker is connected) before returning.
+    unsafe { pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_IDLE, text.as_ptr()) };
 }
 
 /// One run. An error (the extension dropped mid-purge, a lock timeout) is logged and the

@@ -19,6 +19,18 @@ fn worker_pid(admin: &mut Client) -> Option<i32> {
         .map(|r| r.get(0))
 }
 
+/// What the worker shows as its activity: the purge interval it applies.
+fn worker_activity(admin: &mut Client) -> String {
+    admin
+        .query_opt(
+            "SELECT query FROM pg_stat_activity WHERE backend_type = 'pg_idempotency purger'",
+            &[],
+        )
+        .unwrap()
+        .and_then(|r| r.get(0))
+        .unwrap_or_default()
+}
+
 fn set_interval(admin: &mut Client, seconds: i32) {
     admin
         .batch_execute(&format!(
@@ -138,10 +150,13 @@ fn the_worker_purges_survives_termination_and_follows_its_interval() {
 
     // Interval 0: off.
     set_interval(&mut admin, 0);
-    // The worker applies the reload when its latch wakes it, which nothing outside it can
-    // see: this pause lets the SIGHUP arrive first. Too short a pause can only make the
-    // check below fail (a purge under the old interval), never pass wrongly.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The worker shows the interval it applies as its activity.
+    assert!(
+        eventually(Duration::from_secs(10), || worker_activity(&mut admin)
+            .contains("purging is off")),
+        "the worker did not apply purge_interval = 0: {}",
+        worker_activity(&mut admin)
+    );
     expire_some(&mut c, 50);
     // What is checked is that time passes without a purge: three of the old intervals.
     std::thread::sleep(Duration::from_millis(3500));
@@ -153,6 +168,12 @@ fn the_worker_purges_survives_termination_and_follows_its_interval() {
 
     // A changed interval after a reload.
     set_interval(&mut admin, 2);
+    assert!(
+        eventually(Duration::from_secs(10), || worker_activity(&mut admin)
+            .contains("purging every 2 s")),
+        "the worker does not show purge_interval = 2: {}",
+        worker_activity(&mut admin)
+    );
     assert!(
         eventually(Duration::from_secs(6), || stored_rows(&mut c, "gone-%")
             == 0),
