@@ -13,12 +13,12 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::policy::{KeyStrategy, Policy};
+use crate::idempotent::{Idempotent, KeyStrategy};
 use crate::store::IdempotencyStore;
 use crate::types::{Begin, BeginOptions, Claim};
 use crate::unanswered::Unanswered;
 
-/// A tool's own failure: what to report (and, if the policy caches failures, replay).
+/// A tool's own failure: what to report (and, if its settings cache failures, replay).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolError {
     /// `ToolFailed` unless the tool knows better (a web action reports `Http`).
@@ -92,7 +92,7 @@ where
 pub enum IdempotencyHint {
     /// A repeat must not repeat the side effect: the tool must be deduplicated.
     Required,
-    /// Deduplicated when its policy says so.
+    /// Deduplicated when its settings say so.
     BestEffort,
 }
 
@@ -101,8 +101,8 @@ pub enum IdempotencyHint {
 pub struct ToolSpec {
     pub name: String,
     pub tool: Arc<dyn Tool>,
-    /// None: the dispatcher's default policy.
-    pub policy: Option<Policy>,
+    /// None: the dispatcher's defaults.
+    pub idempotent: Option<Idempotent>,
     pub side_effect: bool,
     pub hint: IdempotencyHint,
 }
@@ -112,13 +112,13 @@ impl ToolSpec {
         ToolSpec {
             name: name.into(),
             tool,
-            policy: None,
+            idempotent: None,
             side_effect: true,
             hint: IdempotencyHint::Required,
         }
     }
-    pub fn policy(mut self, policy: Policy) -> ToolSpec {
-        self.policy = Some(policy);
+    pub fn idempotent(mut self, idempotent: Idempotent) -> ToolSpec {
+        self.idempotent = Some(idempotent);
         self
     }
     pub fn side_effect(mut self, side_effect: bool) -> ToolSpec {
@@ -144,7 +144,7 @@ pub enum Dispatched {
 
 pub struct Dispatcher {
     store: Arc<dyn IdempotencyStore>,
-    default_policy: Policy,
+    defaults: Idempotent,
     tools: RwLock<HashMap<String, Arc<ToolSpec>>>,
     warned: AtomicBool,
     unanswered: Unanswered,
@@ -169,16 +169,16 @@ impl Dispatcher {
     pub fn new(store: Arc<dyn IdempotencyStore>) -> Dispatcher {
         Dispatcher {
             store,
-            default_policy: Policy::default(),
+            defaults: Idempotent::default(),
             tools: RwLock::default(),
             warned: AtomicBool::new(false),
             unanswered: Unanswered::default(),
         }
     }
 
-    /// The policy of tools registered without one of their own.
-    pub fn with_default_policy(mut self, policy: Policy) -> Dispatcher {
-        self.default_policy = policy;
+    /// The settings of tools registered without their own.
+    pub fn with_defaults(mut self, idem: Idempotent) -> Dispatcher {
+        self.defaults = idem;
         self
     }
 
@@ -186,13 +186,13 @@ impl Dispatcher {
     /// deduplicated (HashInput or Explicit) with a positive ttl: refused here, not at its
     /// first call.
     pub fn register(&self, spec: ToolSpec) -> Result<()> {
-        let policy = spec.policy.as_ref().unwrap_or(&self.default_policy);
+        let idem = spec.idempotent.as_ref().unwrap_or(&self.defaults);
         if spec.side_effect && spec.hint == IdempotencyHint::Required {
-            if !policy.strategy.deduplicates() {
-                return Err(Error::invalid(format!("tool {} requires idempotency but its key strategy is {:?}", spec.name, policy.strategy))
+            if !idem.strategy.deduplicates() {
+                return Err(Error::invalid(format!("tool {} requires idempotency but its key strategy is {:?}", spec.name, idem.strategy))
                     .with_hint("Use KeyStrategy::HashInput or KeyStrategy::Explicit for a tool with a side effect."));
             }
-            if policy.ttl.is_zero() {
+            if idem.ttl.is_zero() {
                 return Err(Error::invalid(format!(
                     "tool {} requires idempotency but its ttl is zero",
                     spec.name
@@ -211,10 +211,10 @@ impl Dispatcher {
             tools.get(name).cloned()
         }
         .ok_or_else(|| Error::new(ErrorKind::UnknownTool, format!("no tool named {name}")))?;
-        let policy = spec
-            .policy
+        let idem = spec
+            .idempotent
             .clone()
-            .unwrap_or_else(|| self.default_policy.clone());
+            .unwrap_or_else(|| self.defaults.clone());
         if spec.hint == IdempotencyHint::Required
             && !self.store.durable()
             && !self.warned.swap(true, Ordering::Relaxed)
@@ -227,8 +227,8 @@ impl Dispatcher {
             outcome = tracing::field::Empty,
             attempt = tracing::field::Empty
         );
-        let work = self.call(&spec, &policy, input).instrument(span);
-        match policy.timeout {
+        let work = self.call(&spec, &idem, input).instrument(span);
+        match idem.timeout {
             Some(limit) => tokio::time::timeout(limit, work).await.map_err(|_| {
                 Error::new(ErrorKind::Timeout, format!("tool {name} timed out after {limit:?}"))
                     .with_hint("The claim stays held until its lease lapses; a retry after that takes it over.")
@@ -237,8 +237,8 @@ impl Dispatcher {
         }
     }
 
-    async fn call(&self, spec: &ToolSpec, policy: &Policy, input: Value) -> Result<Dispatched> {
-        let key = match &policy.strategy {
+    async fn call(&self, spec: &ToolSpec, idem: &Idempotent, input: Value) -> Result<Dispatched> {
+        let key = match &idem.strategy {
             KeyStrategy::HashInput => canon::key_of(&canon::hash_value(&input)?),
             KeyStrategy::Explicit(supplier) => match supplier(&input) {
                 Some(k) if !k.trim().is_empty() => k,
@@ -252,7 +252,7 @@ impl Dispatcher {
             },
             KeyStrategy::Uuid | KeyStrategy::None => {
                 // Nothing is deduplicated here; a Uuid call still names itself upstream.
-                let key = matches!(policy.strategy, KeyStrategy::Uuid)
+                let key = matches!(idem.strategy, KeyStrategy::Uuid)
                     .then(|| uuid::Uuid::new_v4().to_string());
                 let ctx = CallContext {
                     key,
@@ -266,10 +266,10 @@ impl Dispatcher {
         tracing::debug!(key = %key, "idempotency key");
         let options = BeginOptions {
             request: Some(input.clone()),
-            ttl: Some(policy.ttl),
-            lease: policy.lease,
-            on_cache_hit: Some(policy.on_cache_hit),
-            on_mismatch: policy.on_mismatch,
+            ttl: Some(idem.ttl),
+            lease: idem.lease,
+            on_cache_hit: Some(idem.on_cache_hit),
+            on_mismatch: idem.on_mismatch,
             wait: Duration::ZERO,
             claim_token: Some(self.unanswered.token_for(&spec.name, &key)),
         };
@@ -289,7 +289,7 @@ impl Dispatcher {
             Begin::Claimed(claim) => {
                 span.record("outcome", "claimed");
                 span.record("attempt", claim.attempt);
-                self.run(spec, policy, &key, claim, input).await
+                self.run(spec, idem, &key, claim, input).await
             }
             Begin::Replay(r) => {
                 span.record("outcome", "replay");
@@ -318,7 +318,7 @@ impl Dispatcher {
     async fn run(
         &self,
         spec: &ToolSpec,
-        policy: &Policy,
+        idem: &Idempotent,
         key: &str,
         claim: Claim,
         input: Value,
@@ -342,7 +342,7 @@ impl Dispatcher {
                 done = &mut task => break done,
                 _ = tokio::time::sleep(beat) => {
                     // A heartbeat: the lease is extended while the tool runs.
-                    if let Err(e) = self.store.extend(&spec.name, key, claim.fence, policy.lease).await {
+                    if let Err(e) = self.store.extend(&spec.name, key, claim.fence, idem.lease).await {
                         tracing::warn!(error = %e, "could not extend the lease");
                     }
                 }
@@ -363,7 +363,7 @@ impl Dispatcher {
                         claim.fence,
                         e.response.as_ref(),
                         false,
-                        Some(policy.cache_failures),
+                        Some(idem.cache_failures),
                     )
                     .await?;
                 Err(tool_failed(e))
@@ -372,7 +372,7 @@ impl Dispatcher {
                 // A panic: the side effect's fate is unknown. Cached failures record it;
                 // otherwise the claim is released so that a retry runs the call again.
                 let message = format!("tool {} panicked", spec.name);
-                if policy.cache_failures {
+                if idem.cache_failures {
                     let response = serde_json::json!({"error": message});
                     self.store
                         .complete(

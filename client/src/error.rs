@@ -222,11 +222,24 @@ impl From<tokio_postgres::Error> for Error {
 
 impl From<canon::CanonError> for Error {
     fn from(e: canon::CanonError) -> Error {
+        // In the SQL API's words (IK005), where the server has the same case.
+        let hint = match e {
+            canon::CanonError::TooDeep => format!(
+                "Requests are hashed in canonical JSON, which allows at most {} levels of nesting.",
+                canon::MAX_DEPTH
+            ),
+            canon::CanonError::Nul => {
+                "Encode such data (base64, for example) or leave the U+0000 out of the request."
+                    .to_string()
+            }
+            _ => "Pass a request that is valid JSON.".to_string(),
+        };
         Error::new(
             ErrorKind::Uncanonicalizable,
             "request has no canonical form",
         )
-        .with_detail(e.to_string())
+        .with_detail(format!("{e}."))
+        .with_hint(hint)
         .with_source(e)
     }
 }

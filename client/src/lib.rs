@@ -8,10 +8,10 @@
 
 mod dispatcher;
 mod error;
+mod idempotent;
 mod limits;
 mod memory;
 mod pg;
-mod policy;
 #[cfg(feature = "redis")]
 mod redis;
 mod retry;
@@ -24,9 +24,9 @@ pub use dispatcher::{
     tool_fn, CallContext, Dispatched, Dispatcher, IdempotencyHint, Tool, ToolError, ToolSpec,
 };
 pub use error::{Error, ErrorKind, Result};
+pub use idempotent::{Idempotent, KeyStrategy, KeySupplier};
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};
-pub use policy::{KeyStrategy, KeySupplier, Policy};
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
 pub use retry::{Attempt, Retry};

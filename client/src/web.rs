@@ -17,7 +17,7 @@ use crate::dispatcher::{
     CallContext, Dispatched, Dispatcher, IdempotencyHint, Tool, ToolError, ToolSpec,
 };
 use crate::error::{ErrorKind, Result};
-use crate::policy::Policy;
+use crate::idempotent::Idempotent;
 use crate::store::IdempotencyStore;
 
 /// Where an action puts its input.
@@ -45,7 +45,7 @@ pub struct Action {
     pub method: Method,
     pub endpoint: String,
     pub params: Params,
-    pub policy: Option<Policy>,
+    pub idempotent: Option<Idempotent>,
     pub upstream_key: UpstreamKey,
     /// None: Required for POST, PUT, PATCH and DELETE, best effort for the others.
     pub hint: Option<IdempotencyHint>,
@@ -58,7 +58,7 @@ impl Action {
             method,
             endpoint: endpoint.into(),
             params: Params::Body,
-            policy: None,
+            idempotent: None,
             upstream_key: UpstreamKey::CallKey,
             hint: None,
         }
@@ -67,8 +67,8 @@ impl Action {
         self.params = params;
         self
     }
-    pub fn policy(mut self, policy: Policy) -> Action {
-        self.policy = Some(policy);
+    pub fn idempotent(mut self, idempotent: Idempotent) -> Action {
+        self.idempotent = Some(idempotent);
         self
     }
     pub fn upstream_key(mut self, which: UpstreamKey) -> Action {
@@ -176,8 +176,8 @@ impl WebExecutor {
         }
     }
 
-    pub fn with_default_policy(mut self, policy: Policy) -> WebExecutor {
-        self.dispatcher = self.dispatcher.with_default_policy(policy);
+    pub fn with_defaults(mut self, idem: Idempotent) -> WebExecutor {
+        self.dispatcher = self.dispatcher.with_defaults(idem);
         self
     }
 
@@ -196,8 +196,8 @@ impl WebExecutor {
         } else {
             IdempotencyHint::BestEffort
         }));
-        if let Some(p) = action.policy {
-            spec = spec.policy(p);
+        if let Some(p) = action.idempotent {
+            spec = spec.idempotent(p);
         }
         self.dispatcher.register(spec)
     }

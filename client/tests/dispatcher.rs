@@ -94,11 +94,11 @@ fn dispatcher(
     store: Arc<dyn IdempotencyStore>,
     tool: &str,
     sent: Arc<AtomicU32>,
-    policy: Policy,
+    policy: Idempotent,
     steer: &Steer,
 ) -> Dispatcher {
     let d = Dispatcher::new(store);
-    d.register(ToolSpec::new(tool, send_email(sent, steer)).policy(policy))
+    d.register(ToolSpec::new(tool, send_email(sent, steer)).idempotent(policy))
         .unwrap();
     d
 }
@@ -131,7 +131,7 @@ async fn three_retries_send_one_email(store: Arc<dyn IdempotencyStore>) {
         store,
         &tool,
         sent.clone(),
-        Policy::default(),
+        Idempotent::default(),
         &Steer::free(),
     );
     let input = json!({"to": "ann@example.com", "subject": "Welcome"});
@@ -166,7 +166,7 @@ async fn concurrent_dispatches_run_once(store: Arc<dyn IdempotencyStore>) {
         store,
         &tool,
         sent.clone(),
-        Policy::default(),
+        Idempotent::default(),
         &steer,
     ));
     let (answers, mut answered) = mpsc::unbounded_channel();
@@ -198,7 +198,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
         store.clone(),
         &tool,
         sent.clone(),
-        Policy::default(),
+        Idempotent::default(),
         &Steer::free(),
     );
     for _ in 0..2 {
@@ -209,9 +209,9 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
         assert_eq!(e.response(), Some(&json!({"error": "bounced"})));
     }
     // Cached failures are replayed, not rerun (the replay says so).
-    let cached = Policy {
+    let cached = Idempotent {
         cache_failures: true,
-        ..Policy::default()
+        ..Idempotent::default()
     };
     let tool2 = unique("send_email");
     let d2 = dispatcher(
@@ -236,7 +236,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
         .contains("remembered"));
     // fail_fast refuses the repeat; return_cached_if_success reruns the failure.
     let tool3 = unique("send_email");
-    let ff = Policy {
+    let ff = Idempotent {
         on_cache_hit: OnCacheHit::FailFast,
         ..cached.clone()
     };
@@ -247,7 +247,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
         ErrorKind::RepeatRefused
     );
     let tool4 = unique("send_email");
-    let rerun = Policy {
+    let rerun = Idempotent {
         on_cache_hit: OnCacheHit::ReturnCachedIfSuccess,
         ..cached
     };
@@ -267,9 +267,9 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
 
 async fn explicit_keys(store: Arc<dyn IdempotencyStore>) {
     let (tool, sent) = (unique("create_issue"), Arc::new(AtomicU32::new(0)));
-    let by_title = Policy {
+    let by_title = Idempotent {
         strategy: KeyStrategy::explicit(|v| v["title"].as_str().map(str::to_string)),
-        ..Policy::default()
+        ..Idempotent::default()
     };
     let d = dispatcher(store, &tool, sent.clone(), by_title, &Steer::free());
     d.dispatch(&tool, json!({"title": "Crash", "body": "a"}))
@@ -311,7 +311,7 @@ async fn a_crashed_holder_is_taken_over(store: Arc<dyn IdempotencyStore>) {
         store.clone(),
         &tool,
         sent.clone(),
-        Policy::default(),
+        Idempotent::default(),
         &Steer::free(),
     );
     assert!(matches!(
@@ -327,10 +327,10 @@ async fn a_timeout_covers_the_tool(store: Arc<dyn IdempotencyStore>) {
     // The run is held: only the timeout can end it. The lease is long enough for the repeat
     // below to find it live, short enough to wait out.
     let steer = Steer::held();
-    let quick = Policy {
+    let quick = Idempotent {
         timeout: Some(Duration::from_millis(100)),
         lease: Some(Duration::from_secs(2)),
-        ..Policy::default()
+        ..Idempotent::default()
     };
     let d = dispatcher(store.clone(), &tool, sent.clone(), quick, &steer);
     let input = json!({"to": "ann@example.com"});
@@ -406,9 +406,9 @@ impl IdempotencyStore for Stalled {
 
 async fn a_timeout_covers_a_slow_store(store: Arc<dyn IdempotencyStore>) {
     let (tool, sent) = (unique("send_email"), Arc::new(AtomicU32::new(0)));
-    let quick = Policy {
+    let quick = Idempotent {
         timeout: Some(Duration::from_millis(100)),
-        ..Policy::default()
+        ..Idempotent::default()
     };
     let d = dispatcher(Arc::new(Stalled(store)), &tool, sent, quick, &Steer::free());
     let dispatched =
@@ -425,7 +425,7 @@ async fn retries_wait_out_a_running_call(store: Arc<dyn IdempotencyStore>) {
         store,
         &tool,
         sent.clone(),
-        Policy::default(),
+        Idempotent::default(),
         &steer,
     ));
     let first = {
@@ -469,21 +469,22 @@ fn a_required_tool_without_protection_is_refused_at_registration() {
     let d = Dispatcher::new(Arc::new(MemoryStore::new()));
     let sent = Arc::new(AtomicU32::new(0));
     for strategy in [KeyStrategy::Uuid, KeyStrategy::None] {
-        let spec =
-            ToolSpec::new("charge_card", send_email(sent.clone(), &Steer::free())).policy(Policy {
+        let spec = ToolSpec::new("charge_card", send_email(sent.clone(), &Steer::free()))
+            .idempotent(Idempotent {
                 strategy,
-                ..Policy::default()
+                ..Idempotent::default()
             });
         assert_eq!(
             d.register(spec).unwrap_err().kind,
             ErrorKind::InvalidArgument
         );
     }
-    let zero =
-        ToolSpec::new("charge_card", send_email(sent.clone(), &Steer::free())).policy(Policy {
+    let zero = ToolSpec::new("charge_card", send_email(sent.clone(), &Steer::free())).idempotent(
+        Idempotent {
             ttl: Duration::ZERO,
-            ..Policy::default()
-        });
+            ..Idempotent::default()
+        },
+    );
     assert_eq!(
         d.register(zero).unwrap_err().kind,
         ErrorKind::InvalidArgument
@@ -491,9 +492,9 @@ fn a_required_tool_without_protection_is_refused_at_registration() {
     // Without a side effect, nothing needs protecting.
     let read_only = ToolSpec::new("search", send_email(sent, &Steer::free()))
         .side_effect(false)
-        .policy(Policy {
+        .idempotent(Idempotent {
             strategy: KeyStrategy::None,
-            ..Policy::default()
+            ..Idempotent::default()
         });
     assert!(d.register(read_only).is_ok());
 }

@@ -134,19 +134,20 @@ async fn a_post_retried_three_times_reaches_the_provider_once_with_its_key() {
 async fn uuid_keys_are_fresh_on_every_call() {
     let (base, seen, _) = provider().await;
     let web = WebExecutor::new(store());
-    let uuid = Policy {
+    let uuid = Idempotent {
         strategy: KeyStrategy::Uuid,
-        ..Policy::default()
+        ..Idempotent::default()
     };
     // A side effect that is not deduplicated here must be declared as best effort.
-    let required = Action::new("ping", Method::POST, format!("{base}/ping")).policy(uuid.clone());
+    let required =
+        Action::new("ping", Method::POST, format!("{base}/ping")).idempotent(uuid.clone());
     assert_eq!(
         web.register(required).unwrap_err().kind,
         ErrorKind::InvalidArgument
     );
     web.register(
         Action::new("ping", Method::POST, format!("{base}/ping"))
-            .policy(uuid)
+            .idempotent(uuid)
             .hint(IdempotencyHint::BestEffort),
     )
     .unwrap();
@@ -192,14 +193,14 @@ async fn a_takeover_sends_the_same_key_again() {
         let (base, seen, mut arrivals) = provider().await;
         let web = WebExecutor::new(store());
         // The first attempt dies (its timeout fires) after the request went out.
-        let policy = Policy {
+        let policy = Idempotent {
             timeout: Some(Duration::from_millis(300)),
             lease: Some(Duration::from_millis(400)),
-            ..Policy::default()
+            ..Idempotent::default()
         };
         web.register(
             Action::new("send", Method::POST, format!("{base}/slow"))
-                .policy(policy)
+                .idempotent(policy)
                 .upstream_key(which),
         )
         .unwrap();
@@ -246,15 +247,15 @@ async fn the_key_supplier_is_called_once_per_call() {
     let (base, seen, _) = provider().await;
     let calls = Arc::new(AtomicU32::new(0));
     let counter = calls.clone();
-    let policy = Policy {
+    let policy = Idempotent {
         strategy: KeyStrategy::explicit(move |v| {
             counter.fetch_add(1, Ordering::SeqCst);
             v["order"].as_str().map(str::to_string)
         }),
-        ..Policy::default()
+        ..Idempotent::default()
     };
     let web = WebExecutor::new(store());
-    web.register(Action::new("ship", Method::POST, format!("{base}/shipments")).policy(policy))
+    web.register(Action::new("ship", Method::POST, format!("{base}/shipments")).idempotent(policy))
         .unwrap();
     web.execute("ship", json!({"order": "o-1"})).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 1);

@@ -182,6 +182,20 @@ pub fn functions_sql(body: &dyn Fn(&Function) -> String) -> String {
     out
 }
 
+/// The extension's functions.sql, with the SQL bodies read from `<root>/pg_idempotency/
+/// sql/bodies/` (`root`: the repository).
+pub fn extension_functions_sql(root: &std::path::Path) -> std::io::Result<String> {
+    let bodies = root.join("pg_idempotency/sql/bodies");
+    let mut read = std::collections::HashMap::new();
+    for f in FUNCTIONS.iter().filter(|f| f.language == Language::Sql) {
+        let path = bodies.join(format!("{}.sql", f.name));
+        let body = std::fs::read_to_string(&path)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        read.insert(f.name, body);
+    }
+    Ok(functions_sql(&|f| read[f.name].clone()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,18 +217,4 @@ mod tests {
     fn quotes_in_comments_are_doubled() {
         assert_eq!(quoted("the caller's"), "'the caller''s'");
     }
-}
-
-/// The extension's functions.sql, with the SQL bodies read from `<root>/pg_idempotency/
-/// sql/bodies/` (`root`: the repository).
-pub fn extension_functions_sql(root: &std::path::Path) -> std::io::Result<String> {
-    let bodies = root.join("pg_idempotency/sql/bodies");
-    let mut read = std::collections::HashMap::new();
-    for f in FUNCTIONS.iter().filter(|f| f.language == Language::Sql) {
-        let path = bodies.join(format!("{}.sql", f.name));
-        let body = std::fs::read_to_string(&path)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        read.insert(f.name, body);
-    }
-    Ok(functions_sql(&|f| read[f.name].clone()))
 }

@@ -41,11 +41,11 @@ impl Db {
 /// allows), and the same plus one byte: (fits, one byte over).
 fn at_and_over(bytes: usize) -> Vec<(String, String)> {
     let mut out = vec![("s".repeat(bytes), "s".repeat(bytes + 1))];
-    if bytes % 2 == 0 {
+    if bytes.is_multiple_of(2) {
         let e = "\u{e9}".repeat(bytes / 2); // é: 2 bytes
         out.push((e.clone(), format!("{e}a")));
     }
-    if bytes % 4 == 0 {
+    if bytes.is_multiple_of(4) {
         // 😀: 4 bytes, so 129 of them are only 129 characters but 516 bytes.
         let f = "\u{1f600}".repeat(bytes / 4);
         out.push((f.clone(), format!("{f}\u{1f600}")));

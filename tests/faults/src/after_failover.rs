@@ -28,15 +28,15 @@ pub fn lost_acknowledgements(run: &Run) -> Vec<Violation> {
     for e in &run.events {
         let record = records.get(e.key.as_str()).copied();
         match (&e.op, &e.outcome) {
-            (Op::Begin | Op::BeginRepeat, Outcome::Claimed { fence, .. }) => {
-                if record.is_none_or(|r| r.fence < *fence) {
-                    found.push(lost(
-                        Invariant::I3,
-                        e,
-                        format!("the claim of fence {fence}"),
-                        record,
-                    ));
-                }
+            (Op::Begin | Op::BeginRepeat, Outcome::Claimed { fence, .. })
+                if record.is_none_or(|r| r.fence < *fence) =>
+            {
+                found.push(lost(
+                    Invariant::I3,
+                    e,
+                    format!("the claim of fence {fence}"),
+                    record,
+                ));
             }
             (Op::Complete { fence, response }, Outcome::Completed { state }) => {
                 // A stored result is final until it expires: the record keeps its fence

@@ -267,7 +267,7 @@ impl Conn {
 
 /// `call`, given up after `limit` when there is one: a call not answered in time has an
 /// unknown outcome (what a service's own timeout makes of it, e.g. the Rust client's
-/// dispatcher with `Policy::timeout`).
+/// dispatcher with `Idempotent::timeout`).
 async fn bounded(limit: Option<Duration>, call: impl Future<Output = Outcome>) -> Outcome {
     match limit {
         None => call.await,

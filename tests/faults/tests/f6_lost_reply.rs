@@ -654,7 +654,7 @@ async fn without_a_token_a_lost_claim_waits_out_its_lease() {
 /// tool, once, with the lost claim's fence; a lease of an hour shows nothing was waited out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dispatcher_picks_up_a_claim_whose_reply_was_lost() {
-    use idempotency::{tool_fn, Dispatched, Dispatcher, PgStore, Policy, ToolSpec};
+    use idempotency::{tool_fn, Dispatched, Dispatcher, Idempotent, PgStore, ToolSpec};
     use std::sync::atomic::AtomicU32;
 
     let name = "dispatcher";
@@ -680,9 +680,9 @@ async fn the_dispatcher_picks_up_a_claim_whose_reply_was_lost() {
                     async move { Ok(json!({"email_id": counter.fetch_add(1, Ordering::SeqCst) + 1})) }
                 }),
             )
-            .policy(Policy {
+            .idempotent(Idempotent {
                 lease: Some(Duration::from_secs(3600)),
-                ..Policy::default()
+                ..Idempotent::default()
             }),
         )
         .unwrap();

@@ -3,7 +3,7 @@
 //! (`Fault::HalfOpen`) makes one connection silent both ways, never delivers what it held
 //! and passes no close on: either at the call's request (the server never sees it) or after
 //! the server committed it (the client never learns it did). The client gives up after its
-//! own bound (a timeout around each call, what `Policy::timeout` does in the Rust client's
+//! own bound (a timeout around each call, what `Idempotent::timeout` does in the Rust client's
 //! dispatcher), records the outcome as unknown, connects again and goes on.
 //!
 //! The server under test is configured as docs/reliability.md advises ([`ADVICE`], per
@@ -674,7 +674,7 @@ async fn what_ends_a_half_open_session() {
 
 /// A call through `PgStore` over a deadpool pool (its default recycling) whose connection
 /// goes half-open is given up by the caller's timeout (what the dispatcher's
-/// `Policy::timeout` does); the next calls must not be handed that connection again. (They
+/// `Idempotent::timeout` does); the next calls must not be handed that connection again. (They
 /// were, until the client took a connection whose call was dropped mid-statement out of the
 /// pool: the pool's quick check only asks whether it is closed, and every later call that
 /// got it waited behind the lost answer until its own timeout.)

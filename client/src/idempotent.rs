@@ -47,10 +47,12 @@ impl KeyStrategy {
     }
 }
 
-/// The settings of a tool's (or a web action's) calls. The defaults: HashInput, a ttl of
-/// one hour, replay any remembered result, failures not cached.
+/// How a tool's (or a web action's) calls are deduplicated: the Rust form of the
+/// framework's `@Idempotent(strategy, ttlSeconds, ...)`. The defaults: HashInput, a ttl of
+/// one hour, replay any remembered result, failures not cached. (Named for the annotation,
+/// not "policy": a scope's policy is what `idem_set_policy` stores in the database.)
 #[derive(Debug, Clone)]
-pub struct Policy {
+pub struct Idempotent {
     pub strategy: KeyStrategy,
     pub ttl: Duration,
     pub on_cache_hit: OnCacheHit,
@@ -63,9 +65,9 @@ pub struct Policy {
     pub timeout: Option<Duration>,
 }
 
-impl Default for Policy {
-    fn default() -> Policy {
-        Policy {
+impl Default for Idempotent {
+    fn default() -> Idempotent {
+        Idempotent {
             strategy: KeyStrategy::HashInput,
             ttl: Duration::from_secs(3600),
             on_cache_hit: OnCacheHit::ReturnCached,
