@@ -9,7 +9,7 @@
 # Layers 2 to 4 run twice per version: against the extension and against the portable SQL
 # variant (sql/), installed into a database where the extension is absent.
 # The Python and Node.js examples (examples/) run against both backends too; the canon
-# crate's own tests and a smoke run of the benchmark harness run once. The command ends
+# and protocol crates' own tests and a smoke run of the benchmark harness run once. The command ends
 # with one line: N passed, N failed, N skipped (scripts/results.py; under CI=true a skip
 # for something setup installs counts as failed).
 #
@@ -110,6 +110,7 @@ bench_smoke() {
 }
 
 step libtest "canonical JSON (canon crate: vectors, numbers, properties)" cargo test -p pg_idempotency_canon
+step libtest "protocol (declarations, rendering, codes and words)" cargo test -p pg_idempotency_protocol
 
 for v in "${versions[@]}"; do
     step libtest "$v: #[pg_test] (Rust inside the server)" pg_tests "$v"

@@ -14,6 +14,7 @@ use tokio_postgres::{GenericClient, Row, Statement};
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{response as storable_response, scope_and_key_without_nul};
 use crate::store::IdempotencyStore;
+use protocol::functions::IDEM_BEGIN;
 use protocol::{Completion, Outcome};
 
 use crate::types::{
@@ -165,8 +166,9 @@ impl<S: PgSource> PgStore<S> {
         let mut c = self.source.client().await?;
         let answer = c
             .query_one(
-                "SELECT to_regprocedure('idem_begin(text,text,jsonb,interval,interval,text,text,interval,uuid)') IS NOT NULL",
-                &[],
+                "SELECT to_regprocedure($1) IS NOT NULL",
+                // The signature this client calls (0.3.0's and later), as protocol declares it.
+                &[&format!("idem_begin({})", IDEM_BEGIN.identity_args())],
             )
             .await;
         S::settled(&mut c);

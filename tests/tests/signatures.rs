@@ -195,3 +195,17 @@ fn both_backends_declare_every_function_as_the_protocol_does() {
         );
     }
 }
+
+/// The PL/pgSQL variant's uninstall (and its migration to the extension) drops every API
+/// function by the signature protocol declares.
+#[test]
+fn the_portable_uninstall_drops_every_declared_signature() {
+    let text = std::fs::read_to_string(root().join("sql/include/drop-api.sql")).unwrap();
+    for f in functions::api() {
+        let named = format!(":\"schema\".{}({})", f.name, f.identity_args());
+        assert!(
+            text.contains(&named),
+            "sql/include/drop-api.sql does not drop {named}"
+        );
+    }
+}

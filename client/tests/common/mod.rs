@@ -38,7 +38,7 @@ pub fn unique(name: &str) -> String {
 /// server); None, and the calling test recorded as skipped with its reason, when unset.
 #[cfg(feature = "redis")]
 pub fn redis_url() -> Option<String> {
-    let url = std::env::var("REDIS_URL").ok();
+    let url = std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty());
     if url.is_none() {
         pg_idempotency_tests::skip(
             pg_idempotency_tests::Skip::Missing,
