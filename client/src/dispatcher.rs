@@ -265,12 +265,12 @@ impl Dispatcher {
         };
         tracing::debug!(key = %key, "idempotency key");
         let options = BeginOptions {
-            request: Some(input.clone()),
+            request: idem.fingerprint.request(&idem.strategy, &input),
             ttl: Some(idem.ttl),
             lease: idem.lease,
             on_cache_hit: Some(idem.on_cache_hit),
             on_mismatch: idem.on_mismatch,
-            wait: Duration::ZERO,
+            wait: idem.wait,
             claim_token: Some(self.unanswered.token_for(&spec.name, &key)),
         };
         let span = tracing::Span::current();

@@ -47,6 +47,68 @@ impl KeyStrategy {
     }
 }
 
+/// A function that picks what of a call's input is compared when its key repeats.
+pub type FingerprintFn = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
+
+/// What of a call's input must be the same when its key repeats; a repeat that differs is
+/// answered by `on_mismatch` (reject, by default). Identity is the key strategy's; this is
+/// a separate choice.
+#[derive(Clone, Default)]
+pub enum Fingerprint {
+    /// The strategy's rule. HashInput: the whole input (its hash is the key). Explicit: nothing,
+    /// since the key alone names the call ("same title, same issue: body edits do not create
+    /// a second one"): a repeat with other fields replays.
+    #[default]
+    ByStrategy,
+    /// The whole input.
+    WholeInput,
+    /// The values at these JSON pointers (RFC 6901, e.g. `/body`); a missing one counts as
+    /// null.
+    Fields(Vec<String>),
+    /// What a function of the input returns.
+    Of(FingerprintFn),
+    /// Nothing is compared.
+    Nothing,
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fingerprint::ByStrategy => f.write_str("ByStrategy"),
+            Fingerprint::WholeInput => f.write_str("WholeInput"),
+            Fingerprint::Fields(p) => f.debug_tuple("Fields").field(p).finish(),
+            Fingerprint::Of(_) => f.write_str("Of"),
+            Fingerprint::Nothing => f.write_str("Nothing"),
+        }
+    }
+}
+
+impl Fingerprint {
+    /// A fingerprint computed by a function of the input.
+    pub fn of(f: impl Fn(&Value) -> Value + Send + Sync + 'static) -> Fingerprint {
+        Fingerprint::Of(Arc::new(f))
+    }
+
+    /// The request a store compares (`BeginOptions::request`), if any.
+    pub fn request(&self, strategy: &KeyStrategy, input: &Value) -> Option<Value> {
+        match self {
+            Fingerprint::ByStrategy => match strategy {
+                KeyStrategy::Explicit(_) => None,
+                _ => Some(input.clone()),
+            },
+            Fingerprint::WholeInput => Some(input.clone()),
+            Fingerprint::Fields(pointers) => Some(Value::Object(
+                pointers
+                    .iter()
+                    .map(|p| (p.clone(), input.pointer(p).cloned().unwrap_or(Value::Null)))
+                    .collect(),
+            )),
+            Fingerprint::Of(f) => Some(f(input)),
+            Fingerprint::Nothing => None,
+        }
+    }
+}
+
 /// How a tool's (or a web action's) calls are deduplicated: the Rust form of the
 /// framework's `@Idempotent(strategy, ttlSeconds, ...)`. The defaults: HashInput, a ttl of
 /// one hour, replay any remembered result, failures not cached. (Named for the annotation,
@@ -63,6 +125,11 @@ pub struct Idempotent {
     pub lease: Option<Duration>,
     /// Covers the store calls and the tool's work together.
     pub timeout: Option<Duration>,
+    /// What of the input a repeat must match (see [`Fingerprint`]).
+    pub fingerprint: Fingerprint,
+    /// How long a duplicate that arrives while the call runs waits for its result (then
+    /// replays it) instead of answering `InProgress`. Zero: it does not wait.
+    pub wait: Duration,
 }
 
 impl Default for Idempotent {
@@ -75,6 +142,8 @@ impl Default for Idempotent {
             on_mismatch: None,
             lease: None,
             timeout: None,
+            fingerprint: Fingerprint::ByStrategy,
+            wait: Duration::ZERO,
         }
     }
 }

@@ -24,7 +24,7 @@ pub use dispatcher::{
     tool_fn, CallContext, Dispatched, Dispatcher, IdempotencyHint, Tool, ToolError, ToolSpec,
 };
 pub use error::{Error, ErrorKind, Result};
-pub use idempotent::{Idempotent, KeyStrategy, KeySupplier};
+pub use idempotent::{Fingerprint, FingerprintFn, Idempotent, KeyStrategy, KeySupplier};
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};
 #[cfg(feature = "redis")]

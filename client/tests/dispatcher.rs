@@ -1,6 +1,7 @@
 //! The tool dispatcher over every store: a tool's side effect runs once however often the
 //! call is repeated.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -265,24 +266,38 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
     );
 }
 
+/// The framework's create_issue: "Same title, same issue: body edits do not create a second
+/// one." An Explicit key names the call alone; a tool opts into comparing more.
 async fn explicit_keys(store: Arc<dyn IdempotencyStore>) {
     let (tool, sent) = (unique("create_issue"), Arc::new(AtomicU32::new(0)));
     let by_title = Idempotent {
         strategy: KeyStrategy::explicit(|v| v["title"].as_str().map(str::to_string)),
         ..Idempotent::default()
     };
-    let d = dispatcher(store, &tool, sent.clone(), by_title, &Steer::free());
-    d.dispatch(&tool, json!({"title": "Crash", "body": "a"}))
-        .await
-        .unwrap();
-    // Same title, another body: the key is the same, the request is not.
-    assert_eq!(
-        d.dispatch(&tool, json!({"title": "Crash", "body": "b"}))
-            .await
-            .unwrap_err()
-            .kind,
-        ErrorKind::Mismatch
+    let d = dispatcher(
+        store.clone(),
+        &tool,
+        sent.clone(),
+        by_title.clone(),
+        &Steer::free(),
     );
+    let mut answers = Vec::new();
+    for body in ["a", "b", "c"] {
+        answers.push(
+            d.dispatch(&tool, json!({"title": "Crash", "body": body}))
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "one issue for three bodies");
+    assert!(matches!(answers[0], Dispatched::Ran(_)), "{answers:?}");
+    for later in &answers[1..] {
+        assert_eq!(
+            later,
+            &Dispatched::Replayed(json!({"email_id": 1})),
+            "a body edit replays the first call"
+        );
+    }
     assert_eq!(
         d.dispatch(&tool, json!({"title": " ", "body": "b"}))
             .await
@@ -290,7 +305,142 @@ async fn explicit_keys(store: Arc<dyn IdempotencyStore>) {
             .kind,
         ErrorKind::InvalidArgument
     );
+
+    // Opting in: the body is compared (a JSON pointer), other fields are not.
+    let (tool, sent) = (unique("create_issue"), Arc::new(AtomicU32::new(0)));
+    let body_too = Idempotent {
+        fingerprint: Fingerprint::Fields(vec!["/body".into()]),
+        ..by_title.clone()
+    };
+    let d = dispatcher(store.clone(), &tool, sent.clone(), body_too, &Steer::free());
+    d.dispatch(&tool, json!({"title": "Crash", "body": "a", "label": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        d.dispatch(&tool, json!({"title": "Crash", "body": "a", "label": "y"}))
+            .await
+            .unwrap(),
+        Dispatched::Replayed(json!({"email_id": 1}))
+    );
+    let e = d
+        .dispatch(&tool, json!({"title": "Crash", "body": "b"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Mismatch, "{e:?}");
     assert_eq!(sent.load(Ordering::SeqCst), 1);
+
+    // The whole input, as HashInput compares it.
+    let (tool, sent) = (unique("create_issue"), Arc::new(AtomicU32::new(0)));
+    let whole = Idempotent {
+        fingerprint: Fingerprint::WholeInput,
+        ..by_title
+    };
+    let d = dispatcher(store, &tool, sent.clone(), whole, &Steer::free());
+    d.dispatch(&tool, json!({"title": "Crash", "body": "a"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        d.dispatch(&tool, json!({"title": "Crash", "body": "b"}))
+            .await
+            .unwrap_err()
+            .kind,
+        ErrorKind::Mismatch
+    );
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
+}
+
+/// Whether a backend of the test database is waiting inside idem_begin (the extension's
+/// wait event, or the PL/pgSQL variant's pg_sleep). Only this test waits in this suite.
+async fn a_session_waits_in_idem_begin() -> bool {
+    let client = pool().get().await.unwrap();
+    client
+        .query_one(
+            "SELECT count(*) > 0 FROM pg_stat_activity
+             WHERE datname = current_database() AND query LIKE '%idem_begin%'
+               AND wait_event IN ('Extension', 'PgSleep') AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// A duplicate that arrives while the call runs waits (`Idempotent::wait`) and returns the
+/// first call's result, without running the tool again.
+async fn a_duplicate_waits_for_the_running_call(store: Arc<dyn IdempotencyStore>, kind: &str) {
+    let (tool, sent, steer) = (
+        unique("send_email"),
+        Arc::new(AtomicU32::new(0)),
+        Steer::held(),
+    );
+    let waiting = Idempotent {
+        wait: BOUND,
+        ..Idempotent::default()
+    };
+    let d = Arc::new(dispatcher(store, &tool, sent.clone(), waiting, &steer));
+    let input = json!({"to": "ann@example.com"});
+    let first = {
+        let (d, tool, input) = (d.clone(), tool.clone(), input.clone());
+        tokio::spawn(async move { d.dispatch(&tool, input).await })
+    };
+    steer.run_began().await;
+    let mut duplicate = Box::pin({
+        let (d, tool) = (d.clone(), tool.clone());
+        async move { d.dispatch(&tool, input).await }
+    });
+    // The duplicate must be waiting before the first call ends, as the store shows it.
+    match kind {
+        // No I/O: the first time the duplicate is not ready, it waits on the store.
+        "memory" => {
+            let polled = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(duplicate.as_mut().poll(cx).is_pending())
+            })
+            .await;
+            assert!(polled, "the duplicate answered while the call ran");
+        }
+        "postgres" => {
+            let (tx, mut rx) = tokio::sync::oneshot::channel();
+            let driven = tokio::spawn(async move {
+                let _ = tx.send(duplicate.await);
+            });
+            let seen = tokio::time::timeout(BOUND, async {
+                while !a_session_waits_in_idem_begin().await {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await;
+            assert!(seen.is_ok(), "the duplicate never waited in idem_begin");
+            assert!(
+                rx.try_recv().is_err(),
+                "the duplicate answered while the call ran"
+            );
+            steer.go_on();
+            let answer = tokio::time::timeout(BOUND, rx).await.unwrap().unwrap();
+            driven.await.unwrap();
+            assert_eq!(
+                answer.unwrap(),
+                Dispatched::Replayed(json!({"email_id": 1}))
+            );
+            assert_eq!(
+                first.await.unwrap().unwrap(),
+                Dispatched::Ran(json!({"email_id": 1}))
+            );
+            assert_eq!(sent.load(Ordering::SeqCst), 1);
+            return;
+        }
+        other => unreachable!("{other}"),
+    }
+    steer.go_on();
+    let answer = tokio::time::timeout(BOUND, duplicate).await.unwrap();
+    assert_eq!(
+        answer.unwrap(),
+        Dispatched::Replayed(json!({"email_id": 1}))
+    );
+    assert_eq!(
+        first.await.unwrap().unwrap(),
+        Dispatched::Ran(json!({"email_id": 1}))
+    );
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "the tool ran once");
 }
 
 async fn a_crashed_holder_is_taken_over(store: Arc<dyn IdempotencyStore>) {
@@ -546,6 +696,20 @@ macro_rules! suite {
             async fn timeout_store() {
                 if let Some(s) = store().await {
                     a_timeout_covers_a_slow_store(s).await
+                }
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn wait() {
+                let kind = stringify!($store);
+                if kind == "redis" {
+                    pg_idempotency_tests::skip(
+                        pg_idempotency_tests::Skip::NotApplicable,
+                        "RedisStore waits by polling on the dispatcher's shared connection: no state shows the duplicate waiting (client/tests/parity/wait.rs covers RedisStore's wait)",
+                    );
+                    return;
+                }
+                if let Some(s) = store().await {
+                    a_duplicate_waits_for_the_running_call(s, kind).await
                 }
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
