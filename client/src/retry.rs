@@ -96,3 +96,44 @@ impl Retry {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// How many times `Retry::run` calls an attempt that always fails with `kind`.
+    async fn attempts_for(kind: ErrorKind) -> u32 {
+        let calls = AtomicU32::new(0);
+        let retry = Retry {
+            attempts: 4,
+            base: Duration::from_millis(1),
+            max: Duration::from_millis(2),
+        };
+        let got: Result<()> = retry
+            .run(|| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                async move { Err(Error::new(kind, "refused")) }
+            })
+            .await;
+        assert_eq!(got.unwrap_err().kind, kind);
+        calls.load(Ordering::SeqCst)
+    }
+
+    #[tokio::test]
+    async fn a_mismatch_a_refused_repeat_or_a_bad_argument_is_never_retried() {
+        for kind in [
+            ErrorKind::Mismatch,
+            ErrorKind::RepeatRefused,
+            ErrorKind::InvalidArgument,
+            ErrorKind::LeaseLost,
+        ] {
+            assert_eq!(attempts_for(kind).await, 1, "{kind:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn contention_is_retried_to_the_last_attempt() {
+        assert_eq!(attempts_for(ErrorKind::Contention).await, 4);
+    }
+}

@@ -443,6 +443,68 @@ async fn a_duplicate_waits_for_the_running_call(store: Arc<dyn IdempotencyStore>
     assert_eq!(sent.load(Ordering::SeqCst), 1, "the tool ran once");
 }
 
+/// A tool that runs for several leases keeps its claim: the dispatcher's heartbeat extends
+/// the lease, a duplicate meanwhile is told the call is in progress, and nobody takes over.
+async fn a_heartbeat_keeps_a_long_call(store: Arc<dyn IdempotencyStore>) {
+    let (tool, sent, steer) = (
+        unique("long_export"),
+        Arc::new(AtomicU32::new(0)),
+        Steer::held(),
+    );
+    let lease = Duration::from_millis(300);
+    let policy = Idempotent {
+        strategy: KeyStrategy::explicit(|v| v["job"].as_str().map(str::to_string)),
+        lease: Some(lease),
+        ..Idempotent::default()
+    };
+    let d = Arc::new(dispatcher(
+        store.clone(),
+        &tool,
+        sent.clone(),
+        policy,
+        &steer,
+    ));
+    let input = json!({"job": "export-1"});
+    let first = {
+        let (d, tool, input) = (d.clone(), tool.clone(), input.clone());
+        tokio::spawn(async move { d.dispatch(&tool, input).await })
+    };
+    steer.run_began().await;
+    let claimed = store.lookup(&tool, "export-1").await.unwrap().unwrap();
+    let first_until = claimed.lease_until.unwrap();
+    // Until the lease has been pushed two leases past the first one's end (so the call has
+    // outlived three leases), every look finds the first attempt holding it.
+    let outlived = tokio::time::timeout(BOUND, async {
+        loop {
+            let rec = store.lookup(&tool, "export-1").await.unwrap().unwrap();
+            assert_eq!(rec.state, State::InProgress);
+            assert_eq!(rec.attempt, 1, "the call was taken over while it ran");
+            if rec.lease_until.unwrap() >= first_until + 2 * lease {
+                return;
+            }
+            let answer = d.dispatch(&tool, input.clone()).await.unwrap();
+            assert!(
+                matches!(answer, Dispatched::InProgress { .. }),
+                "{answer:?}"
+            );
+            tokio::time::sleep(lease / 4).await;
+        }
+    })
+    .await;
+    assert!(
+        outlived.is_ok(),
+        "the lease was never extended past two leases"
+    );
+    steer.go_on();
+    assert_eq!(
+        first.await.unwrap().unwrap(),
+        Dispatched::Ran(json!({"email_id": 1}))
+    );
+    let rec = store.lookup(&tool, "export-1").await.unwrap().unwrap();
+    assert_eq!((rec.state, rec.attempt), (State::Succeeded, 1));
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
+}
+
 async fn a_crashed_holder_is_taken_over(store: Arc<dyn IdempotencyStore>) {
     let (tool, sent) = (unique("send_email"), Arc::new(AtomicU32::new(0)));
     let input = json!({"to": "ann@example.com"});
@@ -710,6 +772,12 @@ macro_rules! suite {
                 }
                 if let Some(s) = store().await {
                     a_duplicate_waits_for_the_running_call(s, kind).await
+                }
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn heartbeat() {
+                if let Some(s) = store().await {
+                    a_heartbeat_keeps_a_long_call(s).await
                 }
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
