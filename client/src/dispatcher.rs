@@ -192,7 +192,7 @@ impl Dispatcher {
                 return Err(Error::invalid(format!("tool {} requires idempotency but its key strategy is {:?}", spec.name, idem.strategy))
                     .with_hint("Use KeyStrategy::HashInput or KeyStrategy::Explicit for a tool with a side effect."));
             }
-            if idem.ttl.is_zero() {
+            if idem.ttl.is_some_and(|t| t.is_zero()) {
                 return Err(Error::invalid(format!(
                     "tool {} requires idempotency but its ttl is zero",
                     spec.name
@@ -266,9 +266,9 @@ impl Dispatcher {
         tracing::debug!(key = %key, "idempotency key");
         let options = BeginOptions {
             request: idem.fingerprint.request(&idem.strategy, &input),
-            ttl: Some(idem.ttl),
+            ttl: idem.ttl,
             lease: idem.lease,
-            on_cache_hit: Some(idem.on_cache_hit),
+            on_cache_hit: idem.on_cache_hit,
             on_mismatch: idem.on_mismatch,
             wait: idem.wait,
             claim_token: Some(self.unanswered.token_for(&spec.name, &key)),
@@ -363,30 +363,28 @@ impl Dispatcher {
                         claim.fence,
                         e.response.as_ref(),
                         false,
-                        Some(idem.cache_failures),
+                        idem.cache_failures,
                     )
                     .await?;
                 Err(tool_failed(e))
             }
             Err(join) => {
-                // A panic: the side effect's fate is unknown. Cached failures record it;
-                // otherwise the claim is released so that a retry runs the call again.
+                // A panic: the side effect's fate is unknown. Recorded as a failure, which
+                // the store remembers where failures are cached (the tool's setting, else
+                // the scope's policy, else the server's default: not cached, and then the
+                // record is gone, so a retry runs the call again).
                 let message = format!("tool {} panicked", spec.name);
-                if idem.cache_failures {
-                    let response = serde_json::json!({"error": message});
-                    self.store
-                        .complete(
-                            &spec.name,
-                            key,
-                            claim.fence,
-                            Some(&response),
-                            false,
-                            Some(true),
-                        )
-                        .await?;
-                } else {
-                    self.store.release(&spec.name, key, claim.fence).await?;
-                }
+                let response = serde_json::json!({"error": message});
+                self.store
+                    .complete(
+                        &spec.name,
+                        key,
+                        claim.fence,
+                        Some(&response),
+                        false,
+                        idem.cache_failures,
+                    )
+                    .await?;
                 tracing::error!(error = %join, "{message}");
                 Err(Error::new(ErrorKind::ToolFailed, message))
             }

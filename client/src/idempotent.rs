@@ -110,15 +110,21 @@ impl Fingerprint {
 }
 
 /// How a tool's (or a web action's) calls are deduplicated: the Rust form of the
-/// framework's `@Idempotent(strategy, ttlSeconds, ...)`. The defaults: HashInput, a ttl of
-/// one hour, replay any remembered result, failures not cached. (Named for the annotation,
+/// framework's `@Idempotent(strategy, ttlSeconds, ...)`. The defaults: HashInput, and every
+/// other setting unset: the scope's policy in the database decides, else the server's
+/// defaults (a ttl of one hour, replay any remembered result, failures not cached). (Named for the annotation,
 /// not "policy": a scope's policy is what `idem_set_policy` stores in the database.)
 #[derive(Debug, Clone)]
 pub struct Idempotent {
     pub strategy: KeyStrategy,
-    pub ttl: Duration,
-    pub on_cache_hit: OnCacheHit,
-    pub cache_failures: bool,
+    /// None: the scope's policy in the database, else the server's default_ttl (one hour
+    /// unless configured); a store without policies uses one hour. Unset fields are not
+    /// sent, so a policy set with idem_set_policy governs them.
+    pub ttl: Option<Duration>,
+    /// None: the scope's policy, else return_cached.
+    pub on_cache_hit: Option<OnCacheHit>,
+    /// None: the scope's policy, else failures are not cached.
+    pub cache_failures: Option<bool>,
     /// None: the store's default (reject), or the scope's policy in the database.
     pub on_mismatch: Option<OnMismatch>,
     /// None: the store's default lease (one minute, capped by the ttl).
@@ -136,9 +142,9 @@ impl Default for Idempotent {
     fn default() -> Idempotent {
         Idempotent {
             strategy: KeyStrategy::HashInput,
-            ttl: Duration::from_secs(3600),
-            on_cache_hit: OnCacheHit::ReturnCached,
-            cache_failures: false,
+            ttl: None,
+            on_cache_hit: None,
+            cache_failures: None,
             on_mismatch: None,
             lease: None,
             timeout: None,

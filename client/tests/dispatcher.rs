@@ -211,7 +211,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
     }
     // Cached failures are replayed, not rerun (the replay says so).
     let cached = Idempotent {
-        cache_failures: true,
+        cache_failures: Some(true),
         ..Idempotent::default()
     };
     let tool2 = unique("send_email");
@@ -238,7 +238,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
     // fail_fast refuses the repeat; return_cached_if_success reruns the failure.
     let tool3 = unique("send_email");
     let ff = Idempotent {
-        on_cache_hit: OnCacheHit::FailFast,
+        on_cache_hit: Some(OnCacheHit::FailFast),
         ..cached.clone()
     };
     let d3 = dispatcher(store.clone(), &tool3, sent.clone(), ff, &Steer::free());
@@ -249,7 +249,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
     );
     let tool4 = unique("send_email");
     let rerun = Idempotent {
-        on_cache_hit: OnCacheHit::ReturnCachedIfSuccess,
+        on_cache_hit: Some(OnCacheHit::ReturnCachedIfSuccess),
         ..cached
     };
     let d4 = dispatcher(store, &tool4, sent, rerun, &Steer::free());
@@ -693,7 +693,7 @@ fn a_required_tool_without_protection_is_refused_at_registration() {
     }
     let zero = ToolSpec::new("charge_card", send_email(sent.clone(), &Steer::free())).idempotent(
         Idempotent {
-            ttl: Duration::ZERO,
+            ttl: Some(Duration::ZERO),
             ..Idempotent::default()
         },
     );
@@ -794,3 +794,76 @@ suite!(memory, Some(Arc::new(MemoryStore::new())));
 #[cfg(feature = "redis")]
 suite!(redis, redis_store().await);
 suite!(postgres, Some(Arc::new(PgStore::new(pool()))));
+
+/// A scope's policy set in SQL (`idem_set_policy`) governs calls made through the
+/// dispatcher, whose unset settings are not sent; a tool's own setting beats the policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_scope_policy_in_the_database_governs_the_dispatcher() {
+    let admin = pool().get().await.unwrap();
+    let store: Arc<dyn IdempotencyStore> = Arc::new(PgStore::new(pool()));
+    let bounce = json!({"to": "bounce@example.com"});
+    let set_policy = |scope: String| {
+        let admin = &admin;
+        async move {
+            admin
+                .execute(
+                    "SELECT idem_set_policy($1, ttl => '2 hours', cache_failures => true)",
+                    &[&scope],
+                )
+                .await
+                .unwrap();
+        }
+    };
+
+    // The policy caches failures: a repeat gets the remembered failure, the tool does not
+    // run again.
+    let tool = unique("charge_card");
+    set_policy(tool.clone()).await;
+    let d = dispatcher(
+        store.clone(),
+        &tool,
+        Arc::new(AtomicU32::new(0)),
+        Idempotent::default(),
+        &Steer::free(),
+    );
+    assert_eq!(
+        d.dispatch(&tool, bounce.clone()).await.unwrap_err().message,
+        "mailbox full"
+    );
+    let again = d.dispatch(&tool, bounce.clone()).await.unwrap_err();
+    assert_eq!(again.kind, ErrorKind::ToolFailed);
+    assert!(again.message.ends_with("(remembered)"), "{again:?}");
+    // And its ttl: the record is kept two hours, not the server's default hour.
+    let rec = store
+        .lookup(&tool, &canon::key_of(&canon::hash_value(&bounce).unwrap()))
+        .await
+        .unwrap()
+        .expect("the cached failure");
+    let kept = rec
+        .expires_at
+        .duration_since(rec.completed_at.unwrap())
+        .unwrap();
+    assert!(kept > Duration::from_secs(7000), "kept for {kept:?}");
+
+    // The tool's own setting beats the policy: its failures are not cached.
+    let tool = unique("charge_card");
+    set_policy(tool.clone()).await;
+    let own = Idempotent {
+        cache_failures: Some(false),
+        ..Idempotent::default()
+    };
+    let d = dispatcher(
+        store.clone(),
+        &tool,
+        Arc::new(AtomicU32::new(0)),
+        own,
+        &Steer::free(),
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            d.dispatch(&tool, bounce.clone()).await.unwrap_err().message,
+            "mailbox full",
+            "the tool ran again"
+        );
+    }
+}
