@@ -187,6 +187,7 @@ impl Dispatcher {
     /// first call.
     pub fn register(&self, spec: ToolSpec) -> Result<()> {
         let idem = spec.idempotent.as_ref().unwrap_or(&self.defaults);
+        idem.fingerprint.check()?;
         if spec.side_effect && spec.hint == IdempotencyHint::Required {
             if !idem.strategy.deduplicates() {
                 return Err(Error::invalid(format!("tool {} requires idempotency but its key strategy is {:?}", spec.name, idem.strategy))

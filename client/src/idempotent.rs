@@ -89,6 +89,26 @@ impl Fingerprint {
         Fingerprint::Of(Arc::new(f))
     }
 
+    /// A field that is not a JSON pointer (`""` or starting with `/`) would silently compare
+    /// nothing: refused when the tool is registered.
+    pub fn check(&self) -> crate::error::Result<()> {
+        if let Fingerprint::Fields(pointers) = self {
+            if let Some(bad) = pointers
+                .iter()
+                .find(|p| !p.is_empty() && !p.starts_with('/'))
+            {
+                return Err(crate::error::Error::invalid(format!(
+                    "fingerprint field {bad:?} is not a JSON pointer"
+                ))
+                .with_detail(
+                    "Fields are JSON pointers (RFC 6901): \"\" or a path such as \"/body\".",
+                )
+                .with_hint(format!("Write \"/{bad}\" for the top-level field {bad:?}.")));
+            }
+        }
+        Ok(())
+    }
+
     /// The request a store compares (`BeginOptions::request`), if any.
     pub fn request(&self, strategy: &KeyStrategy, input: &Value) -> Option<Value> {
         match self {

@@ -329,6 +329,22 @@ async fn explicit_keys(store: Arc<dyn IdempotencyStore>) {
     assert_eq!(e.kind, ErrorKind::Mismatch, "{e:?}");
     assert_eq!(sent.load(Ordering::SeqCst), 1);
 
+    // A field that is not a JSON pointer is refused at registration, not ignored.
+    let e = Dispatcher::new(store.clone())
+        .register(
+            ToolSpec::new(
+                unique("create_issue"),
+                send_email(Arc::new(AtomicU32::new(0)), &Steer::free()),
+            )
+            .idempotent(Idempotent {
+                fingerprint: Fingerprint::Fields(vec!["body".into()]),
+                ..Idempotent::default()
+            }),
+        )
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e:?}");
+    assert!(e.detail().is_some() && e.hint().is_some(), "{e:?}");
+
     // The whole input, as HashInput compares it.
     let (tool, sent) = (unique("create_issue"), Arc::new(AtomicU32::new(0)));
     let whole = Idempotent {
@@ -351,8 +367,7 @@ async fn explicit_keys(store: Arc<dyn IdempotencyStore>) {
 
 /// Whether a backend of the test database is waiting inside idem_begin (the extension's
 /// wait event, or the PL/pgSQL variant's pg_sleep). Only this test waits in this suite.
-async fn a_session_waits_in_idem_begin() -> bool {
-    let client = pool().get().await.unwrap();
+async fn a_session_waits_in_idem_begin(client: &deadpool_postgres::Object) -> bool {
     client
         .query_one(
             "SELECT count(*) > 0 FROM pg_stat_activity
@@ -403,8 +418,9 @@ async fn a_duplicate_waits_for_the_running_call(store: Arc<dyn IdempotencyStore>
             let driven = tokio::spawn(async move {
                 let _ = tx.send(duplicate.await);
             });
+            let watcher = pool().get().await.unwrap();
             let seen = tokio::time::timeout(BOUND, async {
-                while !a_session_waits_in_idem_begin().await {
+                while !a_session_waits_in_idem_begin(&watcher).await {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             })

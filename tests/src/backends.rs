@@ -2,7 +2,7 @@
 //! variant directly (their signatures, their SQLSTATEs), whichever backend the suite runs
 //! against.
 
-use crate::{connect_to, fresh_database, run_sql_file, Backend, Client};
+use crate::{connect_to, fresh_database, install_backend, Backend, Client};
 
 /// A fresh database with `backend` installed, named for the test and the process; its DSN.
 pub fn installed(backend: Backend, test: &str) -> String {
@@ -15,15 +15,7 @@ pub fn installed(backend: Backend, test: &str) -> String {
         std::process::id()
     );
     let dsn = fresh_database(&db);
-    match backend {
-        Backend::Extension => connect_to(&dsn)
-            .batch_execute("CREATE EXTENSION pg_idempotency")
-            .unwrap_or_else(|e| panic!("CREATE EXTENSION: {e}")),
-        Backend::Portable => {
-            let (ok, out) = run_sql_file(&dsn, "pg_idempotency.sql", &[], &[]);
-            assert!(ok, "portable install failed:\n{out}");
-        }
-    }
+    install_backend(&dsn, backend);
     dsn
 }
 

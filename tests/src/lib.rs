@@ -244,7 +244,12 @@ pub fn run_psql(dsn: &str, args: &[String], env: &[(&str, &str)]) -> (bool, Stri
 
 /// Installs the backend under test into the (empty) database of `dsn`.
 pub fn install(dsn: &str) {
-    match backend() {
+    install_backend(dsn, backend())
+}
+
+/// Installs `backend` into the (empty) database of `dsn`, whichever the suite runs against.
+pub fn install_backend(dsn: &str, backend: Backend) {
+    match backend {
         Backend::Extension => connect_to(dsn)
             .batch_execute("CREATE EXTENSION pg_idempotency")
             .unwrap_or_else(|e| panic!("CREATE EXTENSION: {e}")),
