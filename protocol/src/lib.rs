@@ -8,6 +8,7 @@
 //! PostgreSQL or on an async runtime.
 
 pub mod errors;
+pub mod estimate;
 pub mod functions;
 pub mod render;
 pub mod settings;

@@ -1,0 +1,76 @@
+//! How long a duplicate is told to wait (`retry_after`) while another attempt runs the call.
+//!
+//! Every store keeps, per scope (and, in PostgreSQL, per owning role), an estimate of how
+//! long calls take from claim to completion, and answers a duplicate with the estimated
+//! time left for the running attempt:
+//!
+//! ```text
+//! elapsed     = now - claimed_at            (the running attempt's claim, a takeover's own)
+//! lease_left  = lease_until - now
+//! retry_after = min(lease_left, max(FLOOR, estimate - elapsed))    with an estimate
+//! retry_after = min(lease_left, UNKNOWN)                            without one
+//! ```
+//!
+//! A sample is taken at each completion of a claimed attempt (succeeded, failed, or an
+//! uncached failure): `completed_at - claimed_at`. A release is no sample: the call did
+//! not finish. The extension and the client's stores keep an exponentially weighted mean,
+//! `estimate += (sample - estimate) / WEIGHT` (the first sample is the estimate); the
+//! PL/pgSQL variant, which has no shared memory, takes the mean of up to
+//! `PORTABLE_SAMPLE` completed records of the scope.
+
+/// The least `retry_after` while the lease lasts: an attempt running past its estimate is
+/// not polled in a tight loop.
+pub const FLOOR_MS: u64 = 100;
+
+/// `retry_after` when the scope has no completed call yet.
+pub const UNKNOWN_MS: u64 = 1_000;
+
+/// Each new sample moves the estimate by 1/WEIGHT of its distance.
+pub const WEIGHT: u32 = 4;
+
+/// How many completed records the PL/pgSQL variant averages.
+pub const PORTABLE_SAMPLE: u32 = 32;
+
+/// The estimated time left, in milliseconds, under the formula above. Negative inputs
+/// (a clock step) count as zero.
+pub fn retry_after_ms(estimate_ms: Option<u64>, elapsed_ms: u64, lease_left_ms: u64) -> u64 {
+    let wanted = match estimate_ms {
+        Some(e) => e.saturating_sub(elapsed_ms).max(FLOOR_MS),
+        None => UNKNOWN_MS,
+    };
+    wanted.min(lease_left_ms)
+}
+
+/// The estimate after one more sample.
+pub fn next_estimate_ms(estimate_ms: Option<u64>, sample_ms: u64) -> u64 {
+    match estimate_ms {
+        None => sample_ms,
+        Some(e) => {
+            let (e, s, w) = (e as i128, sample_ms as i128, WEIGHT as i128);
+            (e + (s - e) / w).max(0) as u64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_left_is_bounded_by_the_floor_and_the_lease() {
+        assert_eq!(retry_after_ms(Some(1_500), 400, 60_000), 1_100);
+        assert_eq!(retry_after_ms(Some(1_500), 1_450, 60_000), FLOOR_MS);
+        assert_eq!(retry_after_ms(Some(1_500), 9_000, 60_000), FLOOR_MS);
+        assert_eq!(retry_after_ms(Some(90_000), 0, 60_000), 60_000);
+        assert_eq!(retry_after_ms(Some(1_500), 0, 20), 20);
+        assert_eq!(retry_after_ms(None, 0, 60_000), UNKNOWN_MS);
+        assert_eq!(retry_after_ms(None, 0, 300), 300);
+    }
+
+    #[test]
+    fn the_estimate_moves_a_quarter_of_the_way() {
+        assert_eq!(next_estimate_ms(None, 800), 800);
+        assert_eq!(next_estimate_ms(Some(800), 1_600), 1_000);
+        assert_eq!(next_estimate_ms(Some(1_000), 200), 800);
+    }
+}
