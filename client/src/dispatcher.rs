@@ -13,8 +13,10 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::idempotent::{Idempotent, KeyStrategy};
+use crate::idempotent::{Idempotent, KeyStrategy, KeySupplier};
+use crate::memory::MemoryStore;
 use crate::store::IdempotencyStore;
+use crate::toolkit::Toolkit;
 use crate::types::{Begin, BeginOptions, Claim};
 use crate::unanswered::Unanswered;
 
@@ -101,7 +103,8 @@ pub enum IdempotencyHint {
 pub struct ToolSpec {
     pub name: String,
     pub tool: Arc<dyn Tool>,
-    /// None: the dispatcher's defaults.
+    /// Its own settings; what they leave unset is its toolkit's, then the dispatcher's
+    /// defaults (None: all unset).
     pub idempotent: Option<Idempotent>,
     pub side_effect: bool,
     pub hint: IdempotencyHint,
@@ -129,6 +132,11 @@ impl ToolSpec {
         self.hint = hint;
         self
     }
+    /// A side effect whose repeat must not repeat it: such a tool must be deduplicated,
+    /// and running it on a store that is not durable is warned about.
+    pub fn requires_idempotency(&self) -> bool {
+        self.side_effect && self.hint == IdempotencyHint::Required
+    }
 }
 
 /// What a dispatch did.
@@ -145,9 +153,19 @@ pub enum Dispatched {
 pub struct Dispatcher {
     store: Arc<dyn IdempotencyStore>,
     defaults: Idempotent,
-    tools: RwLock<HashMap<String, Arc<ToolSpec>>>,
+    tools: RwLock<HashMap<String, Arc<Registered>>>,
+    /// Whether the not-durable store was warned about (once per dispatcher).
     warned: AtomicBool,
     unanswered: Unanswered,
+}
+
+/// A registered tool with its settings layered: its own over its toolkit's over the
+/// dispatcher's defaults (a call's own, where given, go over these at dispatch).
+struct Registered {
+    spec: ToolSpec,
+    idem: Idempotent,
+    /// Its toolkit's key supplier, for `KeyStrategy::Explicit(None)`.
+    key_supplier: Option<KeySupplier>,
 }
 
 /// Aborts the tool's task if the dispatch is dropped (its timeout fired).
@@ -165,6 +183,13 @@ fn tool_failed(e: ToolError) -> Error {
         .with_retryable(e.retryable)
 }
 
+impl Default for Dispatcher {
+    /// On a [`MemoryStore`], as [`Dispatcher::in_memory`].
+    fn default() -> Dispatcher {
+        Dispatcher::in_memory()
+    }
+}
+
 impl Dispatcher {
     pub fn new(store: Arc<dyn IdempotencyStore>) -> Dispatcher {
         Dispatcher {
@@ -176,7 +201,14 @@ impl Dispatcher {
         }
     }
 
-    /// The settings of tools registered without their own.
+    /// The default store: a new [`MemoryStore`], in this process only (the framework's
+    /// `InMemoryIdempotencyStore`). The first call of a tool that requires idempotency logs
+    /// one warning, since a restart forgets its calls and other processes never see them.
+    pub fn in_memory() -> Dispatcher {
+        Dispatcher::new(Arc::new(MemoryStore::new()))
+    }
+
+    /// What every tool leaves unset, below its toolkit's settings (field by field).
     pub fn with_defaults(mut self, idem: Idempotent) -> Dispatcher {
         self.defaults = idem;
         self
@@ -186,37 +218,72 @@ impl Dispatcher {
     /// deduplicated (HashInput or Explicit) with a positive ttl: refused here, not at its
     /// first call.
     pub fn register(&self, spec: ToolSpec) -> Result<()> {
-        let idem = spec.idempotent.as_ref().unwrap_or(&self.defaults);
-        idem.fingerprint.check()?;
-        if spec.side_effect && spec.hint == IdempotencyHint::Required {
-            if !idem.strategy.deduplicates() {
-                return Err(Error::invalid(format!("tool {} requires idempotency but its key strategy is {:?}", spec.name, idem.strategy))
-                    .with_hint("Use KeyStrategy::HashInput or KeyStrategy::Explicit for a tool with a side effect."));
-            }
-            if idem.ttl.is_some_and(|t| t.is_zero()) {
-                return Err(Error::invalid(format!(
-                    "tool {} requires idempotency but its ttl is zero",
-                    spec.name
-                )));
-            }
+        self.register_group(vec![spec], &Idempotent::default(), None)
+    }
+
+    /// Registers a toolkit's tools, each with its own settings over the toolkit's, field by
+    /// field. One refused tool refuses them all: none is registered.
+    pub fn register_toolkit(&self, toolkit: Toolkit) -> Result<()> {
+        self.register_group(
+            toolkit.members,
+            &toolkit.idempotent,
+            toolkit.key_supplier.as_ref(),
+        )
+    }
+
+    pub(crate) fn register_group(
+        &self,
+        specs: Vec<ToolSpec>,
+        kit: &Idempotent,
+        key_supplier: Option<&KeySupplier>,
+    ) -> Result<()> {
+        let mut registered = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let own = spec.idempotent.clone().unwrap_or_default();
+            let reg = Registered {
+                idem: own.or(kit).or(&self.defaults),
+                key_supplier: key_supplier.cloned(),
+                spec,
+            };
+            settle(&reg, None)?;
+            registered.push(reg);
         }
         let mut tools = self.tools.write().unwrap_or_else(|p| p.into_inner());
-        tools.insert(spec.name.clone(), Arc::new(spec));
+        for reg in registered {
+            tools.insert(reg.spec.name.clone(), Arc::new(reg));
+        }
         Ok(())
     }
 
     /// Runs a call of tool `name`, or answers it from the store.
     pub async fn dispatch(&self, name: &str, input: Value) -> Result<Dispatched> {
-        let spec = {
+        self.dispatch_inner(name, input, None).await
+    }
+
+    /// As `dispatch`, with this call's own settings over the tool's (field by field): a
+    /// longer `wait` or `timeout` for one call, say.
+    pub async fn dispatch_with(
+        &self,
+        name: &str,
+        input: Value,
+        call: &Idempotent,
+    ) -> Result<Dispatched> {
+        self.dispatch_inner(name, input, Some(call)).await
+    }
+
+    async fn dispatch_inner(
+        &self,
+        name: &str,
+        input: Value,
+        call: Option<&Idempotent>,
+    ) -> Result<Dispatched> {
+        let reg = {
             let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
             tools.get(name).cloned()
         }
         .ok_or_else(|| Error::new(ErrorKind::UnknownTool, format!("no tool named {name}")))?;
-        let idem = spec
-            .idempotent
-            .clone()
-            .unwrap_or_else(|| self.defaults.clone());
-        if spec.hint == IdempotencyHint::Required
+        let idem = settle(&reg, call)?;
+        if reg.spec.requires_idempotency()
             && !self.store.durable()
             && !self.warned.swap(true, Ordering::Relaxed)
         {
@@ -228,7 +295,7 @@ impl Dispatcher {
             outcome = tracing::field::Empty,
             attempt = tracing::field::Empty
         );
-        let work = self.call(&spec, &idem, input).instrument(span);
+        let work = self.call(&reg.spec, &idem, input).instrument(span);
         match idem.timeout {
             Some(limit) => tokio::time::timeout(limit, work).await.map_err(|_| {
                 Error::new(ErrorKind::Timeout, format!("tool {name} timed out after {limit:?}"))
@@ -239,9 +306,11 @@ impl Dispatcher {
     }
 
     async fn call(&self, spec: &ToolSpec, idem: &Idempotent, input: Value) -> Result<Dispatched> {
-        let key = match &idem.strategy {
+        let strategy = idem.key_strategy();
+        let key = match &strategy {
             KeyStrategy::HashInput => canon::key_of(&canon::hash_value(&input)?),
-            KeyStrategy::Explicit(supplier) => match supplier(&input) {
+            // settle() gave every Explicit strategy a supplier.
+            KeyStrategy::Explicit(supplier) => match supplier.as_ref().and_then(|f| f(&input)) {
                 Some(k) if !k.trim().is_empty() => k,
                 _ => {
                     return Err(Error::invalid(format!(
@@ -253,8 +322,8 @@ impl Dispatcher {
             },
             KeyStrategy::Uuid | KeyStrategy::None => {
                 // Nothing is deduplicated here; a Uuid call still names itself upstream.
-                let key = matches!(idem.strategy, KeyStrategy::Uuid)
-                    .then(|| uuid::Uuid::new_v4().to_string());
+                let key =
+                    matches!(strategy, KeyStrategy::Uuid).then(|| uuid::Uuid::new_v4().to_string());
                 let ctx = CallContext {
                     key,
                     upstream_key: None,
@@ -266,12 +335,12 @@ impl Dispatcher {
         };
         tracing::debug!(key = %key, "idempotency key");
         let options = BeginOptions {
-            request: idem.fingerprint.request(&idem.strategy, &input),
+            request: idem.fingerprint_rule().request(&strategy, &input),
             ttl: idem.ttl,
             lease: idem.lease,
             on_cache_hit: idem.on_cache_hit,
             on_mismatch: idem.on_mismatch,
-            wait: idem.wait,
+            wait: idem.wait.unwrap_or(Duration::ZERO),
             claim_token: Some(self.unanswered.token_for(&spec.name, &key)),
         };
         let span = tracing::Span::current();
@@ -391,4 +460,40 @@ impl Dispatcher {
             }
         }
     }
+}
+
+/// The settings a call of `reg` runs with: the call's own (if any) over the tool's layered
+/// ones, an Explicit strategy without a supplier given its toolkit's, and refused if a tool
+/// that requires idempotency would not be deduplicated.
+fn settle(reg: &Registered, call: Option<&Idempotent>) -> Result<Idempotent> {
+    let spec = &reg.spec;
+    let mut idem = match call {
+        Some(call) => call.or(&reg.idem),
+        None => reg.idem.clone(),
+    };
+    if let Some(KeyStrategy::Explicit(None)) = idem.strategy {
+        let Some(supplier) = &reg.key_supplier else {
+            return Err(Error::invalid(format!(
+                "tool {} has an Explicit key strategy but no key supplier",
+                spec.name
+            ))
+            .with_hint("Give the tool one (Idempotent::key_supplier) or register it in a Toolkit with Toolkit::key_supplier."));
+        };
+        idem.strategy = Some(KeyStrategy::Explicit(Some(supplier.clone())));
+    }
+    idem.fingerprint_rule().check()?;
+    if spec.requires_idempotency() {
+        let strategy = idem.key_strategy();
+        if !strategy.deduplicates() {
+            return Err(Error::invalid(format!("tool {} requires idempotency but its key strategy is {strategy:?}", spec.name))
+                .with_hint("Use KeyStrategy::HashInput or KeyStrategy::Explicit for a tool with a side effect."));
+        }
+        if idem.ttl.is_some_and(|t| t.is_zero()) {
+            return Err(Error::invalid(format!(
+                "tool {} requires idempotency but its ttl is zero",
+                spec.name
+            )));
+        }
+    }
+    Ok(idem)
 }

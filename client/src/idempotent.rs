@@ -16,8 +16,11 @@ pub type KeySupplier = Arc<dyn Fn(&Value) -> Option<String> + Send + Sync>;
 pub enum KeyStrategy {
     /// The canonical SHA-256 of the input (the same key SQL's HASH_INPUT computes).
     HashInput,
-    /// A key supplier; a missing or blank key is an error.
-    Explicit(KeySupplier),
+    /// A key supplier; a missing or blank key is an error. `None`: the supplier of the
+    /// tool's toolkit (the framework's `IdempotencyKeySupplier` on the class,
+    /// [`Toolkit::key_supplier`](crate::Toolkit::key_supplier)); a tool that has neither is
+    /// refused by `register`.
+    Explicit(Option<KeySupplier>),
     /// A fresh key per call, sent upstream as `Idempotency-Key`; nothing deduplicated here.
     Uuid,
     /// No key: every call runs.
@@ -43,7 +46,7 @@ impl KeyStrategy {
 
     /// An explicit strategy from a closure.
     pub fn explicit(f: impl Fn(&Value) -> Option<String> + Send + Sync + 'static) -> KeyStrategy {
-        KeyStrategy::Explicit(Arc::new(f))
+        KeyStrategy::Explicit(Some(Arc::new(f)))
     }
 }
 
@@ -130,46 +133,136 @@ impl Fingerprint {
 }
 
 /// How a tool's (or a web action's) calls are deduplicated: the Rust form of the
-/// framework's `@Idempotent(strategy, ttlSeconds, ...)`. The defaults: HashInput, and every
-/// other setting unset: the scope's policy in the database decides, else the server's
-/// defaults (a ttl of one hour, replay any remembered result, failures not cached). (Named for the annotation,
-/// not "policy": a scope's policy is what `idem_set_policy` stores in the database.)
-#[derive(Debug, Clone)]
+/// framework's `@Idempotent(strategy, ttlSeconds, ...)`. Every field is unset by default
+/// and set with the builder methods of the same name:
+///
+/// ```
+/// # use idempotency::{Idempotent, OnCacheHit};
+/// # use std::time::Duration;
+/// let place_order = Idempotent::new()
+///     .hash_input()
+///     .cache_failures(true)
+///     .on_cache_hit(OnCacheHit::FailFast)
+///     .ttl(Duration::from_secs(24 * 3600));
+/// ```
+///
+/// An unset field falls back, field by field, to the tool's toolkit
+/// ([`Toolkit`](crate::Toolkit)), then to the dispatcher's defaults; a store setting unset
+/// at every level is not sent, so the scope's policy in the database (`idem_set_policy`)
+/// decides, else the server's settings (a ttl of one hour, replay any remembered result,
+/// failures not cached, reject a mismatch). The strategy, fingerprint and wait unset at
+/// every level are HashInput, [`Fingerprint::ByStrategy`] and no wait. (Named for the
+/// annotation, not "policy": a scope's policy is what `idem_set_policy` stores.)
+#[derive(Debug, Clone, Default)]
 pub struct Idempotent {
-    pub strategy: KeyStrategy,
+    /// None: HashInput (the framework's default).
+    pub strategy: Option<KeyStrategy>,
     /// None: the scope's policy in the database, else the server's default_ttl (one hour
-    /// unless configured); a store without policies uses one hour. Unset fields are not
-    /// sent, so a policy set with idem_set_policy governs them.
+    /// unless configured); a store without policies uses one hour.
     pub ttl: Option<Duration>,
     /// None: the scope's policy, else return_cached.
     pub on_cache_hit: Option<OnCacheHit>,
     /// None: the scope's policy, else failures are not cached.
     pub cache_failures: Option<bool>,
-    /// None: the store's default (reject), or the scope's policy in the database.
+    /// None: the scope's policy, else reject.
     pub on_mismatch: Option<OnMismatch>,
-    /// None: the store's default lease (one minute, capped by the ttl).
+    /// None: the scope's policy, else the store's default lease (one minute, capped by the
+    /// ttl).
     pub lease: Option<Duration>,
-    /// Covers the store calls and the tool's work together.
+    /// Covers the store calls and the tool's work together. None: no limit.
     pub timeout: Option<Duration>,
-    /// What of the input a repeat must match (see [`Fingerprint`]).
-    pub fingerprint: Fingerprint,
+    /// What of the input a repeat must match (see [`Fingerprint`]). None: ByStrategy.
+    pub fingerprint: Option<Fingerprint>,
     /// How long a duplicate that arrives while the call runs waits for its result (then
-    /// replays it) instead of answering `InProgress`. Zero: it does not wait.
-    pub wait: Duration,
+    /// replays it) instead of answering `InProgress`. None: it does not wait.
+    pub wait: Option<Duration>,
 }
 
-impl Default for Idempotent {
-    fn default() -> Idempotent {
+impl Idempotent {
+    /// Every setting unset.
+    pub fn new() -> Idempotent {
+        Idempotent::default()
+    }
+
+    pub fn strategy(mut self, strategy: KeyStrategy) -> Idempotent {
+        self.strategy = Some(strategy);
+        self
+    }
+    /// `KeyStrategy::HashInput`.
+    pub fn hash_input(self) -> Idempotent {
+        self.strategy(KeyStrategy::HashInput)
+    }
+    /// `KeyStrategy::Explicit` with the toolkit's key supplier (the framework's
+    /// `strategy = EXPLICIT` on a class that implements `IdempotencyKeySupplier`).
+    pub fn explicit(self) -> Idempotent {
+        self.strategy(KeyStrategy::Explicit(None))
+    }
+    /// `KeyStrategy::Explicit` with this tool's own key supplier.
+    pub fn key_supplier(
+        self,
+        f: impl Fn(&Value) -> Option<String> + Send + Sync + 'static,
+    ) -> Idempotent {
+        self.strategy(KeyStrategy::explicit(f))
+    }
+    pub fn ttl(mut self, ttl: Duration) -> Idempotent {
+        self.ttl = Some(ttl);
+        self
+    }
+    pub fn on_cache_hit(mut self, on_cache_hit: OnCacheHit) -> Idempotent {
+        self.on_cache_hit = Some(on_cache_hit);
+        self
+    }
+    pub fn cache_failures(mut self, cache_failures: bool) -> Idempotent {
+        self.cache_failures = Some(cache_failures);
+        self
+    }
+    pub fn on_mismatch(mut self, on_mismatch: OnMismatch) -> Idempotent {
+        self.on_mismatch = Some(on_mismatch);
+        self
+    }
+    pub fn lease(mut self, lease: Duration) -> Idempotent {
+        self.lease = Some(lease);
+        self
+    }
+    pub fn timeout(mut self, timeout: Duration) -> Idempotent {
+        self.timeout = Some(timeout);
+        self
+    }
+    pub fn fingerprint(mut self, fingerprint: Fingerprint) -> Idempotent {
+        self.fingerprint = Some(fingerprint);
+        self
+    }
+    pub fn wait(mut self, wait: Duration) -> Idempotent {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// These settings over `fallback`'s, field by field: each field this leaves unset is
+    /// `fallback`'s (`tool.or(&toolkit)`, as `Option::or`).
+    pub fn or(&self, fallback: &Idempotent) -> Idempotent {
         Idempotent {
-            strategy: KeyStrategy::HashInput,
-            ttl: None,
-            on_cache_hit: None,
-            cache_failures: None,
-            on_mismatch: None,
-            lease: None,
-            timeout: None,
-            fingerprint: Fingerprint::ByStrategy,
-            wait: Duration::ZERO,
+            strategy: self.strategy.clone().or_else(|| fallback.strategy.clone()),
+            ttl: self.ttl.or(fallback.ttl),
+            on_cache_hit: self.on_cache_hit.or(fallback.on_cache_hit),
+            cache_failures: self.cache_failures.or(fallback.cache_failures),
+            on_mismatch: self.on_mismatch.or(fallback.on_mismatch),
+            lease: self.lease.or(fallback.lease),
+            timeout: self.timeout.or(fallback.timeout),
+            fingerprint: self
+                .fingerprint
+                .clone()
+                .or_else(|| fallback.fingerprint.clone()),
+            wait: self.wait.or(fallback.wait),
         }
+    }
+
+    /// The key strategy in force: HashInput when unset.
+    pub fn key_strategy(&self) -> KeyStrategy {
+        self.strategy.clone().unwrap_or(KeyStrategy::HashInput)
+    }
+
+    /// The fingerprint rule in force: ByStrategy when unset.
+    pub fn fingerprint_rule(&self) -> Fingerprint {
+        self.fingerprint.clone().unwrap_or_default()
     }
 }

@@ -16,6 +16,7 @@ mod pg;
 mod redis;
 mod retry;
 mod store;
+mod toolkit;
 mod types;
 mod unanswered;
 mod web;
@@ -31,6 +32,7 @@ pub use pg::{PgSource, PgStore};
 pub use redis::RedisStore;
 pub use retry::{Attempt, Retry};
 pub use store::IdempotencyStore;
+pub use toolkit::Toolkit;
 pub use types::*;
 pub use web::{Action, Params, UpstreamKey, WebExecutor};
 

@@ -270,10 +270,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
 /// one." An Explicit key names the call alone; a tool opts into comparing more.
 async fn explicit_keys(store: Arc<dyn IdempotencyStore>) {
     let (tool, sent) = (unique("create_issue"), Arc::new(AtomicU32::new(0)));
-    let by_title = Idempotent {
-        strategy: KeyStrategy::explicit(|v| v["title"].as_str().map(str::to_string)),
-        ..Idempotent::default()
-    };
+    let by_title = Idempotent::new().key_supplier(|v| v["title"].as_str().map(str::to_string));
     let d = dispatcher(
         store.clone(),
         &tool,
@@ -308,10 +305,9 @@ async fn explicit_keys(store: Arc<dyn IdempotencyStore>) {
 
     // Opting in: the body is compared (a JSON pointer), other fields are not.
     let (tool, sent) = (unique("create_issue"), Arc::new(AtomicU32::new(0)));
-    let body_too = Idempotent {
-        fingerprint: Fingerprint::Fields(vec!["/body".into()]),
-        ..by_title.clone()
-    };
+    let body_too = by_title
+        .clone()
+        .fingerprint(Fingerprint::Fields(vec!["/body".into()]));
     let d = dispatcher(store.clone(), &tool, sent.clone(), body_too, &Steer::free());
     d.dispatch(&tool, json!({"title": "Crash", "body": "a", "label": "x"}))
         .await
@@ -336,10 +332,7 @@ async fn explicit_keys(store: Arc<dyn IdempotencyStore>) {
                 unique("create_issue"),
                 send_email(Arc::new(AtomicU32::new(0)), &Steer::free()),
             )
-            .idempotent(Idempotent {
-                fingerprint: Fingerprint::Fields(vec!["body".into()]),
-                ..Idempotent::default()
-            }),
+            .idempotent(Idempotent::new().fingerprint(Fingerprint::Fields(vec!["body".into()]))),
         )
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e:?}");
@@ -347,10 +340,7 @@ async fn explicit_keys(store: Arc<dyn IdempotencyStore>) {
 
     // The whole input, as HashInput compares it.
     let (tool, sent) = (unique("create_issue"), Arc::new(AtomicU32::new(0)));
-    let whole = Idempotent {
-        fingerprint: Fingerprint::WholeInput,
-        ..by_title
-    };
+    let whole = by_title.fingerprint(Fingerprint::WholeInput);
     let d = dispatcher(store, &tool, sent.clone(), whole, &Steer::free());
     d.dispatch(&tool, json!({"title": "Crash", "body": "a"}))
         .await
@@ -388,10 +378,7 @@ async fn a_duplicate_waits_for_the_running_call(store: Arc<dyn IdempotencyStore>
         Arc::new(AtomicU32::new(0)),
         Steer::held(),
     );
-    let waiting = Idempotent {
-        wait: BOUND,
-        ..Idempotent::default()
-    };
+    let waiting = Idempotent::new().wait(BOUND);
     let d = Arc::new(dispatcher(store, &tool, sent.clone(), waiting, &steer));
     let input = json!({"to": "ann@example.com"});
     let first = {
@@ -468,11 +455,9 @@ async fn a_heartbeat_keeps_a_long_call(store: Arc<dyn IdempotencyStore>) {
         Steer::held(),
     );
     let lease = Duration::from_millis(300);
-    let policy = Idempotent {
-        strategy: KeyStrategy::explicit(|v| v["job"].as_str().map(str::to_string)),
-        lease: Some(lease),
-        ..Idempotent::default()
-    };
+    let policy = Idempotent::new()
+        .key_supplier(|v| v["job"].as_str().map(str::to_string))
+        .lease(lease);
     let d = Arc::new(dispatcher(
         store.clone(),
         &tool,
@@ -698,10 +683,7 @@ fn a_required_tool_without_protection_is_refused_at_registration() {
     let sent = Arc::new(AtomicU32::new(0));
     for strategy in [KeyStrategy::Uuid, KeyStrategy::None] {
         let spec = ToolSpec::new("charge_card", send_email(sent.clone(), &Steer::free()))
-            .idempotent(Idempotent {
-                strategy,
-                ..Idempotent::default()
-            });
+            .idempotent(Idempotent::new().strategy(strategy));
         assert_eq!(
             d.register(spec).unwrap_err().kind,
             ErrorKind::InvalidArgument
@@ -720,10 +702,7 @@ fn a_required_tool_without_protection_is_refused_at_registration() {
     // Without a side effect, nothing needs protecting.
     let read_only = ToolSpec::new("search", send_email(sent, &Steer::free()))
         .side_effect(false)
-        .idempotent(Idempotent {
-            strategy: KeyStrategy::None,
-            ..Idempotent::default()
-        });
+        .idempotent(Idempotent::new().strategy(KeyStrategy::None));
     assert!(d.register(read_only).is_ok());
 }
 

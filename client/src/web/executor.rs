@@ -11,6 +11,7 @@ use crate::dispatcher::{Dispatched, Dispatcher, IdempotencyHint, ToolSpec};
 use crate::error::Result;
 use crate::idempotent::Idempotent;
 use crate::store::IdempotencyStore;
+use crate::toolkit::Toolkit;
 
 /// Runs declared HTTP actions through an idempotency store.
 pub struct WebExecutor {
@@ -18,20 +19,55 @@ pub struct WebExecutor {
     http: reqwest::Client,
 }
 
+impl Default for WebExecutor {
+    /// On a [`MemoryStore`](crate::MemoryStore), as [`WebExecutor::in_memory`].
+    fn default() -> WebExecutor {
+        WebExecutor::in_memory()
+    }
+}
+
 impl WebExecutor {
     pub fn new(store: Arc<dyn IdempotencyStore>) -> WebExecutor {
+        WebExecutor::over(Dispatcher::new(store))
+    }
+
+    /// The default store: a new `MemoryStore` of its own (the framework's WEB_SERVICE
+    /// actions keep their own in-memory store until given one). The first call of an
+    /// action that requires idempotency logs one warning.
+    pub fn in_memory() -> WebExecutor {
+        WebExecutor::over(Dispatcher::in_memory())
+    }
+
+    fn over(dispatcher: Dispatcher) -> WebExecutor {
         WebExecutor {
-            dispatcher: Dispatcher::new(store),
+            dispatcher,
             http: reqwest::Client::new(),
         }
     }
 
+    /// What every action leaves unset, below its service's settings (field by field).
     pub fn with_defaults(mut self, idem: Idempotent) -> WebExecutor {
         self.dispatcher = self.dispatcher.with_defaults(idem);
         self
     }
 
     pub fn register(&self, action: Action) -> Result<()> {
+        self.dispatcher.register(self.tool_of(action))
+    }
+
+    /// Registers one upstream service's actions, each with its own settings over the
+    /// service's, field by field. One refused action refuses them all.
+    pub fn register_toolkit(&self, service: Toolkit<Action>) -> Result<()> {
+        let specs = service
+            .members
+            .into_iter()
+            .map(|a| self.tool_of(a))
+            .collect();
+        self.dispatcher
+            .register_group(specs, &service.idempotent, service.key_supplier.as_ref())
+    }
+
+    fn tool_of(&self, action: Action) -> ToolSpec {
         let side_effect = unsafe_method(&action.method);
         let mut spec = ToolSpec::new(
             action.name.clone(),
@@ -49,10 +85,20 @@ impl WebExecutor {
         if let Some(p) = action.idempotent {
             spec = spec.idempotent(p);
         }
-        self.dispatcher.register(spec)
+        spec
     }
 
     pub async fn execute(&self, name: &str, input: Value) -> Result<Dispatched> {
         self.dispatcher.dispatch(name, input).await
+    }
+
+    /// As `execute`, with this call's own settings over the action's (field by field).
+    pub async fn execute_with(
+        &self,
+        name: &str,
+        input: Value,
+        call: &Idempotent,
+    ) -> Result<Dispatched> {
+        self.dispatcher.dispatch_with(name, input, call).await
     }
 }
