@@ -1,6 +1,8 @@
 //! One HTTP action as a tool: sends the call, with its key on methods that change something.
 
 use async_trait::async_trait;
+use reqwest::header::HeaderValue;
+use reqwest::StatusCode;
 use serde_json::Value;
 
 use super::action::{Action, Params, UpstreamKey};
@@ -45,20 +47,24 @@ impl Tool for HttpTool {
                 req.query(&pairs)
             }
         };
+        let mut keyed = false;
         if unsafe_method(&a.method) {
             let key = match a.upstream_key {
                 UpstreamKey::CallKey => ctx.key,
                 UpstreamKey::Record => ctx.upstream_key.map(|u| u.to_string()).or(ctx.key),
             };
             if let Some(key) = key {
-                req = req.header("Idempotency-Key", key);
+                req = req.header("Idempotency-Key", header_value(&a.name, &key)?);
+                keyed = true;
             }
         }
         let resp = req.send().await.map_err(|e| ToolError {
             kind: ErrorKind::Http,
             message: e.to_string(),
             response: None,
-            retryable: true,
+            // A request that could not even be built (a malformed endpoint) fails the same
+            // way every time.
+            retryable: !e.is_builder(),
         })?;
         let status = resp.status();
         let text = resp.text().await.map_err(|e| ToolError {
@@ -71,13 +77,48 @@ impl Tool for HttpTool {
         if status.is_success() {
             Ok(body)
         } else {
-            // A server error may pass; a client error will not.
             Err(ToolError {
                 kind: ErrorKind::Http,
                 message: format!("{} {} answered {status}", a.method, a.endpoint),
                 response: Some(serde_json::json!({"status": status.as_u16(), "body": body})),
-                retryable: status.is_server_error() || status.as_u16() == 429,
+                retryable: worth_retrying(status, keyed),
             })
         }
     }
+}
+
+/// Whether another attempt of the same call may get another answer. A server error or a
+/// rate limit may pass; so may a 409 to a request that carried `Idempotency-Key`: the
+/// provider is still running an earlier request with that key (the Idempotency-Key draft's
+/// answer, and Stripe's), typically the attempt a takeover replaced, and will replay its
+/// result once it is done. Any other client error will not pass.
+fn worth_retrying(status: StatusCode, keyed: bool) -> bool {
+    status.is_server_error()
+        || status == StatusCode::TOO_MANY_REQUESTS
+        || (keyed && status == StatusCode::CONFLICT)
+}
+
+/// The key as an `Idempotency-Key` value, or a refusal when HTTP cannot carry it as it is:
+/// a control character (CR or LF would end the header; the others are refused by HTTP
+/// libraries), or a space or tab at either end, which receivers strip, so that " o-1" and
+/// "o-1" would be one key upstream. Such a key is refused before anything is sent, and not
+/// worth retrying.
+fn header_value(action: &str, key: &str) -> std::result::Result<HeaderValue, ToolError> {
+    let fits = !key.starts_with([' ', '\t'])
+        && !key.ends_with([' ', '\t'])
+        && !key.chars().any(|c| c.is_ascii_control());
+    let refused = || {
+        ToolError {
+        kind: ErrorKind::InvalidArgument,
+        message: format!(
+            "action {action}: the key {key:?} cannot be sent as Idempotency-Key (a control character, or a space at either end); use UpstreamKey::Record to send the record's uuid instead"
+        ),
+        response: None,
+        retryable: false,
+    }
+    };
+    if !fits {
+        return Err(refused());
+    }
+    HeaderValue::from_bytes(key.as_bytes()).map_err(|_| refused())
 }
