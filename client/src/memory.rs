@@ -11,8 +11,9 @@
 //! table of scenarios over every store and holds them equal.
 
 pub(crate) mod refusal;
+mod scopes;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -29,6 +30,7 @@ use crate::limits::{
 use crate::store::IdempotencyStore;
 use crate::types::*;
 use refusal::{lease_lost, Lost};
+use scopes::Scopes;
 
 struct Entry {
     state: State,
@@ -38,6 +40,9 @@ struct Entry {
     upstream_key: Uuid,
     response: Option<Value>,
     created_at: SystemTime,
+    /// When the running attempt claimed the call (a takeover's own claim): the start of
+    /// the claim-to-completion time its completion adds to the scope's estimate.
+    claimed_at: SystemTime,
     completed_at: Option<SystemTime>,
     lease_until: Option<SystemTime>,
     expires_at: SystemTime,
@@ -50,6 +55,8 @@ struct Entry {
 #[derive(Default)]
 pub struct MemoryStore {
     entries: Mutex<HashMap<(String, String), Entry>>,
+    /// Taken after `entries` when both are held.
+    scopes: Mutex<Scopes>,
     fences: AtomicI64,
     changed: Notify,
 }
@@ -80,14 +87,21 @@ impl MemoryStore {
             _ => Err(lease_lost(Lost::Absent)),
         }
     }
-}
 
-#[async_trait]
-impl IdempotencyStore for MemoryStore {
-    async fn begin(&self, scope: &str, key: &str, o: &BeginOptions) -> Result<Begin> {
-        scope_and_key(scope, key)?;
-        let (ttl, lease) = begin_durations(o.ttl, o.lease, o.wait)?;
-        let fingerprint = o.request.as_ref().map(canon::hash_value).transpose()?;
+    fn scopes(&self) -> std::sync::MutexGuard<'_, Scopes> {
+        self.scopes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `begin` after its arguments were checked; its answer is counted by the caller.
+    async fn decide(
+        &self,
+        scope: &str,
+        key: &str,
+        o: &BeginOptions,
+        ttl: Duration,
+        lease: Duration,
+        fingerprint: Option<[u8; 32]>,
+    ) -> Result<Begin> {
         let on_cache_hit = o.on_cache_hit.unwrap_or(OnCacheHit::ReturnCached);
         let id = (scope.to_string(), key.to_string());
         let deadline = tokio::time::Instant::now() + o.wait;
@@ -115,6 +129,7 @@ impl IdempotencyStore for MemoryStore {
                                 upstream_key,
                                 response: None,
                                 created_at,
+                                claimed_at: now,
                                 completed_at: None,
                                 lease_until: Some(now + lease),
                                 expires_at: now + ttl,
@@ -173,10 +188,16 @@ impl IdempotencyStore for MemoryStore {
                         let remaining =
                             deadline.saturating_duration_since(tokio::time::Instant::now());
                         if remaining.is_zero() {
+                            let retry_after = self.scopes().retry_after(
+                                scope,
+                                e.claimed_at,
+                                e.lease_until.unwrap_or(now),
+                                now,
+                            );
                             return Ok(Begin::InProgress(InProgress {
                                 attempt: e.attempt,
                                 upstream_key: e.upstream_key,
-                                retry_after: until(e.lease_until.unwrap_or(now), now),
+                                retry_after,
                             }));
                         }
                         remaining
@@ -216,6 +237,20 @@ impl IdempotencyStore for MemoryStore {
             let _ = tokio::time::timeout(wait_for, notified).await;
         }
     }
+}
+
+#[async_trait]
+impl IdempotencyStore for MemoryStore {
+    async fn begin(&self, scope: &str, key: &str, o: &BeginOptions) -> Result<Begin> {
+        scope_and_key(scope, key)?;
+        let (ttl, lease) = begin_durations(o.ttl, o.lease, o.wait)?;
+        let fingerprint = o.request.as_ref().map(canon::hash_value).transpose()?;
+        // Counted once per call, by its final answer (after any wait), as the extension
+        // counts.
+        let answer = self.decide(scope, key, o, ttl, lease, fingerprint).await;
+        self.scopes().count(scope, &answer);
+        answer
+    }
 
     async fn complete(
         &self,
@@ -239,6 +274,8 @@ impl IdempotencyStore for MemoryStore {
                 State::Failed => return Ok(Completed::Failed),
                 State::InProgress => {}
             }
+            // A claimed attempt completed: its claim-to-completion time is a sample.
+            self.scopes().sample(scope, e.claimed_at, now);
             if !succeeded && !cache_failure.unwrap_or(false) {
                 entries.remove(&id);
                 Completed::Absent
@@ -326,6 +363,60 @@ impl IdempotencyStore for MemoryStore {
 
     fn durable(&self) -> bool {
         false
+    }
+
+    async fn forget(&self, scope: &str, key: &str) -> Result<bool> {
+        scope_and_key(scope, key)?;
+        let id = (scope.to_string(), key.to_string());
+        let removed = {
+            let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            entries.remove(&id)
+        };
+        // A duplicate waiting for a forgotten claim claims the call now.
+        self.changed.notify_waiters();
+        Ok(removed.is_some_and(|e| e.expires_at > SystemTime::now()))
+    }
+
+    async fn metrics(&self) -> Result<Vec<ScopeMetrics>> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let scopes = self.scopes();
+        let now = SystemTime::now();
+        let mut rows: BTreeMap<&str, ScopeMetrics> = BTreeMap::new();
+        let row = |scope: &str| ScopeMetrics {
+            owner: None,
+            scope: scope.to_string(),
+            in_progress: 0,
+            succeeded: 0,
+            failed: 0,
+            lapsed: 0,
+            expired: 0,
+            oldest_in_progress: None,
+            outcomes: Some(OutcomeCounts::default()),
+            note: None,
+        };
+        for ((scope, _), e) in entries.iter() {
+            let r = rows.entry(scope).or_insert_with(|| row(scope));
+            if e.expires_at <= now {
+                r.expired += 1;
+                continue;
+            }
+            match e.state {
+                State::Succeeded => r.succeeded += 1,
+                State::Failed => r.failed += 1,
+                State::InProgress => {
+                    r.in_progress += 1;
+                    if e.lease_until.is_some_and(|l| l <= now) {
+                        r.lapsed += 1;
+                    }
+                    let age = now.duration_since(e.created_at).unwrap_or_default();
+                    r.oldest_in_progress = r.oldest_in_progress.max(Some(age));
+                }
+            }
+        }
+        for (scope, figures) in scopes.iter() {
+            rows.entry(scope).or_insert_with(|| row(scope)).outcomes = Some(figures.counts);
+        }
+        Ok(rows.into_values().collect())
     }
 
     async fn purge(&self) -> Result<u64> {

@@ -18,7 +18,8 @@ use protocol::functions::IDEM_BEGIN;
 use protocol::{Completion, Outcome};
 
 use crate::types::{
-    state_named, Begin, BeginOptions, Claim, Completed, InProgress, Record, Replay,
+    state_named, Begin, BeginOptions, Claim, Completed, InProgress, OutcomeCounts, Record, Replay,
+    ScopeMetrics,
 };
 
 /// Anything that lends a connection: a deadpool pool, a tokio-postgres client (shared in an
@@ -179,6 +180,53 @@ impl<S: PgSource> PgStore<S> {
             Err(Error::new(ErrorKind::NotInstalled, "pg_idempotency 0.3.0 or later is not installed in this database")
                 .with_hint("CREATE EXTENSION pg_idempotency (or ALTER EXTENSION pg_idempotency UPDATE), or install or upgrade the portable SQL; and check the search_path."))
         }
+    }
+}
+
+impl<S: PgSource> PgStore<S> {
+    /// An admin's `forget`: removes `owner`'s record of the call (a role name), true when a
+    /// live one was removed. Naming a role other than the connection's own needs the
+    /// privileges of `idempotency_admin` (else `ErrorKind::NotPermitted`, whether or not
+    /// the record exists).
+    pub async fn forget_owned_by(&self, scope: &str, key: &str, owner: &str) -> Result<bool> {
+        self.forgotten(scope, key, Some(owner)).await
+    }
+
+    async fn forgotten(&self, scope: &str, key: &str, owner: Option<&str>) -> Result<bool> {
+        scope_and_key_without_nul(scope, key)?;
+        let mut c = self.source.client().await?;
+        let stmt = S::prepare(&c, "SELECT idem_forget($1, $2, $3::text::regrole)").await?;
+        let answer = c.query_one(&stmt, &[&scope, &key, &owner]).await;
+        S::settled(&mut c);
+        Ok(answer?.get(0))
+    }
+}
+
+/// `idem_metrics()`'s row; the counters come together or not at all.
+fn metrics_row(r: &Row) -> ScopeMetrics {
+    let count = |i: usize| r.get::<_, Option<i64>>(i).map(|n| n.max(0) as u64);
+    let outcomes = match (count(8), count(9), count(10), count(11)) {
+        (Some(claimed), Some(replay), Some(in_progress), Some(mismatch)) => Some(OutcomeCounts {
+            claimed,
+            replay,
+            in_progress,
+            mismatch,
+        }),
+        _ => None,
+    };
+    ScopeMetrics {
+        owner: r.get(0),
+        scope: r.get(1),
+        in_progress: count(2).unwrap_or(0),
+        succeeded: count(3).unwrap_or(0),
+        failed: count(4).unwrap_or(0),
+        lapsed: count(5).unwrap_or(0),
+        expired: count(6).unwrap_or(0),
+        oldest_in_progress: r
+            .get::<_, Option<f64>>(7)
+            .map(|s| Duration::from_secs_f64(s.max(0.0))),
+        outcomes,
+        note: r.get(12),
     }
 }
 
@@ -358,5 +406,24 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         S::settled(&mut c);
         let n: i64 = answer?.get(0);
         Ok(n.max(0) as u64)
+    }
+
+    async fn forget(&self, scope: &str, key: &str) -> Result<bool> {
+        self.forgotten(scope, key, None).await
+    }
+
+    async fn metrics(&self) -> Result<Vec<ScopeMetrics>> {
+        let mut c = self.source.client().await?;
+        let answer = c
+            .query(
+                "SELECT owner::text, scope, in_progress, succeeded, failed, lapsed, expired, \
+                        extract(epoch FROM oldest_in_progress)::float8, claimed_total, \
+                        replay_total, in_progress_total, mismatch_total, note \
+                 FROM idem_metrics()",
+                &[],
+            )
+            .await;
+        S::settled(&mut c);
+        Ok(answer?.iter().map(metrics_row).collect())
     }
 }

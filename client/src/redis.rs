@@ -11,8 +11,13 @@
 //! (this file with client/src/redis_lua/). The SQL two are the reference;
 //! client/tests/parity.rs runs one table of scenarios over every store and holds them
 //! equal. Every limit and default the scripts use comes in as an argument from
-//! client/src/limits.rs: the scripts hold none of their own.
+//! client/src/limits.rs and protocol/src/estimate.rs: the scripts hold none of their own.
+//!
+//! Beside the records, each scope has a hash `<prefix>scope:<scope length>:<scope>` with
+//! its claim-to-completion estimate (`retry_after`'s, updated by the completing script)
+//! and its outcome counters (`metrics`'), counted by the begin script. Neither expires.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -30,10 +35,15 @@ use crate::limits::{
 use crate::memory::refusal::{self, lease_lost, Lost};
 use crate::store::IdempotencyStore;
 use crate::types::*;
+use protocol::estimate::{FLOOR_MS, UNKNOWN_MS, WEIGHT};
 
 const BEGIN: &str = include_str!("redis_lua/begin.lua");
 const HELD: &str = include_str!("redis_lua/held.lua");
 const LOOKUP: &str = include_str!("redis_lua/lookup.lua");
+const FORGET: &str = include_str!("redis_lua/forget.lua");
+
+/// After the prefix, the name of a scope's hash of figures starts with this word.
+const FIGURES: &str = "scope:";
 
 pub struct RedisStore {
     conn: MultiplexedConnection,
@@ -41,6 +51,7 @@ pub struct RedisStore {
     begin: Script,
     held: Script,
     lookup: Script,
+    forget: Script,
 }
 
 fn at(ms: i64) -> SystemTime {
@@ -118,6 +129,7 @@ impl RedisStore {
             begin: Script::new(BEGIN),
             held: Script::new(HELD),
             lookup: Script::new(LOOKUP),
+            forget: Script::new(FORGET),
         }
     }
 
@@ -125,9 +137,16 @@ impl RedisStore {
         format!("{}{}:{scope}:{key}", self.prefix, scope.len())
     }
 
+    /// The scope's hash of figures: its estimate and outcome counters. The word after the
+    /// prefix keeps it apart from the records, whose names start with a digit there.
+    fn figures(&self, scope: &str) -> String {
+        format!("{}{FIGURES}{}:{scope}", self.prefix, scope.len())
+    }
+
     async fn held(&self, scope: &str, key: &str, args: &[String]) -> Result<String> {
         let mut conn = self.conn.clone();
         let mut call = self.held.key(self.key(scope, key));
+        call.key(self.figures(scope));
         for a in args {
             call.arg(a);
         }
@@ -145,11 +164,15 @@ impl IdempotencyStore for RedisStore {
         let deadline = tokio::time::Instant::now() + o.wait;
         let mut pause = Duration::from_millis(5);
         loop {
+            // Asked once the wait is over, an in_progress answer is the call's answer and
+            // is counted; before, the call asks again after a pause.
+            let last = tokio::time::Instant::now() >= deadline;
             let mut conn = self.conn.clone();
             let raw: String = self
                 .begin
                 .key(self.key(scope, key))
                 .key(format!("{}fence", self.prefix))
+                .key(self.figures(scope))
                 .arg(&fp)
                 .arg(ttl.as_millis() as u64)
                 .arg(lease.as_millis() as u64)
@@ -157,6 +180,9 @@ impl IdempotencyStore for RedisStore {
                 .arg(o.on_mismatch.unwrap_or(OnMismatch::Reject).as_sql())
                 .arg(Uuid::new_v4().to_string())
                 .arg(o.claim_token.map(|t| t.to_string()).unwrap_or_default())
+                .arg(if last { "1" } else { "0" })
+                .arg(FLOOR_MS)
+                .arg(UNKNOWN_MS)
                 .invoke_async(&mut conn)
                 .await
                 .map_err(redis_err)?;
@@ -194,8 +220,9 @@ impl IdempotencyStore for RedisStore {
                 }
                 _ => {
                     let retry_after = Duration::from_millis(a.retry.unwrap_or(0).max(0) as u64);
-                    let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-                    if !remaining.is_zero() {
+                    if !last {
+                        let remaining =
+                            deadline.saturating_duration_since(tokio::time::Instant::now());
                         tokio::time::sleep(
                             pause
                                 .min(remaining)
@@ -235,6 +262,7 @@ impl IdempotencyStore for RedisStore {
             flag(cache_failure.unwrap_or(false)),
             flag(response.is_some()),
             response.map(Value::to_string).unwrap_or_default(),
+            WEIGHT.to_string(),
         ];
         match self.held(scope, key, &args).await?.as_str() {
             "succeeded" => Ok(Completed::Succeeded),
@@ -320,6 +348,162 @@ impl IdempotencyStore for RedisStore {
     async fn purge(&self) -> Result<u64> {
         Ok(0)
     }
+
+    async fn forget(&self, scope: &str, key: &str) -> Result<bool> {
+        scope_and_key(scope, key)?;
+        let mut conn = self.conn.clone();
+        let live: i64 = self
+            .forget
+            .key(self.key(scope, key))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(redis_err)?;
+        Ok(live == 1)
+    }
+
+    async fn metrics(&self) -> Result<Vec<ScopeMetrics>> {
+        let mut conn = self.conn.clone();
+        let (secs, micros): (String, String) = redis::cmd("TIME")
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_err)?;
+        let now =
+            secs.parse::<i64>().unwrap_or(0) * 1000 + micros.parse::<i64>().unwrap_or(0) / 1000;
+        let (records, figures) = self.names(&mut conn).await?;
+        let mut rows: BTreeMap<String, ScopeMetrics> = BTreeMap::new();
+        let row = |scope: &str| ScopeMetrics {
+            owner: None,
+            scope: scope.to_string(),
+            in_progress: 0,
+            succeeded: 0,
+            failed: 0,
+            lapsed: 0,
+            expired: 0,
+            oldest_in_progress: None,
+            outcomes: Some(OutcomeCounts::default()),
+            note: None,
+        };
+        for batch in records.chunks(500) {
+            let names: Vec<&String> = batch.iter().map(|(name, _)| name).collect();
+            let values: Vec<Option<String>> = redis::cmd("MGET")
+                .arg(&names)
+                .query_async(&mut conn)
+                .await
+                .map_err(redis_err)?;
+            for ((_, scope), raw) in batch.iter().zip(values) {
+                // Gone since the scan: expired or forgotten.
+                let Some(raw) = raw else { continue };
+                let s: Stored = serde_json::from_str(&raw).map_err(|e| {
+                    Error::new(ErrorKind::Serialization, format!("redis record: {e}"))
+                })?;
+                let r = rows.entry(scope.clone()).or_insert_with(|| row(scope));
+                if s.exp <= now {
+                    r.expired += 1;
+                    continue;
+                }
+                match state_named(&s.state)? {
+                    State::Succeeded => r.succeeded += 1,
+                    State::Failed => r.failed += 1,
+                    State::InProgress => {
+                        r.in_progress += 1;
+                        if s.lease.is_some_and(|l| l <= now) {
+                            r.lapsed += 1;
+                        }
+                        let age = Duration::from_millis((now - s.created).max(0) as u64);
+                        r.oldest_in_progress = r.oldest_in_progress.max(Some(age));
+                    }
+                }
+            }
+        }
+        for (name, scope) in figures {
+            let counts: Vec<(String, i64)> = redis::cmd("HGETALL")
+                .arg(&name)
+                .query_async(&mut conn)
+                .await
+                .map_err(redis_err)?;
+            let mut c = OutcomeCounts::default();
+            for (field, n) in counts {
+                let n = n.max(0) as u64;
+                match field.as_str() {
+                    "claimed" => c.claimed = n,
+                    "replay" => c.replay = n,
+                    "in_progress" => c.in_progress = n,
+                    "mismatch" => c.mismatch = n,
+                    _ => {}
+                }
+            }
+            rows.entry(scope.clone())
+                .or_insert_with(|| row(&scope))
+                .outcomes = Some(c);
+        }
+        Ok(rows.into_values().collect())
+    }
+}
+
+impl RedisStore {
+    /// Every record's name and every hash of figures under the prefix, each with its scope.
+    #[allow(clippy::type_complexity)]
+    async fn names(
+        &self,
+        conn: &mut MultiplexedConnection,
+    ) -> Result<(Vec<(String, String)>, Vec<(String, String)>)> {
+        let pattern = format!("{}*", glob_escaped(&self.prefix));
+        let mut seen = std::collections::BTreeSet::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(conn)
+                .await
+                .map_err(redis_err)?;
+            // A key may come back twice from one scan.
+            seen.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        let (mut records, mut figures) = (Vec::new(), Vec::new());
+        for name in seen {
+            let Some(rest) = name.strip_prefix(&self.prefix) else {
+                continue;
+            };
+            if let Some(named) = rest.strip_prefix(FIGURES) {
+                if let Some(scope) = scope_of(named) {
+                    let scope = scope.to_string();
+                    figures.push((name, scope));
+                }
+            } else if rest.starts_with(|c: char| c.is_ascii_digit()) {
+                if let Some(scope) = scope_of(rest) {
+                    let scope = scope.to_string();
+                    records.push((name, scope));
+                }
+            }
+        }
+        Ok((records, figures))
+    }
+}
+
+/// The scope of `<scope length>:<scope>...`.
+fn scope_of(named: &str) -> Option<&str> {
+    let (len, rest) = named.split_once(':')?;
+    rest.get(..len.parse::<usize>().ok()?)
+}
+
+/// `text` matched literally by a SCAN pattern.
+fn glob_escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn hex_of(b: &[u8; 32]) -> String {

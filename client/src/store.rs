@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::error::Result;
-use crate::types::{Begin, BeginOptions, Completed, Record};
+use crate::error::{Error, ErrorKind, Result};
+use crate::types::{Begin, BeginOptions, Completed, Record, ScopeMetrics};
 
 /// Where calls are remembered. Keys are explicit here: a key strategy (such as the hash of
 /// the input) is the caller's, so every store sees the same key for the same call.
@@ -44,8 +44,39 @@ pub trait IdempotencyStore: Send + Sync {
     /// Removes expired records; returns how many.
     async fn purge(&self) -> Result<u64>;
 
+    /// An operator's call: removes the record of a call whatever its state (a bad cached
+    /// result, a stuck claim); true when a live record was removed. The next `begin`
+    /// claims the call afresh, and a running holder's fence is refused from then on
+    /// (lease lost) as after a release. `PgStore`: the SQL API's `idem_forget`, on the
+    /// connection's role's own record (granted to `idempotency_user`;
+    /// `PgStore::forget_owned_by` names another role's, for `idempotency_admin`).
+    ///
+    /// Stores written before this call answer an error (kind `Database`) until they
+    /// implement it.
+    async fn forget(&self, scope: &str, key: &str) -> Result<bool> {
+        let _ = (scope, key);
+        Err(unsupported("forget"))
+    }
+
+    /// An operator's call: per scope, live records by state, lapsed leases, expired records
+    /// not yet removed, the oldest running call, and how many `begin` calls answered each
+    /// outcome (see `ScopeMetrics`). `PgStore`: the SQL API's `idem_metrics()` (granted to
+    /// `idempotency_user`: a role sees its own records' rows; a role with
+    /// `idempotency_admin`'s privileges sees every owner's). It reads every record: for
+    /// monitoring at a human pace, not for every call.
+    async fn metrics(&self) -> Result<Vec<ScopeMetrics>> {
+        Err(unsupported("metrics"))
+    }
+
     /// Whether what the store remembers survives a crash and is shared between processes.
     fn durable(&self) -> bool {
         true
     }
+}
+
+fn unsupported(call: &str) -> Error {
+    Error::new(
+        ErrorKind::Database,
+        format!("this store does not implement {call}"),
+    )
 }

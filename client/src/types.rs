@@ -54,7 +54,11 @@ pub struct Replay {
 pub struct InProgress {
     pub attempt: i32,
     pub upstream_key: Uuid,
-    /// Until the holder's lease lapses.
+    /// How long the running attempt is expected to take still, never past its lease: the
+    /// scope's estimate of a call's claim-to-completion time minus the time the attempt
+    /// has run, at least `protocol::estimate::FLOOR_MS`; `UNKNOWN_MS` while the scope has
+    /// no completed call; in every case at most the time until the holder's lease lapses
+    /// (`protocol::estimate::retry_after_ms`, the same rule in every store).
     pub retry_after: Duration,
 }
 
@@ -103,4 +107,43 @@ pub struct Record {
     pub completed_at: Option<SystemTime>,
     pub lease_until: Option<SystemTime>,
     pub expires_at: SystemTime,
+}
+
+/// One scope's figures, as `metrics` lists them (a row of the SQL API's `idem_metrics()`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScopeMetrics {
+    /// The role that owns these records (`PgStore`: a role sees its own rows, a role with
+    /// `idempotency_admin`'s privileges every owner's). None where a store has no roles,
+    /// and for the server's overflow row of counters (`(other scopes)`).
+    pub owner: Option<String>,
+    pub scope: String,
+    /// Live records by state.
+    pub in_progress: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    /// Running claims whose lease lapsed and that nobody took over: a crashed or stuck
+    /// holder (they are also counted in `in_progress`).
+    pub lapsed: u64,
+    /// Records past their expiry that are still stored (purge removes them).
+    pub expired: u64,
+    /// How long ago the oldest live running call was first claimed.
+    pub oldest_in_progress: Option<Duration>,
+    /// How many `begin` calls answered each outcome, since the counters started (the
+    /// server's start for the extension, the store's creation for `MemoryStore`, the first
+    /// count under the store's prefix for `RedisStore`). None where nothing is counted:
+    /// the portable SQL variant, the extension without `shared_preload_libraries`
+    /// (`note` says why).
+    pub outcomes: Option<OutcomeCounts>,
+    /// Why `outcomes` is None.
+    pub note: Option<String>,
+}
+
+/// How many `begin` calls answered `claimed` (a lost answer's repeat included), `replay`,
+/// `in_progress` (once per call, after any wait), or were refused as a mismatch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutcomeCounts {
+    pub claimed: u64,
+    pub replay: u64,
+    pub in_progress: u64,
+    pub mismatch: u64,
 }

@@ -26,6 +26,8 @@
 //!   - extend pushes the lease, the expiry covers it, the default lease ->
 //!     `lifecycle_extend`
 //!   - the same request, spelled differently, finds the same call -> `mismatch_rejected`
+//!   - forget removes a record, forgetting it again answers false, the next begin claims
+//!     with attempt 1 -> `forget_runs_again`
 //! - failures.sql
 //!   - an uncached failure leaves nothing, a retry runs again -> `failures_uncached`
 //!   - a cached failure is replayed by default and under return_cached ->
@@ -56,6 +58,9 @@
 //!   - IK003 lease lost: a fence that never held the record, a negative one, an absent
 //!     key, a released record, a completed record released or extended ->
 //!     `fence_stale_and_unknown`, `errors_words`
+//! - metrics.sql, counters.sql
+//!   - live records by state, lapsed, expired, the oldest running call; the outcome
+//!     counters (NULL on the portable variant) -> `metrics_counts`
 //! - transactions.sql: none (see below)
 //! - purge.sql
 //!   - purge removes expired records and never a live claim, a live result or a claim
@@ -68,14 +73,16 @@
 //!     (cache_failure false given by the call)
 //!
 //! And from the client: `wait_*` (the isolation specs' waiting duplicate, in each store),
-//! `claim_token_repeat`, `race_one_claim`.
+//! `claim_token_repeat`, `race_one_claim`; `forget_holder_lost_it` and
+//! `forget_wakes_a_waiter` (what idem_forget's deletion means to a running claim);
+//! `retry_after_*` (protocol/src/estimate.rs's rule for a duplicate's `retry_after`).
 //!
 //! Judged SQL-only (no twin here), and why:
 //!
 //! - lifecycle.sql: named arguments in any order (SQL call syntax); HASH_INPUT with a NULL
 //!   key (the client always names its key; its HashInput strategy is the canonical hash,
-//!   tested in dispatcher.rs and canon); idem_forget (not in the store interface); the
-//!   lookup columns `ttl` and `owner` (not in the client's `Record`).
+//!   tested in dispatcher.rs and canon); the lookup columns `ttl` and `owner` (not in the
+//!   client's `Record`).
 //! - failures.sql: nothing.
 //! - leases.sql: `SET pg_idempotency.default_lease` / `default_ttl` (server settings).
 //! - errors.sql: NULL scope, key, fence or succeeded (the Rust types cannot be null);
@@ -87,7 +94,7 @@
 //! - transactions.sql: all of it (a claim in a rolled-back transaction or savepoint, a
 //!   committed claim with its write, the wall clock inside a transaction): SQL
 //!   transactions, which only `PgStore` joins (pg_store.rs has the rolled-back claim).
-//! - purge.sql: idem_metrics' counts and purge's batch_size (not in the store interface).
+//! - purge.sql: purge's batch_size (not in the store interface).
 //! - policies.sql: idem_set_policy and its precedence over the defaults, policy
 //!   validation, idem_drop_policy: per-scope policies are the database's; `MemoryStore`
 //!   and `RedisStore` have none.
@@ -100,12 +107,15 @@ mod parity {
     pub mod expiry;
     pub mod failures;
     pub mod fence;
+    pub mod forget;
     pub mod harness;
     pub mod lifecycle;
     pub mod limits;
+    pub mod metrics;
     pub mod mismatch;
     pub mod race;
     pub mod refusals;
+    pub mod retry_after;
     pub mod support;
     pub mod takeover;
     pub mod wait;
@@ -166,5 +176,12 @@ parity! {
         limits_accepted => limits::the_values_at_the_limits_are_accepted,
         errors_words => errors::every_refusal_has_the_sql_apis_words,
         race_one_claim => race::concurrent_begins_give_one_claim,
+        forget_runs_again => forget::a_forgotten_call_runs_again,
+        forget_holder_lost_it => forget::a_forgotten_claims_holder_has_lost_it,
+        forget_wakes_a_waiter => forget::a_waiting_duplicate_claims_after_a_forget,
+        metrics_counts => metrics::counts_records_and_outcomes,
+        retry_after_unknown => retry_after::without_an_estimate_unknown_bounded_by_the_lease,
+        retry_after_estimate => retry_after::the_estimate_less_the_time_run,
+        retry_after_floor => retry_after::past_the_estimate_the_floor_bounded_by_the_lease,
     ]
 }

@@ -45,10 +45,8 @@ pub(crate) fn lease_lost(why: Lost) -> Error {
             "The record is held under a later fence: the call was taken over or claimed again."
         }
         Lost::OtherFence => "The record is held under a different fence.",
-        // The server's detail goes on to name idem_forget, which these stores do not have.
-        Lost::ReleaseCompleted => {
-            "The call was already completed; its result stays until it expires."
-        }
+        // The server's detail names its SQL function, idem_forget.
+        Lost::ReleaseCompleted => "The call was already completed; forget removes a stored result.",
         Lost::ExtendCompleted => "The call was already completed; there is no lease to extend.",
     })
     .with_hint(

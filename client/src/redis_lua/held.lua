@@ -1,6 +1,7 @@
--- What only the holder may do. KEYS: record. ARGV: op (complete | release | extend), fence,
--- then for complete: succeeded (1/0), cache failure (1/0), has response (1/0), response;
--- for extend: lease ms or '' (the default), the default lease ms (limits::DEFAULT_LEASE).
+-- What only the holder may do. KEYS: record, the scope's figures (begin.lua's hash). ARGV:
+-- op (complete | release | extend), fence, then for complete: succeeded (1/0), cache
+-- failure (1/0), has response (1/0), response, protocol::estimate's WEIGHT; for extend:
+-- lease ms or '' (the default), the default lease ms (limits::DEFAULT_LEASE).
 -- Answers a state word, or 'lost:<why>' (absent | later | fence | completed) when the
 -- fence does not hold the record, as the server's lease-lost details tell it
 -- (pg_idempotency/src/holder.rs).
@@ -34,6 +35,18 @@ if op == 'extend' then
   redis.call('SET', KEYS[1], cjson.encode(e), 'PXAT', e.exp)
   return 'extended:' .. tostring(e.lease)
 end
+-- A claimed attempt completed: its claim-to-completion time moves the scope's estimate
+-- (protocol::estimate::next_estimate_ms; the division truncates toward zero as Rust's).
+local sample = math.max(now - (e.claimed or e.created), 0)
+local estimate = tonumber(redis.call('HGET', KEYS[2], 'estimate'))
+if estimate then
+  local step = (sample - estimate) / tonumber(ARGV[7])
+  if step >= 0 then step = math.floor(step) else step = math.ceil(step) end
+  estimate = math.max(estimate + step, 0)
+else
+  estimate = sample
+end
+redis.call('HSET', KEYS[2], 'estimate', string.format('%d', estimate))
 if ARGV[3] == '0' and ARGV[4] == '0' then
   redis.call('DEL', KEYS[1])
   return 'absent'

@@ -119,6 +119,30 @@ impl Harness {
         }
     }
 
+    /// Who owns this test's records as `metrics` names them: the connection's role on
+    /// PostgreSQL; nobody in the stores without roles.
+    pub async fn owner(&self) -> Option<String> {
+        match &self.backend {
+            Backend::Postgres(pool) => {
+                let c = pool.get().await.expect("a connection");
+                let row = c.query_one("SELECT current_user::text", &[]).await;
+                Some(row.expect("current_user").get(0))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the store counts `begin`'s outcomes: all but the portable SQL variant, which
+    /// has no shared memory to count in (the test clusters preload the extension).
+    pub fn counts_outcomes(&self) -> bool {
+        match &self.backend {
+            Backend::Postgres(_) => {
+                pg_idempotency_tests::backend() == pg_idempotency_tests::Backend::Extension
+            }
+            _ => true,
+        }
+    }
+
     /// Whether this test's store instance is its alone, so that `purge` counts only the
     /// records this test made.
     pub fn private(&self) -> bool {

@@ -1,0 +1,136 @@
+//! `metrics`, an operator's call (tests/regress/sql/metrics.sql and counters.sql): per
+//! scope, the live records by state, lapsed leases, expired records still stored, the
+//! oldest running call, and how many `begin` calls answered each outcome.
+
+use std::time::{Duration, SystemTime};
+
+use idempotency::*;
+use serde_json::json;
+
+use super::harness::Harness;
+use super::support::*;
+
+const SLACK: Duration = Duration::from_millis(5);
+
+async fn row_of(h: &Harness, scope: &str) -> ScopeMetrics {
+    let rows: Vec<ScopeMetrics> = h
+        .metrics()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.scope == scope)
+        .collect();
+    assert_eq!(rows.len(), 1, "one row for {scope}: {rows:?}");
+    rows.into_iter().next().unwrap()
+}
+
+pub async fn counts_records_and_outcomes(h: Harness) {
+    let sc = h.scope("metrics");
+    let n = |n: i32| BeginOptions {
+        request: Some(json!({ "n": n })),
+        ..opts()
+    };
+    // a: claimed, in_progress, mismatch, then two replays.
+    let a = claimed(h.begin(&sc, "a", &n(1)).await);
+    running(h.begin(&sc, "a", &n(1)).await);
+    refused(h.begin(&sc, "a", &n(2)).await, ErrorKind::Mismatch);
+    h.complete(&sc, "a", a.fence, Some(&json!({})), true, None)
+        .await
+        .unwrap();
+    replayed(h.begin(&sc, "a", &n(1)).await);
+    replayed(h.begin(&sc, "a", &n(1)).await);
+    // b: a cached failure.
+    let b = claimed(h.begin(&sc, "b", &opts()).await);
+    h.complete(&sc, "b", b.fence, Some(&json!({})), false, Some(true))
+        .await
+        .unwrap();
+    // c: its lease lapses; d: it expires (its lease is its ttl).
+    let short = |lease: Option<u64>, ttl: Option<u64>| BeginOptions {
+        lease: lease.map(Duration::from_millis),
+        ttl: ttl.map(Duration::from_millis),
+        ..opts()
+    };
+    let c = claimed(h.begin(&sc, "c", &short(Some(100), None)).await);
+    let d = claimed(h.begin(&sc, "d", &short(None, Some(100))).await);
+    let mut deadline = Deadline::new("c lapsed and d expired", 5);
+    while SystemTime::now() <= c.lease_until.max(d.expires_at)
+        || h.lookup(&sc, "d").await.unwrap().is_some()
+    {
+        deadline.tick().await;
+    }
+    // e: running; a wait on it that runs out is one in_progress answer, however often the
+    // store looked while waiting.
+    claimed(h.begin(&sc, "e", &opts()).await);
+    let waited = BeginOptions {
+        wait: Duration::from_millis(300),
+        ..opts()
+    };
+    running(h.begin(&sc, "e", &waited).await);
+    // Not counted: a refused repeat, an invalid argument.
+    let fail_fast = BeginOptions {
+        on_cache_hit: Some(OnCacheHit::FailFast),
+        ..n(1)
+    };
+    refused(
+        h.begin(&sc, "a", &fail_fast).await,
+        ErrorKind::RepeatRefused,
+    );
+    refused(h.begin(&sc, " ", &opts()).await, ErrorKind::InvalidArgument);
+    // Another scope has its own row.
+    let other = h.scope("metrics-other");
+    claimed(h.begin(&other, "a", &opts()).await);
+
+    let c_created = h.lookup(&sc, "c").await.unwrap().unwrap().created_at;
+    let before = SystemTime::now();
+    let row = row_of(&h, &sc).await;
+    let after = SystemTime::now();
+    let kept = h.kept(&sc, "d").await;
+
+    assert_eq!(row.owner, h.owner().await);
+    assert_eq!(
+        (row.in_progress, row.succeeded, row.failed, row.lapsed),
+        (2, 1, 1, 1),
+        "c and e running (c lapsed), a succeeded, b failed: {row:?}"
+    );
+    match kept {
+        // Still stored when metrics read it: counted as expired.
+        Some(true) => assert_eq!(row.expired, 1, "{row:?}"),
+        // Removed (Redis expires it; a purge may have run): gone since, or before.
+        Some(false) => assert!(row.expired <= 1, "{row:?}"),
+        // MemoryStore keeps it until purge.
+        None => assert_eq!(row.expired, 1, "{row:?}"),
+    }
+    let oldest = row.oldest_in_progress.expect("an oldest running call");
+    assert!(
+        oldest + SLACK >= between(c_created, before) && oldest <= between(c_created, after) + SLACK,
+        "the oldest running call is c: {oldest:?}"
+    );
+    if h.counts_outcomes() {
+        let want = OutcomeCounts {
+            claimed: 5,
+            replay: 2,
+            in_progress: 2,
+            mismatch: 1,
+        };
+        assert_eq!(row.outcomes, Some(want), "{row:?}");
+        assert_eq!(row.note, None);
+    } else {
+        assert_eq!(row.outcomes, None, "{row:?}");
+        assert!(
+            row.note.as_deref().is_some_and(|n| !n.is_empty()),
+            "{row:?}"
+        );
+    }
+
+    let o = row_of(&h, &other).await;
+    assert_eq!((o.in_progress, o.succeeded, o.lapsed), (1, 0, 0), "{o:?}");
+    if h.counts_outcomes() {
+        assert_eq!(o.outcomes.map(|c| c.claimed), Some(1));
+    }
+
+    // Purged, the expired record is counted no more; forgotten, a running one neither.
+    h.purge().await.unwrap();
+    assert!(h.forget(&sc, "e").await.unwrap());
+    let row = row_of(&h, &sc).await;
+    assert_eq!((row.expired, row.in_progress), (0, 1), "{row:?}");
+}
