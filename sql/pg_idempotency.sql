@@ -63,7 +63,7 @@ CREATE TABLE :"storage".installed (
     version      text        NOT NULL,
     installed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
-INSERT INTO :"storage".installed (version) VALUES ('0.4.0');
+INSERT INTO :"storage".installed (version) VALUES ('0.5.0');
 
 CREATE SEQUENCE :"storage".fence_seq AS bigint NO CYCLE;
 COMMENT ON SEQUENCE :"storage".fence_seq IS 'pg_idempotency fencing tokens';
@@ -88,6 +88,9 @@ CREATE TABLE :"storage".records (
     -- same idem_begin gets the claim back) and whether it took over a lapsed lease.
     claim_token  uuid,
     recovered    boolean     NOT NULL DEFAULT false,
+    -- When the running attempt claimed (a takeover's own time): retry_after counts the
+    -- running call's time from it. NULL for records claimed before 0.5.0.
+    claimed_at   timestamptz,
     -- Each role its own key space: the same scope and key under two roles are two calls.
     PRIMARY KEY (scope, key, owner)
 ) WITH (
@@ -286,6 +289,36 @@ RETURN micros::float8 * interval '1 microsecond';
 CREATE FUNCTION :"storage"._idem_between(a timestamptz, b timestamptz) RETURNS numeric
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN (extract(epoch FROM b) - extract(epoch FROM a)) * 1000000;
+
+-- How long a duplicate is told to wait while `owner`'s call of `scope`, claimed at
+-- `claimed_at`, runs under a lease until `lease_until` (protocol::estimate in the Rust
+-- sources): the estimated time left, at least 100 ms (the floor), at most the lease's end;
+-- 1 s when the scope has no completed record. Without shared memory, the estimate is the
+-- mean claim-to-completion time of up to 32 of the owner's completed records of the scope
+-- (the first the key index finds: a bounded read, taken only when a duplicate arrives).
+CREATE FUNCTION :"storage"._idem_retry_after(
+    scope text, owner regrole, claimed_at timestamptz, now timestamptz,
+    lease_until timestamptz) RETURNS interval
+LANGUAGE plpgsql STABLE AS $fn$
+#variable_conflict use_variable
+DECLARE
+    estimate numeric;
+    lease_left numeric := greatest(_idem_between(now, lease_until), 0);
+BEGIN
+    SELECT avg(greatest(_idem_between(coalesce(r.claimed_at, r.created_at), r.completed_at), 0))
+    INTO estimate
+    FROM (SELECT r.claimed_at, r.created_at, r.completed_at
+          FROM records AS r
+          WHERE r.scope = _idem_retry_after.scope AND r.owner = _idem_retry_after.owner
+            AND r.completed_at IS NOT NULL
+          LIMIT 32) AS r;
+    IF estimate IS NULL THEN
+        RETURN _idem_interval(least(1000000, lease_left));
+    END IF;
+    RETURN _idem_interval(least(
+        greatest(estimate - greatest(_idem_between(claimed_at, now), 0), 100000), lease_left));
+END
+$fn$;
 
 -- A duration for messages, in seconds.
 CREATE FUNCTION :"storage"._idem_seconds(micros numeric) RETURNS text
@@ -695,6 +728,7 @@ DECLARE
     r_expires timestamptz;
     r_token uuid;
     r_recovered boolean;
+    r_claimed timestamptz;
     p_ttl interval;
     p_lease interval;
     p_hit text;
@@ -748,10 +782,10 @@ BEGIN
         now := clock_timestamp();
         SELECT r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response,
                r.created_at, r.lease_until, r.expires_at, r.claim_token, r.recovered,
-               p.ttl, p.lease, p.on_cache_hit, p.on_mismatch
+               r.claimed_at, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch
         INTO r_state, r_fence, r_attempt, r_fp, r_upstream, r_response,
              r_created, r_lease_until, r_expires, r_token, r_recovered,
-             p_ttl, p_lease, p_hit, p_mismatch
+             r_claimed, p_ttl, p_lease, p_hit, p_mismatch
         FROM (SELECT) AS one
         LEFT JOIN records AS r ON r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
         LEFT JOIN policies AS p ON p.scope = c_scope;
@@ -804,7 +838,8 @@ BEGIN
                     res.upstream_key := r_upstream;
                     res.lease_until := r_lease_until;
                     res.expires_at := r_expires;
-                    res.retry_after := _idem_interval(greatest(_idem_between(now, r_lease_until), 0));
+                    res.retry_after := _idem_retry_after(c_scope, c_owner,
+                        coalesce(r_claimed, r_created), now, r_lease_until);
                     RETURN res;
                 END IF;
                 nap := least(greatest(least(pause, remaining) / 1000000, 0.001), 1);
@@ -848,10 +883,10 @@ BEGIN
             IF r_state IS NULL THEN
                 INSERT INTO records AS r (scope, key, state, fence, attempt, fingerprint,
                                           upstream_key, created_at, lease_until, expires_at, ttl, owner,
-                                          claim_token, recovered)
+                                          claim_token, recovered, claimed_at)
                 VALUES (c_scope, c_key, 'in_progress', n_fence, 1, n_fp, n_upstream, n_created,
                         n_lease_until, n_expires, _idem_interval(s_ttl), c_owner,
-                        idem_begin.claim_token, false)
+                        idem_begin.claim_token, false, now)
                 ON CONFLICT (scope, key, owner) DO NOTHING;
             ELSE
                 -- Only if the record is still as it was read (a completion or an extension in
@@ -861,7 +896,8 @@ BEGIN
                     fingerprint = n_fp, upstream_key = n_upstream, response = NULL,
                     created_at = n_created, completed_at = NULL, lease_until = n_lease_until,
                     expires_at = n_expires, ttl = _idem_interval(s_ttl),
-                    claim_token = idem_begin.claim_token, recovered = n_recovered
+                    claim_token = idem_begin.claim_token, recovered = n_recovered,
+                    claimed_at = now
                 WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = r_fence
                   AND r.state = r_state
                   AND coalesce(r.lease_until, '-infinity') = coalesce(r_lease_until, '-infinity');

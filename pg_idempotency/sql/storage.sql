@@ -35,6 +35,9 @@ CREATE TABLE idempotency.records (
     -- same idem_begin gets the claim back) and whether it took over a lapsed lease.
     claim_token  uuid,
     recovered    boolean     NOT NULL DEFAULT false,
+    -- When the running attempt claimed (a takeover's own time): retry_after counts the
+    -- running call's time from it. NULL for records claimed before 0.5.0.
+    claimed_at   timestamptz,
     -- Each role its own key space: the same scope and key under two roles are two calls.
     PRIMARY KEY (scope, key, owner)
 ) WITH (

@@ -88,6 +88,8 @@ enum Outcome {
     InProgress {
         record: Record,
         now: Micros,
+        /// The scope's estimate of a call's time from claim to completion, if it has one.
+        estimate_us: Option<u64>,
     },
 }
 
@@ -197,7 +199,11 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
             (State::InProgress, _) if lease_live => {
                 let remaining = call.wait - waiting_since.elapsed().as_micros() as i64;
                 if remaining <= 0 {
-                    return Ok(Outcome::InProgress { record, now });
+                    return Ok(Outcome::InProgress {
+                        record,
+                        now,
+                        estimate_us: metrics::estimate_us(call.owner, &call.scope),
+                    });
                 }
                 clock::nap(pause.min(remaining));
                 pause = (pause * 2).min(100_000);
@@ -251,6 +257,7 @@ fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
         ttl: set.ttl,
         claim_token: call.claim_token,
         recovered: false,
+        claimed_at: now,
     }
 }
 
@@ -281,6 +288,7 @@ fn take_over(
         ttl: set.ttl,
         claim_token: call.claim_token,
         recovered,
+        claimed_at: now,
     };
     durability::ensure_durable_commit();
     store::claim_again(&call.id(), record, &claim).then(|| claimed(claim))
@@ -314,6 +322,14 @@ fn check_fingerprint(call: &Call, set: &Settings, record: &Record) -> IdemResult
         ),
         "Use a new key for a different request, or on_mismatch => 'ignore' when only part of the request names the call.",
     ))
+}
+
+/// The running attempt's estimated time left (protocol::estimate), in microseconds. A
+/// record claimed before 0.5.0 counts from its creation.
+fn retry_after(r: &Record, now: Micros, estimate_us: Option<u64>) -> i64 {
+    let lease_left = (r.lease_until.unwrap_or(now) - now).max(0) as u64;
+    let elapsed = (now - r.claimed_at.unwrap_or(r.created_at)).max(0) as u64;
+    protocol::estimate::retry_after_us(estimate_us, elapsed, lease_left) as i64
 }
 
 fn ts(m: Micros) -> Column {
@@ -356,7 +372,11 @@ fn result(a: &Args, outcome: Outcome, key: &str) -> pg_sys::Datum {
             ts(r.expires_at),
             None,
         ],
-        Outcome::InProgress { record: r, now } => {
+        Outcome::InProgress {
+            record: r,
+            now,
+            estimate_us,
+        } => {
             let lease_until = r.lease_until.unwrap_or(now);
             [
                 text(protocol::Outcome::InProgress.as_sql()),
@@ -368,7 +388,7 @@ fn result(a: &Args, outcome: Outcome, key: &str) -> pg_sys::Datum {
                 None,
                 ts(lease_until),
                 ts(r.expires_at),
-                micros_interval((lease_until - now).max(0)).into_datum(),
+                micros_interval(retry_after(&r, now, estimate_us)).into_datum(),
             ]
         }
     };

@@ -1,7 +1,10 @@
-//! Outcome counters per owner and scope, in shared memory, since the server started.
+//! Outcome counters per owner and scope, in shared memory, since the server started, and
+//! beside them each scope's estimate of how long its calls take (protocol::estimate), which
+//! `retry_after` is computed from.
 //!
 //! They exist only when the library is preloaded (shared memory is sized at server start);
-//! otherwise counting is off and `idem_metrics()` shows NULL counters. Owner and scope pairs
+//! otherwise counting is off, `idem_metrics()` shows NULL counters and no scope has an
+//! estimate. Owner and scope pairs
 //! beyond SLOTS share one overflow slot, shown as the scope `(other scopes)` with no owner
 //! (only admins see it).
 
@@ -34,6 +37,9 @@ pub struct Slot {
     len: u16,
     name: [u8; NAME_BYTES],
     counts: [AtomicU64; 4],
+    /// Claim to completion, in microseconds, weighted toward recent calls; 0: no call of
+    /// the scope has completed yet (a sample of 0 is kept as 1).
+    estimate_us: AtomicU64,
 }
 
 pub struct Table {
@@ -50,6 +56,7 @@ impl Default for Table {
                 len: 0,
                 name: [0; NAME_BYTES],
                 counts: Default::default(),
+                estimate_us: AtomicU64::new(0),
             }),
             overflow: Default::default(),
         }
@@ -87,12 +94,9 @@ fn bump(counts: &[AtomicU64; 4], c: Counter) {
     counts[c as usize].fetch_add(1, Ordering::Relaxed);
 }
 
-/// Counts one outcome of `owner` for `scope`.
-pub fn count(owner: pg_sys::Oid, scope: &str, c: Counter) {
-    if !ENABLED.load(Ordering::Relaxed) {
-        return;
-    }
-    let owner = u32::from(owner);
+/// Runs `f` on the slot of `owner` and `scope`, taking a free one if it has none (None:
+/// the table is full and the scope has no slot). Counting must be on.
+fn with_slot<R>(owner: u32, scope: &str, create: bool, f: impl Fn(&Slot) -> R) -> Option<R> {
     let h = hash(owner, scope);
     let start = (h as usize) % SLOTS;
     {
@@ -101,18 +105,21 @@ pub fn count(owner: pg_sys::Oid, scope: &str, c: Counter) {
         for i in 0..SLOTS {
             let slot = &table.slots[(start + i) % SLOTS];
             if slot.hash == h {
-                return bump(&slot.counts, c);
+                return Some(f(slot));
             }
             if slot.hash == 0 {
                 break;
             }
         }
     }
+    if !create {
+        return None;
+    }
     let mut table = COUNTERS.exclusive();
     for i in 0..SLOTS {
         let idx = (start + i) % SLOTS;
         if table.slots[idx].hash == h {
-            return bump(&table.slots[idx].counts, c);
+            return Some(f(&table.slots[idx]));
         }
         if table.slots[idx].hash == 0 {
             let slot = &mut table.slots[idx];
@@ -126,10 +133,50 @@ pub fn count(owner: pg_sys::Oid, scope: &str, c: Counter) {
             slot.len = n as u16;
             slot.owner = owner;
             slot.hash = h;
-            return bump(&slot.counts, c);
+            return Some(f(slot));
         }
     }
-    bump(&table.overflow, c);
+    None
+}
+
+/// Counts one outcome of `owner` for `scope`.
+pub fn count(owner: pg_sys::Oid, scope: &str, c: Counter) {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return;
+    }
+    if with_slot(u32::from(owner), scope, true, |slot| bump(&slot.counts, c)).is_none() {
+        bump(&COUNTERS.share().overflow, c);
+    }
+}
+
+/// Takes one call's time from claim to completion into its scope's estimate. Two sessions
+/// completing at once may each move the estimate from the same value: one sample is then
+/// lost, which an estimate can afford (no lock is held for it).
+pub fn sample_duration(owner: pg_sys::Oid, scope: &str, micros: i64) {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return;
+    }
+    // A clock stepped back between claim and completion makes no negative duration. Kept
+    // in microseconds (the formula is the same in any unit), so short calls keep their
+    // precision between samples; 0 means "none", so a sample of 0 is kept as 1.
+    let sample_us = micros.max(0) as u64;
+    with_slot(u32::from(owner), scope, true, |slot| {
+        let before = slot.estimate_us.load(Ordering::Relaxed);
+        let next = protocol::estimate::next_estimate_ms((before != 0).then_some(before), sample_us);
+        slot.estimate_us.store(next.max(1), Ordering::Relaxed);
+    });
+}
+
+/// The scope's estimate of a call's time from claim to completion, in microseconds: None
+/// before its first completion (or when counting is off, or the table is full).
+pub fn estimate_us(owner: pg_sys::Oid, scope: &str) -> Option<u64> {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return None;
+    }
+    with_slot(u32::from(owner), scope, false, |slot| {
+        slot.estimate_us.load(Ordering::Relaxed)
+    })
+    .filter(|&us| us != 0)
 }
 
 fn counts_of(counts: &[AtomicU64; 4]) -> [i64; 4] {

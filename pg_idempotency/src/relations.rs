@@ -23,16 +23,20 @@ pub struct Oids {
     /// The records keep the claim's token and whether it was a takeover (0.3.0): a repeat
     /// of one attempt gets its claim back. False for an older schema awaiting its update.
     pub claim_tokens: bool,
+    /// The records keep when their running attempt claimed (0.5.0), which `retry_after`
+    /// counts from. False for an older schema awaiting its update: its creation time
+    /// stands in.
+    pub claim_times: bool,
 }
 
 /// What the saved statements over the records must be made for: records keyed by owner
-/// (0.2.0), records with claim tokens (0.3.0).
-pub type Layout = (bool, bool);
+/// (0.2.0), records with claim tokens (0.3.0), records with claim times (0.5.0).
+pub type Layout = (bool, bool, bool);
 
 impl Oids {
     /// The layout of the records this schema has.
     pub fn layout(&self) -> Layout {
-        (self.owner_keyed, self.claim_tokens)
+        (self.owner_keyed, self.claim_tokens, self.claim_times)
     }
 }
 
@@ -131,6 +135,7 @@ pub fn oids() -> Oids {
             != pg_sys::InvalidOid,
         owner_keyed: key_columns(records_pkey) == 3,
         claim_tokens: has_column(records, c"claim_token"),
+        claim_times: has_column(records, c"claimed_at"),
     };
     OIDS.set(Some(o));
     // New objects: nothing remembered about the old ones applies.

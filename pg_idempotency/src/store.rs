@@ -44,6 +44,9 @@ pub struct Record {
     /// (None and false where the schema predates 0.3.0).
     pub claim_token: Option<pgrx::Uuid>,
     pub recovered: bool,
+    /// When the running attempt claimed (None where the schema predates 0.5.0, or for a
+    /// record claimed before its update).
+    pub claimed_at: Option<Micros>,
     /// Where the row version that was read lives, when it was read from the index: a write
     /// guarded by the same conditions can go straight to it.
     pub tid: Option<pg_sys::ItemPointerData>,
@@ -62,6 +65,8 @@ const READ_COLUMNS: &str =
      p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch";
 /// Read after the others where the schema has them (0.3.0).
 const READ_TOKEN_COLUMNS: &str = ", r.claim_token, r.recovered";
+/// Read after the tokens where the schema has it (0.5.0).
+const READ_CLAIM_TIME_COLUMN: &str = ", r.claimed_at";
 /// The record's key in a statement: scope `$1`, key `$2`, and, where records are keyed by
 /// owner, the owner in parameter `$owner`.
 fn where_key(keyed: bool, owner: usize) -> String {
@@ -109,7 +114,7 @@ fn prepare(client: &SpiClient<'_>, sql: &str, types: &[pg_sys::Oid]) -> OwnedPre
         .keep()
 }
 
-fn build_plans(client: &SpiClient<'_>, (keyed, tokens): Layout) -> Plans {
+fn build_plans(client: &SpiClient<'_>, (keyed, tokens, times): Layout) -> Plans {
     use pg_sys::{
         BOOLOID, BYTEAOID, INT4OID, INT8OID, INTERVALOID, JSONBOID, REGROLEOID, TEXTOID, TIDOID,
         TIMESTAMPTZOID, UUIDOID,
@@ -138,12 +143,23 @@ fn build_plans(client: &SpiClient<'_>, (keyed, tokens): Layout) -> Plans {
     } else {
         ("", "")
     };
+    // The claim's time is the parameter after the tokens; unused before 0.5.0.
+    let (time_column, time_read, insert_time, set_time) = if times {
+        (
+            ", claimed_at",
+            READ_CLAIM_TIME_COLUMN,
+            ", $13",
+            ", claimed_at = $17",
+        )
+    } else {
+        ("", "", "", "")
+    };
     Plans {
         read: prepare(
             client,
             // Always one row: the record if any, and the scope's policy if any.
             &format!(
-                "SELECT {READ_COLUMNS}{token_read} FROM (SELECT) AS one \
+                "SELECT {READ_COLUMNS}{token_read}{time_read} FROM (SELECT) AS one \
                  LEFT JOIN idempotency.records r \
                      ON r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2 \
                      {owner_of_row} \
@@ -156,11 +172,11 @@ fn build_plans(client: &SpiClient<'_>, (keyed, tokens): Layout) -> Plans {
             &format!(
                 "INSERT INTO idempotency.records AS r (scope, key, state, fence, attempt, \
                      fingerprint, upstream_key, created_at, lease_until, expires_at, ttl, owner\
-                     {token_columns}) \
-                 VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10{insert_tokens}) \
+                     {token_columns}{time_column}) \
+                 VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10{insert_tokens}{insert_time}) \
                  ON CONFLICT {conflict} DO NOTHING RETURNING r.fence"
             ),
-            &[TEXTOID, TEXTOID, INT8OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, UUIDOID, BOOLOID],
+            &[TEXTOID, TEXTOID, INT8OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, UUIDOID, BOOLOID, TIMESTAMPTZOID],
         ),
         claim_again: prepare(
             client,
@@ -168,13 +184,13 @@ fn build_plans(client: &SpiClient<'_>, (keyed, tokens): Layout) -> Plans {
                 "UPDATE idempotency.records SET state = 'in_progress', fence = $4, attempt = $5, \
                      fingerprint = $6, upstream_key = $7, response = NULL, created_at = $8, \
                      completed_at = NULL, lease_until = $9, expires_at = $10, ttl = $11, owner = $12\
-                     {set_tokens} \
+                     {set_tokens}{set_time} \
                  WHERE {} \
                      AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) $13 \
                      AND COALESCE(lease_until, '-infinity'::pg_catalog.timestamptz) OPERATOR(pg_catalog.=) $14",
                 where_key(keyed, 12)
             ),
-            &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID, UUIDOID, BOOLOID],
+            &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID, UUIDOID, BOOLOID, TIMESTAMPTZOID],
         ),
         complete: prepare(
             client,
@@ -327,10 +343,10 @@ pub fn read(id: &Id<'_>) -> (Option<Record>, ScopePolicy) {
     } else {
         &full[..2]
     };
-    let columns: &'static [&'static str] = if oids.claim_tokens {
-        &RECORD_COLUMNS
-    } else {
-        &RECORD_COLUMNS[..12]
+    let columns: &'static [&'static str] = match (oids.claim_tokens, oids.claim_times) {
+        (true, true) => &RECORD_COLUMNS,
+        (true, false) => &RECORD_COLUMNS[..14],
+        _ => &RECORD_COLUMNS[..12],
     };
     let record = fetch::by_key(oids.records, oids.records_pkey, keys, columns, |row| {
         Record {
@@ -353,6 +369,9 @@ pub fn read(id: &Id<'_>) -> (Option<Record>, ScopePolicy) {
                 .unwrap_or(pg_sys::InvalidOid),
             claim_token: oids.claim_tokens.then(|| row.uuid(12)).flatten(),
             recovered: oids.claim_tokens && row.int(13).unwrap_or_default() != 0,
+            claimed_at: (oids.claim_tokens && oids.claim_times)
+                .then(|| row.int(14))
+                .flatten(),
             tid: Some(row.tid()),
         }
     });
@@ -408,13 +427,19 @@ fn read_by_statement(client: &mut SpiClient<'_>, id: &Id<'_>) -> (Option<Record>
             None
         },
         recovered: t.columns().unwrap_or(0) > 17 && col::<bool>(&t, 19).unwrap_or(false),
+        // And after them, where the schema has it (0.5.0).
+        claimed_at: if t.columns().unwrap_or(0) > 19 {
+            col_ts(&t, 20)
+        } else {
+            None
+        },
         tid: None,
     };
     (Some(record), policy)
 }
 
-/// The record's columns as `read` takes them; the last two only where the schema has them.
-static RECORD_COLUMNS: [&str; 14] = [
+/// The record's columns as `read` takes them; the last three only where the schema has them.
+static RECORD_COLUMNS: [&str; 15] = [
     "state",
     "fence",
     "attempt",
@@ -429,6 +454,7 @@ static RECORD_COLUMNS: [&str; 14] = [
     "owner",
     "claim_token",
     "recovered",
+    "claimed_at",
 ];
 
 /// The values of a claim, computed before the statement that writes it.
@@ -445,6 +471,8 @@ pub struct Claim<'a> {
     pub claim_token: Option<pgrx::Uuid>,
     /// A takeover of a lapsed lease.
     pub recovered: bool,
+    /// When this attempt claims.
+    pub claimed_at: Micros,
 }
 
 fn uuid_opt(u: Option<pgrx::Uuid>) -> DatumWithOid<'static> {
@@ -470,6 +498,7 @@ pub fn insert(id: &Id<'_>, c: &Claim<'_>) -> bool {
         owner(id.owner),
         uuid_opt(c.claim_token),
         c.recovered.into(),
+        ts(c.claimed_at),
     ];
     written(|p| &p.insert, &args) > 0
 }
@@ -496,6 +525,7 @@ pub fn claim_again(id: &Id<'_>, seen: &Record, c: &Claim<'_>) -> bool {
         ts(seen.lease_until.unwrap_or(i64::MIN)),
         uuid_opt(c.claim_token),
         c.recovered.into(),
+        ts(c.claimed_at),
     ];
     written(|p| &p.claim_again, &args) == 1
 }

@@ -34,14 +34,24 @@ pub const PORTABLE_SAMPLE: u32 = 32;
 /// The estimated time left, in milliseconds, under the formula above. Negative inputs
 /// (a clock step) count as zero.
 pub fn retry_after_ms(estimate_ms: Option<u64>, elapsed_ms: u64, lease_left_ms: u64) -> u64 {
-    let wanted = match estimate_ms {
-        Some(e) => e.saturating_sub(elapsed_ms).max(FLOOR_MS),
-        None => UNKNOWN_MS,
-    };
-    wanted.min(lease_left_ms)
+    bounded(estimate_ms, elapsed_ms, lease_left_ms, 1)
 }
 
-/// The estimate after one more sample.
+/// The same in microseconds (the extension's clock).
+pub fn retry_after_us(estimate_us: Option<u64>, elapsed_us: u64, lease_left_us: u64) -> u64 {
+    bounded(estimate_us, elapsed_us, lease_left_us, 1000)
+}
+
+fn bounded(estimate: Option<u64>, elapsed: u64, lease_left: u64, per_ms: u64) -> u64 {
+    let wanted = match estimate {
+        Some(e) => e.saturating_sub(elapsed).max(FLOOR_MS * per_ms),
+        None => UNKNOWN_MS * per_ms,
+    };
+    wanted.min(lease_left)
+}
+
+/// The estimate after one more sample (the arithmetic is the same in any one unit: the
+/// extension keeps microseconds).
 pub fn next_estimate_ms(estimate_ms: Option<u64>, sample_ms: u64) -> u64 {
     match estimate_ms {
         None => sample_ms,
@@ -65,6 +75,12 @@ mod tests {
         assert_eq!(retry_after_ms(Some(1_500), 0, 20), 20);
         assert_eq!(retry_after_ms(None, 0, 60_000), UNKNOWN_MS);
         assert_eq!(retry_after_ms(None, 0, 300), 300);
+        assert_eq!(
+            retry_after_us(Some(1_500_000), 400_000, 60_000_000),
+            1_100_000
+        );
+        assert_eq!(retry_after_us(None, 0, 60_000_000), UNKNOWN_MS * 1000);
+        assert_eq!(retry_after_us(Some(1), 0, 60_000_000), FLOOR_MS * 1000);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use pg_idempotency_tests::*;
 
 /// Every released version, oldest first: each is upgraded to this one.
-const RELEASES: &[&str] = &["0.1.0", "0.2.0", "0.3.0"];
+const RELEASES: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.4.0"];
 const CURRENT: &str = env!("CARGO_PKG_VERSION");
 
 /// The versions an install of `from` passes through to this one: (from, to) per step.
