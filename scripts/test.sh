@@ -95,6 +95,8 @@ behaviour_suite() {
     if command -v redis-server >/dev/null && "$ROOT/scripts/redis.sh" start; then
         redis=(REDIS_URL="$("$ROOT/scripts/redis.sh" url)")
     fi
+    # The Node.js provider the web executor is tested against (client/tests/web_upstream.rs).
+    "$ROOT/scripts/upstream-node.sh" || return 1
     env "${redis[@]}" PGIDEM_DSN="$(conninfo "$version") dbname=pgidem_it" PGIDEM_BINDIR="$bindir" \
         PGIDEM_BACKEND="$backend" \
         cargo test --no-fail-fast -p pg_idempotency_tests -p pg_idempotency_client \
