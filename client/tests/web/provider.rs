@@ -1,0 +1,184 @@
+//! A provider on a real local socket: it logs every request (method, path with its query,
+//! `Idempotency-Key`, body) and answers by path, so that a test picks the provider's
+//! behaviour by the endpoint it declares:
+//!
+//! - `/slow/...`: the first request to that exact path is never answered (a provider that
+//!   took the request and hung); later ones are answered like any other.
+//! - `/status/<code>/...`: always answers `<code>`.
+//! - `/flaky/<code>/<times>/...`: answers `<code>` to the first `<times>` requests to that
+//!   exact path, then 200.
+//! - anything else: 200.
+//!
+//! A 200 (or any other answer) carries `{"n": <request number>}`, so a replay is told from a
+//! second request by its number. The count of requests seen is on a watch channel.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// How long a test waits for something it is sure will happen before calling it a failure.
+pub const BOUND: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    /// The path with its query string.
+    pub path: String,
+    pub key: Option<String>,
+    pub body: String,
+}
+
+pub struct Provider {
+    pub base: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    arrivals: watch::Receiver<usize>,
+}
+
+impl Provider {
+    /// The requests seen so far, in arrival order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The requests seen so far to this path (query string excluded).
+    pub fn seen_at(&self, path: &str) -> Vec<Seen> {
+        self.seen()
+            .into_iter()
+            .filter(|s| s.path.split('?').next() == Some(path))
+            .collect()
+    }
+
+    /// Waits until the provider has seen `n` requests to `path` in all.
+    pub async fn wait_for(&self, path: &str, n: usize) {
+        let mut arrivals = self.arrivals.clone();
+        tokio::time::timeout(BOUND, async {
+            loop {
+                if self.seen_at(path).len() >= n {
+                    return;
+                }
+                arrivals.changed().await.unwrap();
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{path} never got {n} requests"));
+    }
+}
+
+/// What the provider answers a request to `path`, given the requests to that exact path
+/// before it (`earlier`): None to never answer.
+fn answer(path: &str, earlier: usize) -> Option<u16> {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match parts.as_slice() {
+        ["slow", ..] => (earlier > 0).then_some(200),
+        ["status", code, ..] => Some(code.parse().unwrap()),
+        ["flaky", code, times, ..] => Some(if earlier < times.parse().unwrap() {
+            code.parse().unwrap()
+        } else {
+            200
+        }),
+        _ => Some(200),
+    }
+}
+
+fn reason(code: u16) -> &'static str {
+    reqwest::StatusCode::from_u16(code)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("Whatever")
+}
+
+pub async fn provider() -> Provider {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let log = seen.clone();
+    let (arrived, arrivals) = watch::channel(0);
+    let arrived = Arc::new(arrived);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let (log, arrived) = (log.clone(), arrived.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // The head, then as much body as Content-Length says.
+                let head_end = loop {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                };
+                let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                let header = |name: &str| {
+                    head.lines().find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.trim()
+                            .eq_ignore_ascii_case(name)
+                            .then(|| v.trim().to_string())
+                    })
+                };
+                let length: usize = header("content-length")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                while buf.len() < head_end + length {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let mut first = head.lines().next().unwrap_or("").split(' ');
+                let (method, path) = (
+                    first.next().unwrap_or("").to_string(),
+                    first.next().unwrap_or("").to_string(),
+                );
+                let bare = path.split('?').next().unwrap_or("").to_string();
+                let (n, status) = {
+                    let mut log = log.lock().unwrap();
+                    let earlier = log
+                        .iter()
+                        .filter(|s| s.path.split('?').next() == Some(&bare))
+                        .count();
+                    log.push(Seen {
+                        method: method.clone(),
+                        path,
+                        key: header("idempotency-key"),
+                        body: String::from_utf8_lossy(&buf[head_end..]).to_string(),
+                    });
+                    (log.len(), answer(&bare, earlier))
+                };
+                arrived.send_replace(n);
+                let Some(status) = status else {
+                    return std::future::pending::<()>().await;
+                };
+                // A HEAD answer has the head only.
+                let body = if method == "HEAD" {
+                    String::new()
+                } else {
+                    json!({"n": n}).to_string()
+                };
+                let resp = format!(
+                    "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    reason(status),
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    Provider {
+        base,
+        seen,
+        arrivals,
+    }
+}
