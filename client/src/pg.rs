@@ -195,7 +195,13 @@ impl<S: PgSource> PgStore<S> {
     async fn forgotten(&self, scope: &str, key: &str, owner: Option<&str>) -> Result<bool> {
         scope_and_key_without_nul(scope, key)?;
         let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, "SELECT idem_forget($1, $2, $3::text::regrole)").await?;
+        // The role's name as it is, whatever characters it has (a missing role is an
+        // error, never NULL: NULL would name the caller).
+        let stmt = S::prepare(
+            &c,
+            "SELECT idem_forget($1, $2, pg_catalog.quote_ident($3)::pg_catalog.regrole)",
+        )
+        .await?;
         let answer = c.query_one(&stmt, &[&scope, &key, &owner]).await;
         S::settled(&mut c);
         Ok(answer?.get(0))
@@ -416,7 +422,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         let mut c = self.source.client().await?;
         let answer = c
             .query(
-                "SELECT owner::text, scope, in_progress, succeeded, failed, lapsed, expired, \
+                "SELECT pg_catalog.pg_get_userbyid(owner::oid)::text, scope, in_progress, succeeded, failed, lapsed, expired, \
                         extract(epoch FROM oldest_in_progress)::float8, claimed_total, \
                         replay_total, in_progress_total, mismatch_total, note \
                  FROM idem_metrics()",

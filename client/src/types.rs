@@ -112,9 +112,10 @@ pub struct Record {
 /// One scope's figures, as `metrics` lists them (a row of the SQL API's `idem_metrics()`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScopeMetrics {
-    /// The role that owns these records (`PgStore`: a role sees its own rows, a role with
-    /// `idempotency_admin`'s privileges every owner's). None where a store has no roles,
-    /// and for the server's overflow row of counters (`(other scopes)`).
+    /// The name of the role that owns these records, as `PgStore::forget_owned_by` takes
+    /// it (`PgStore`: a role sees its own rows, a role with `idempotency_admin`'s
+    /// privileges every owner's). None where a store has no roles, and for the server's
+    /// overflow row of counters (`(other scopes)`).
     pub owner: Option<String>,
     pub scope: String,
     /// Live records by state.

@@ -109,3 +109,87 @@ async fn a_session_ended_mid_call_is_an_unknown_outcome() {
     let err = call.await.unwrap().expect_err("the session was ended");
     assert!(err.outcome_unknown(), "{err:?}");
 }
+
+/// A connection whose calls are made as `role` (`SET ROLE`: the owner of its records).
+async fn session_as(role: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(&dsn(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("SET ROLE \"{role}\""))
+        .await
+        .unwrap();
+    client
+}
+
+/// The operator calls and roles: `forget` and `metrics` act on the connection's role's own
+/// records; naming another owner's record needs idempotency_admin's privileges (refused
+/// with NotPermitted otherwise, whether or not it exists).
+#[tokio::test]
+async fn forget_and_metrics_keep_to_the_roles_key_space() {
+    let (admin, conn) = tokio_postgres::connect(&dsn(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let role = unique("pgidem_service");
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE \"{role}\" NOLOGIN; GRANT idempotency_user TO \"{role}\""
+        ))
+        .await
+        .unwrap();
+    let admin_name: String = admin
+        .query_one("SELECT current_user::text", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let service = session_as(&role).await;
+    let (svc, ops) = (PgStore::new(&service), PgStore::new(&admin));
+    let sc = unique("owned");
+    claimed(svc.begin(&sc, "k", &opts()).await.unwrap());
+    claimed(ops.begin(&sc, "mine", &opts()).await.unwrap());
+
+    // The service sees its own row only; the admin, every owner's.
+    let rows = svc.metrics().await.unwrap();
+    assert!(rows
+        .iter()
+        .all(|r| r.owner.as_deref() == Some(role.as_str())));
+    assert_eq!(rows.iter().filter(|r| r.scope == sc).count(), 1);
+    let rows = ops.metrics().await.unwrap();
+    let owners: Vec<_> = rows
+        .iter()
+        .filter(|r| r.scope == sc)
+        .map(|r| r.owner.clone())
+        .collect();
+    assert_eq!(owners.len(), 2, "{owners:?}");
+    assert!(owners.contains(&Some(role.clone())) && owners.contains(&Some(admin_name.clone())));
+
+    // Not the service's to forget: another owner's key, existing or not.
+    for key in ["mine", "absent"] {
+        let e = svc
+            .forget_owned_by(&sc, key, &admin_name)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::NotPermitted, "{key}: {e:?}");
+    }
+    assert!(ops.lookup(&sc, "mine").await.unwrap().is_some());
+    // The admin's own key space has no "k"; the service's has.
+    assert!(!ops.forget(&sc, "k").await.unwrap());
+    assert!(svc.lookup(&sc, "k").await.unwrap().is_some());
+    assert!(ops.forget_owned_by(&sc, "k", &role).await.unwrap());
+    assert!(svc.lookup(&sc, "k").await.unwrap().is_none());
+    assert!(svc.forget(&sc, "k").await.map(|gone| !gone).unwrap());
+    // A role that does not exist is an error, not the caller's own record.
+    assert!(ops
+        .forget_owned_by(&sc, "mine", "no such role")
+        .await
+        .is_err());
+    assert!(ops.forget(&sc, "mine").await.unwrap());
+
+    drop(service);
+    admin
+        .batch_execute(&format!("DROP ROLE \"{role}\""))
+        .await
+        .unwrap();
+}

@@ -107,12 +107,16 @@ pub async fn a_waiting_duplicate_claims_after_a_forget(h: Harness) {
     let sc = h.scope("forget-wait");
     let c = claimed(h.begin(&sc, KEY, &opts()).await);
     let o = BeginOptions {
-        wait: Duration::from_secs(10),
+        wait: Duration::from_secs(60),
         ..opts()
     };
     let waiter = h.begin_waiting(&sc, KEY, o).await;
     assert!(h.forget(&sc, KEY).await.unwrap());
-    let next = claimed(waiter.await.expect("the waiter's task"));
+    // Woken by the forget, not by its wait running out.
+    let answer = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter still waits after the forget");
+    let next = claimed(answer.expect("the waiter's task"));
     assert_eq!((next.attempt, next.recovered), (1, false));
     assert!(next.fence > c.fence);
 }

@@ -92,33 +92,36 @@ pub async fn without_an_estimate_unknown_bounded_by_the_lease(h: Harness) {
     );
 }
 
-/// With an estimate from completed calls (each kind of completion is a sample): a
-/// duplicate of a fresh call is told the estimate less the time the call has run, well
-/// below the lease left (a minute) and below UNKNOWN_MS.
+/// With an estimate from completed calls: a duplicate of a fresh call is told the
+/// estimate less the time the call has run, well below the lease left (a minute) and below
+/// UNKNOWN_MS. Each kind of completion makes a sample: one scope each, run side by side.
 pub async fn the_estimate_less_the_time_run(h: Harness) {
-    let sc = h.scope("retry-estimate");
     let d = Duration::from_millis(300);
-    let mut upper = Duration::ZERO;
-    for (key, how) in [
-        ("s", Completed::Succeeded),
-        ("f", Completed::Failed),
-        ("u", Completed::Absent),
-    ] {
-        upper = upper.max(sample(&h, &sc, key, d, how).await);
-    }
-    let c = claimed(h.begin(&sc, "fresh", &leased(MINUTE)).await);
-    let p = running(h.begin(&sc, "fresh", &opts()).await);
-    let run = between(claimed_at(&c, MINUTE), SystemTime::now());
-    // Every sample lies in d..upper, and so does the estimate; the call has run up to `run`.
-    assert!(
-        p.retry_after <= upper + SLACK && p.retry_after + run + SLACK >= d,
-        "{:?} is not an estimate in {d:?}..{upper:?} less up to {run:?}",
-        p.retry_after
-    );
-    assert!(
-        p.retry_after < Duration::from_millis(UNKNOWN_MS),
-        "{:?}: no estimate used",
-        p.retry_after
+    let one = |how: Completed| {
+        let (h, sc) = (&h, h.scope(&format!("retry-estimate-{how:?}")));
+        async move {
+            let upper = sample(h, &sc, "sample", d, how).await;
+            let c = claimed(h.begin(&sc, "fresh", &leased(MINUTE)).await);
+            let p = running(h.begin(&sc, "fresh", &opts()).await);
+            let run = between(claimed_at(&c, MINUTE), SystemTime::now());
+            // The sample lies in d..upper, and so does the estimate; the call has run up to
+            // `run`.
+            assert!(
+                p.retry_after <= upper + SLACK && p.retry_after + run + SLACK >= d,
+                "{how:?}: {:?} is not an estimate in {d:?}..{upper:?} less up to {run:?}",
+                p.retry_after
+            );
+            assert!(
+                p.retry_after < Duration::from_millis(UNKNOWN_MS),
+                "{how:?}: {:?}: no estimate used",
+                p.retry_after
+            );
+        }
+    };
+    tokio::join!(
+        one(Completed::Succeeded),
+        one(Completed::Failed),
+        one(Completed::Absent)
     );
 }
 
