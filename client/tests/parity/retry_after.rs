@@ -101,6 +101,9 @@ pub async fn the_estimate_less_the_time_run(h: Harness) {
         let (h, sc) = (&h, h.scope(&format!("retry-estimate-{how:?}")));
         async move {
             let upper = sample(h, &sc, "sample", d, how).await;
+            if h.without_a_slot(&sc).await {
+                return;
+            }
             let c = claimed(h.begin(&sc, "fresh", &leased(MINUTE)).await);
             let p = running(h.begin(&sc, "fresh", &opts()).await);
             let run = between(claimed_at(&c, MINUTE), SystemTime::now());
@@ -131,6 +134,9 @@ pub async fn past_the_estimate_the_floor_bounded_by_the_lease(h: Harness) {
     let sc = h.scope("retry-floor");
     let d = Duration::from_millis(400);
     let upper = sample(&h, &sc, "s", d, Completed::Succeeded).await;
+    if h.without_a_slot(&sc).await {
+        return;
+    }
     let floor = Duration::from_millis(FLOOR_MS);
 
     // Taken over after a lease shorter than the estimate: timed from the takeover, the
