@@ -18,6 +18,7 @@ use crate::clock::{self, Micros};
 use crate::durability;
 use crate::entry::{composite, result_columns, Args, Column};
 use crate::error::{ErrorKind, IdemError, IdemResult};
+use crate::estimates;
 use crate::ids;
 use crate::metrics::{self, Counter};
 use crate::request;
@@ -202,7 +203,7 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
                     return Ok(Outcome::InProgress {
                         record,
                         now,
-                        estimate_us: metrics::estimate_us(call.owner, &call.scope),
+                        estimate_us: estimates::of(call.owner, &call.scope),
                     });
                 }
                 clock::nap(pause.min(remaining));

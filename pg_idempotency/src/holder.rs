@@ -13,7 +13,7 @@ use crate::clock::{self, Micros};
 use crate::durability;
 use crate::entry::{composite, Args};
 use crate::error::{ErrorKind, IdemError, IdemResult};
-use crate::metrics;
+use crate::estimates;
 use crate::request;
 use crate::roles;
 use crate::store::{self, Completion, Id, Record, ScopePolicy, State};
@@ -157,7 +157,7 @@ fn complete(
 /// record claimed before 0.5.0 counts from its creation).
 fn took(h: &Held, record: &Record, now: Micros) {
     let claimed_at = record.claimed_at.unwrap_or(record.created_at);
-    metrics::sample_duration(h.owner, &h.scope, now - claimed_at);
+    estimates::sample(h.owner, &h.scope, now - claimed_at);
 }
 
 pub fn idem_release(a: &Args) -> IdemResult<pg_sys::Datum> {

@@ -16,6 +16,7 @@ mod clock;
 mod durability;
 mod entry;
 mod error;
+mod estimates;
 mod fetch;
 mod gucs;
 mod holder;
@@ -98,6 +99,7 @@ pub extern "C-unwind" fn _PG_init() {
     let parallel_worker = unsafe { pg_sys::ParallelWorkerNumber } >= 0;
     if preloading {
         metrics::init();
+        estimates::init();
         worker::register();
     } else if !parallel_worker {
         warn_not_preloaded();

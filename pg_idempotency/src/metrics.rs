@@ -1,10 +1,7 @@
-//! Outcome counters per owner and scope, in shared memory, since the server started, and
-//! beside them each scope's estimate of how long its calls take (protocol::estimate), which
-//! `retry_after` is computed from.
+//! Outcome counters per owner and scope, in shared memory, since the server started.
 //!
 //! They exist only when the library is preloaded (shared memory is sized at server start);
-//! otherwise counting is off, `idem_metrics()` shows NULL counters and no scope has an
-//! estimate. Owner and scope pairs
+//! otherwise counting is off and `idem_metrics()` shows NULL counters. Owner and scope pairs
 //! beyond SLOTS share one overflow slot, shown as the scope `(other scopes)` with no owner
 //! (only admins see it).
 
@@ -37,9 +34,6 @@ pub struct Slot {
     len: u16,
     name: [u8; NAME_BYTES],
     counts: [AtomicU64; 4],
-    /// Claim to completion, in microseconds, weighted toward recent calls; 0: no call of
-    /// the scope has completed yet (a sample of 0 is kept as 1).
-    estimate_us: AtomicU64,
 }
 
 pub struct Table {
@@ -56,7 +50,6 @@ impl Default for Table {
                 len: 0,
                 name: [0; NAME_BYTES],
                 counts: Default::default(),
-                estimate_us: AtomicU64::new(0),
             }),
             overflow: Default::default(),
         }
@@ -78,7 +71,7 @@ pub fn init() {
     ENABLED.store(true, Ordering::Relaxed);
 }
 
-fn hash(owner: u32, scope: &str) -> u64 {
+pub fn hash(owner: u32, scope: &str) -> u64 {
     // FNV-1a; 0 marks a free slot.
     let h = owner
         .to_le_bytes()
@@ -95,8 +88,8 @@ fn bump(counts: &[AtomicU64; 4], c: Counter) {
 }
 
 /// Runs `f` on the slot of `owner` and `scope`, taking a free one if it has none (None:
-/// the table is full and the scope has no slot). Counting must be on.
-fn with_slot<R>(owner: u32, scope: &str, create: bool, f: impl Fn(&Slot) -> R) -> Option<R> {
+/// the table is full and the scope has no slot).
+fn with_slot<R>(owner: u32, scope: &str, f: impl Fn(&Slot) -> R) -> Option<R> {
     let h = hash(owner, scope);
     let start = (h as usize) % SLOTS;
     {
@@ -111,9 +104,6 @@ fn with_slot<R>(owner: u32, scope: &str, create: bool, f: impl Fn(&Slot) -> R) -
                 break;
             }
         }
-    }
-    if !create {
-        return None;
     }
     let mut table = COUNTERS.exclusive();
     for i in 0..SLOTS {
@@ -144,39 +134,9 @@ pub fn count(owner: pg_sys::Oid, scope: &str, c: Counter) {
     if !ENABLED.load(Ordering::Relaxed) {
         return;
     }
-    if with_slot(u32::from(owner), scope, true, |slot| bump(&slot.counts, c)).is_none() {
+    if with_slot(u32::from(owner), scope, |slot| bump(&slot.counts, c)).is_none() {
         bump(&COUNTERS.share().overflow, c);
     }
-}
-
-/// Takes one call's time from claim to completion into its scope's estimate. Two sessions
-/// completing at once may each move the estimate from the same value: one sample is then
-/// lost, which an estimate can afford (no lock is held for it).
-pub fn sample_duration(owner: pg_sys::Oid, scope: &str, micros: i64) {
-    if !ENABLED.load(Ordering::Relaxed) {
-        return;
-    }
-    // A clock stepped back between claim and completion makes no negative duration. Kept
-    // in microseconds (the formula is the same in any unit), so short calls keep their
-    // precision between samples; 0 means "none", so a sample of 0 is kept as 1.
-    let sample_us = micros.max(0) as u64;
-    with_slot(u32::from(owner), scope, true, |slot| {
-        let before = slot.estimate_us.load(Ordering::Relaxed);
-        let next = protocol::estimate::next_estimate_ms((before != 0).then_some(before), sample_us);
-        slot.estimate_us.store(next.max(1), Ordering::Relaxed);
-    });
-}
-
-/// The scope's estimate of a call's time from claim to completion, in microseconds: None
-/// before its first completion (or when counting is off, or the table is full).
-pub fn estimate_us(owner: pg_sys::Oid, scope: &str) -> Option<u64> {
-    if !ENABLED.load(Ordering::Relaxed) {
-        return None;
-    }
-    with_slot(u32::from(owner), scope, false, |slot| {
-        slot.estimate_us.load(Ordering::Relaxed)
-    })
-    .filter(|&us| us != 0)
 }
 
 fn counts_of(counts: &[AtomicU64; 4]) -> [i64; 4] {

@@ -16,7 +16,9 @@
 //! not finish. The extension and the client's stores keep an exponentially weighted mean,
 //! `estimate += (sample - estimate) / WEIGHT` (the first sample is the estimate); the
 //! PL/pgSQL variant, which has no shared memory, takes the mean of up to
-//! `PORTABLE_SAMPLE` completed records of the scope.
+//! `PORTABLE_SAMPLE` completed records of the scope (so an uncached failure, which leaves
+//! no record, is no sample there). The extension's table of estimates forgets the least
+//! recently sampled scope when a new one needs its place: scopes are many, advice is cheap.
 
 /// The least `retry_after` while the lease lasts: an attempt running past its estimate is
 /// not polled in a tight loop.

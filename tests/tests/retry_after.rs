@@ -134,3 +134,40 @@ fn a_takeover_counts_from_its_own_claim() {
         "retry_after {after} µs after a takeover, the call took {took} µs"
     );
 }
+
+#[test]
+fn a_new_scope_gets_its_estimate_however_many_scopes_came_before() {
+    if backend() == Backend::Portable {
+        skip(
+            Skip::NotApplicable,
+            "extension only: the PL/pgSQL variant keeps no table of estimates (it reads the \
+             scope's records)",
+        );
+        return;
+    }
+    // A server of its own: the flood of scopes below must not crowd the counters of the
+    // server under test.
+    let server = TempCluster::start(
+        "estimates",
+        &["shared_preload_libraries = 'pg_idempotency'"],
+    );
+    let mut c = connect_to(&server.dsn("postgres"));
+    c.batch_execute("CREATE EXTENSION pg_idempotency").unwrap();
+    // Twice as many scopes as the table has slots, each with a completed call.
+    c.batch_execute(
+        "SELECT idem_complete(s, 'k', (idem_begin(s, 'k')).fence, '{}') \
+         FROM (SELECT 'flood-' || i AS s FROM generate_series(1, 8192) AS i) AS scopes",
+    )
+    .unwrap();
+    let s = scope("retry-after-flood");
+    let f = claim(&mut c, &s, "first", LONG_LEASE);
+    let took = complete_after(&mut c, &s, "first", f, Duration::from_millis(1500));
+    claim(&mut c, &s, "second", LONG_LEASE);
+    let (outcome, after) = duplicate(&mut c, &s, "second");
+    let after = after.unwrap();
+    assert_eq!(outcome, "in_progress");
+    assert!(
+        after > 1_000_000 && after <= took,
+        "retry_after {after} µs: not the scope's estimate ({took} µs)"
+    );
+}

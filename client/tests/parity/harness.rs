@@ -134,6 +134,12 @@ impl Harness {
 
     /// Whether the store counts `begin`'s outcomes: all but the portable SQL variant, which
     /// has no shared memory to count in (the test clusters preload the extension).
+    /// Whether an uncached failure is a sample of the scope's estimate: not on the PL/pgSQL
+    /// variant, whose estimate is read from the records an uncached failure does not leave.
+    pub fn samples_uncached_failures(&self) -> bool {
+        self.counts_outcomes()
+    }
+
     pub fn counts_outcomes(&self) -> bool {
         match &self.backend {
             Backend::Postgres(_) => {
@@ -144,10 +150,9 @@ impl Harness {
     }
 
     /// Whether `scope`, which has made claims, got none of the extension's shared-memory
-    /// slots for its counters and estimate (512 owner and scope pairs per server run, which
-    /// the suites' unique scopes fill on a server that ran long enough): its counters then
-    /// read 0, its calls count in the overflow row `(other scopes)`, and it has no
-    /// estimate. The test is then recorded as skipped, with that reason.
+    /// slots for its counters (512 owner and scope pairs per server run, which the suites'
+    /// unique scopes fill on a server that ran long enough): its counters then read 0 and
+    /// its calls count in the overflow row `(other scopes)`. Recorded as a skip.
     pub async fn without_a_slot(&self, scope: &str) -> bool {
         let Backend::Postgres(pool) = &self.backend else {
             return false;
@@ -168,7 +173,7 @@ impl Harness {
         if without {
             pg_idempotency_tests::skip(
                 pg_idempotency_tests::Skip::NotApplicable,
-                "the extension's 512 counter and estimate slots are taken since the server started \
+                "the extension's 512 counter slots are taken since the server started \
                  (the scope counts in `(other scopes)`): restart the server to run this test",
             );
         }
