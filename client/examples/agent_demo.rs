@@ -112,14 +112,17 @@ async fn main() -> Demo {
     }
     .run(|| async {
         Ok(match agent.dispatch("send_email", invoice.clone()).await? {
-            Dispatched::InProgress { .. } => Attempt::Again { after: None },
+            // The server's estimate of the running call's time left paces the retries.
+            Dispatched::InProgress { retry_after } => Attempt::Again {
+                after: Some(retry_after),
+            },
             done => Attempt::Done(done),
         })
     })
     .await;
     println!("   the first call: {}", show(&first.await?));
     println!(
-        "   the duplicate, retrying with backoff: {}",
+        "   the duplicate, retrying when told: {}",
         show(&retried)
     );
     println!("   emails in the outbox: {}", emails(&pool).await?);
