@@ -446,6 +446,87 @@ async fn a_duplicate_waits_for_the_running_call(store: Arc<dyn IdempotencyStore>
     assert_eq!(sent.load(Ordering::SeqCst), 1, "the tool ran once");
 }
 
+/// The same over RedisStore: the duplicate comes through a second dispatcher (another
+/// process of the same service) whose store has a connection of its own, so the server's
+/// `CLIENT LIST` shows that connection's last command: once it is `evalsha` (the begin
+/// script), the duplicate has read the running claim and polls again after a pause.
+#[cfg(feature = "redis")]
+async fn a_duplicate_waits_for_the_running_call_on_redis() {
+    let Some(url) = redis_url() else {
+        return;
+    };
+    let (client, watcher) = redis_connection(&url).await;
+    let prefix = unique("idem") + ":";
+    let (tool, sent, steer) = (
+        unique("send_email"),
+        Arc::new(AtomicU32::new(0)),
+        Steer::held(),
+    );
+    let waiting = Idempotent::new().wait(BOUND);
+    let own = |c: ::redis::aio::MultiplexedConnection| -> Arc<dyn IdempotencyStore> {
+        Arc::new(RedisStore::new(c, prefix.clone()))
+    };
+    let first_d = dispatcher(
+        own(watcher.clone()),
+        &tool,
+        sent.clone(),
+        waiting.clone(),
+        &steer,
+    );
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let id: i64 = ::redis::cmd("CLIENT")
+        .arg("ID")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let second_d = dispatcher(own(conn), &tool, sent.clone(), waiting, &steer);
+    let input = json!({"to": "ann@example.com"});
+    let first = {
+        let (tool, input) = (tool.clone(), input.clone());
+        tokio::spawn(async move { first_d.dispatch(&tool, input).await })
+    };
+    steer.run_began().await;
+    let duplicate = {
+        let tool = tool.clone();
+        tokio::spawn(async move { second_d.dispatch(&tool, input).await })
+    };
+    let seen = tokio::time::timeout(BOUND, async {
+        loop {
+            let info: String = ::redis::cmd("CLIENT")
+                .arg("LIST")
+                .arg("ID")
+                .arg(id)
+                .query_async(&mut watcher.clone())
+                .await
+                .unwrap();
+            if info.split_whitespace().any(|f| f == "cmd=evalsha") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    assert!(seen.is_ok(), "the duplicate never ran its begin script");
+    assert!(
+        !duplicate.is_finished(),
+        "the duplicate answered while the call ran"
+    );
+    steer.go_on();
+    let answer = tokio::time::timeout(BOUND, duplicate)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        answer.unwrap(),
+        Dispatched::Replayed(json!({"email_id": 1}))
+    );
+    assert_eq!(
+        first.await.unwrap().unwrap(),
+        Dispatched::Ran(json!({"email_id": 1}))
+    );
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "the tool ran once");
+}
+
 /// A tool that runs for several leases keeps its claim: the dispatcher's heartbeat extends
 /// the lease, a duplicate meanwhile is told the call is in progress, and nobody takes over.
 async fn a_heartbeat_keeps_a_long_call(store: Arc<dyn IdempotencyStore>) {
@@ -758,14 +839,12 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn wait() {
                 let kind = stringify!($store);
-                if kind == "redis" {
-                    pg_idempotency_tests::skip(
-                        pg_idempotency_tests::Skip::NotApplicable,
-                        "RedisStore waits by polling on the dispatcher's shared connection: no state shows the duplicate waiting (client/tests/parity/wait.rs covers RedisStore's wait)",
-                    );
-                    return;
-                }
                 if let Some(s) = store().await {
+                    #[cfg(feature = "redis")]
+                    if kind == "redis" {
+                        drop(s);
+                        return a_duplicate_waits_for_the_running_call_on_redis().await;
+                    }
                     a_duplicate_waits_for_the_running_call(s, kind).await
                 }
             }
