@@ -586,7 +586,9 @@ mod tests {
         assert!(!with(&[b"x-no-store"]));
         assert!(!with(&[b"private=\"no-store\""]));
         assert!(!with(&[b"private=\"set-cookie, no-store\", max-age=5"]));
-        assert!(!with(&[b"private=\"a\\\", no-store\""]));
+        assert!(!with(&[b"private=\"a, no-store, b\""]));
+        // An escaped quote does not end the quoted string.
+        assert!(!with(&[b"private=\"a\\\", no-store, b\""]));
         assert!(with(&[b"private=\"a, b\", no-store"]));
         // Another header saying no-store is not Cache-Control.
         let mut headers = HeaderMap::new();
