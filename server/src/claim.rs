@@ -1,0 +1,64 @@
+//! What a claimed request's handler is told, and how it completes the call inside its own
+//! database transaction.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use idempotency::{Completed, IdempotencyStore, PgStore};
+use uuid::Uuid;
+
+use crate::outcome::{fate, Fate};
+use crate::rule::Rule;
+use crate::stored::StoredResponse;
+
+/// The request extension of a claimed request (`axum::Extension<Claim>`).
+#[derive(Debug, Clone)]
+pub struct Claim {
+    /// The store's scope (principal and route) and the caller's key.
+    pub scope: String,
+    pub key: String,
+    /// This attempt's fencing token: a later attempt's is larger.
+    pub fence: i64,
+    /// How many times the call has been claimed (1 the first time).
+    pub attempt: i32,
+    /// An earlier attempt's lease lapsed without a result: it may have done part of the
+    /// work (check before doing it again).
+    pub recovered: bool,
+    /// The same for every attempt of the call: send it to providers downstream.
+    pub upstream_key: Uuid,
+    pub(crate) rule: Rule,
+    /// Set once the handler completed the call in its own transaction: the layer then
+    /// checks what committed instead of completing.
+    pub(crate) in_transaction: Arc<AtomicBool>,
+}
+
+impl Claim {
+    /// Completes the call inside the handler's transaction, with the answer the handler is
+    /// about to return: the handler's writes and the remembered answer commit together, or
+    /// neither does (a rollback leaves the call to run again). An answer the layer would
+    /// not remember (5xx, an uncached 4xx, `Cache-Control: no-store`) records nothing and
+    /// answers `Completed::Absent`; the layer releases the claim afterwards.
+    pub async fn complete_in(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        response: &StoredResponse,
+    ) -> idempotency::Result<Completed> {
+        let (succeeded, cache_failure) = match fate(response.status, &response.headers, &self.rule)
+        {
+            Fate::Succeeded => (true, None),
+            Fate::CachedFailure => (false, Some(true)),
+            Fate::Released(_) => return Ok(Completed::Absent),
+        };
+        self.in_transaction.store(true, Ordering::SeqCst);
+        PgStore::new(tx)
+            .complete(
+                &self.scope,
+                &self.key,
+                self.fence,
+                Some(&response.to_json()),
+                succeeded,
+                cache_failure,
+            )
+            .await
+    }
+}

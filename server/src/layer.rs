@@ -1,0 +1,174 @@
+//! The layer and its settings.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use idempotency::IdempotencyStore;
+use tower_layer::Layer;
+
+use crate::rule::Rule;
+use crate::scope::Scope;
+use crate::service::IdempotencyService;
+
+/// Names the caller and the route of a request; None refuses it (401): there is no
+/// anonymous fallback, under which every caller's keys would meet.
+pub type ScopeFn = dyn Fn(&http::request::Parts) -> Option<Scope> + Send + Sync;
+
+/// The layer's settings, shared by every request.
+pub(crate) struct Settings {
+    pub store: Arc<dyn IdempotencyStore>,
+    pub scope_of: Box<ScopeFn>,
+    pub rules: HashMap<String, Rule>,
+    pub default_rule: Rule,
+    pub methods: Vec<Method>,
+    pub wait: Duration,
+    pub lease: Option<Duration>,
+    pub ttl: Option<Duration>,
+    pub max_key_bytes: usize,
+    pub max_scope_bytes: usize,
+    pub max_body_bytes: usize,
+    pub max_response_bytes: usize,
+    pub mismatch_status: StatusCode,
+    pub fail_open: bool,
+    pub store_timeout: Duration,
+    pub unavailable_retry_after: Duration,
+}
+
+impl Settings {
+    pub fn rule_for(&self, route: &str) -> Rule {
+        self.rules.get(route).copied().unwrap_or(self.default_rule)
+    }
+}
+
+/// A tower layer that makes the requests of its routes idempotent under `Idempotency-Key`.
+#[derive(Clone)]
+pub struct IdempotencyLayer {
+    settings: Arc<Settings>,
+}
+
+impl IdempotencyLayer {
+    /// Over `store`, with `scope_of` naming each request's caller and route template.
+    pub fn new(
+        store: Arc<dyn IdempotencyStore>,
+        scope_of: impl Fn(&http::request::Parts) -> Option<Scope> + Send + Sync + 'static,
+    ) -> IdempotencyLayer {
+        IdempotencyLayer {
+            settings: Arc::new(Settings {
+                store,
+                scope_of: Box::new(scope_of),
+                rules: HashMap::new(),
+                default_rule: Rule::default(),
+                methods: vec![Method::POST, Method::PUT, Method::PATCH, Method::DELETE],
+                wait: Duration::ZERO,
+                lease: None,
+                ttl: None,
+                max_key_bytes: 255,
+                max_scope_bytes: 128,
+                max_body_bytes: 1 << 20,
+                max_response_bytes: 256 << 10,
+                mismatch_status: StatusCode::UNPROCESSABLE_ENTITY,
+                fail_open: false,
+                store_timeout: Duration::from_secs(5),
+                unavailable_retry_after: Duration::from_secs(1),
+            }),
+        }
+    }
+
+    fn with(mut self, change: impl FnOnce(&mut Settings)) -> IdempotencyLayer {
+        let settings = Arc::get_mut(&mut self.settings)
+            .expect("an IdempotencyLayer is configured before it is cloned");
+        change(settings);
+        self
+    }
+
+    /// The rule of one route template (as `Scope::route` names it).
+    pub fn rule(self, route: impl Into<String>, rule: Rule) -> IdempotencyLayer {
+        let route = route.into();
+        self.with(|s| {
+            s.rules.insert(route, rule);
+        })
+    }
+
+    /// The rule of routes without one of their own (default: optional, 4xx cached).
+    pub fn default_rule(self, rule: Rule) -> IdempotencyLayer {
+        self.with(|s| s.default_rule = rule)
+    }
+
+    /// The methods the layer keys (default POST, PUT, PATCH, DELETE).
+    pub fn methods(self, methods: impl IntoIterator<Item = Method>) -> IdempotencyLayer {
+        let methods = methods.into_iter().collect();
+        self.with(|s| s.methods = methods)
+    }
+
+    /// How long a duplicate waits for the running request's answer (then replays it)
+    /// before answering 409. Each waiting duplicate holds a connection of the store's
+    /// pool while it waits: the pool needs room for them and for the completions they
+    /// wait for.
+    pub fn wait(self, wait: Duration) -> IdempotencyLayer {
+        self.with(|s| s.wait = wait)
+    }
+
+    /// The claim's lease (None: the scope's policy, then the server's default); the layer
+    /// extends it while the handler runs.
+    pub fn lease(self, lease: Duration) -> IdempotencyLayer {
+        self.with(|s| s.lease = Some(lease))
+    }
+
+    /// How long an answer is remembered (None: the scope's policy, then the server's).
+    pub fn ttl(self, ttl: Duration) -> IdempotencyLayer {
+        self.with(|s| s.ttl = Some(ttl))
+    }
+
+    /// The longest key accepted (default 255 bytes, Stripe's); longer: 400.
+    pub fn max_key_bytes(self, n: usize) -> IdempotencyLayer {
+        self.with(|s| s.max_key_bytes = n)
+    }
+
+    /// The store's `pg_idempotency.max_scope_bytes` (default 128): longer scopes are hashed.
+    pub fn max_scope_bytes(self, n: usize) -> IdempotencyLayer {
+        self.with(|s| s.max_scope_bytes = n)
+    }
+
+    /// The largest request body buffered for the fingerprint (default 1 MiB); larger: 413.
+    pub fn max_body_bytes(self, n: usize) -> IdempotencyLayer {
+        self.with(|s| s.max_body_bytes = n)
+    }
+
+    /// The largest answer remembered (default 256 KiB); larger ones are forwarded as they
+    /// come and released. Keep it under the server's `pg_idempotency.max_response_bytes`
+    /// (the stored form is base64 in JSON, a third larger).
+    pub fn max_response_bytes(self, n: usize) -> IdempotencyLayer {
+        self.with(|s| s.max_response_bytes = n)
+    }
+
+    /// The status of a key reused with a different request: 422 (default), 409 or 400.
+    pub fn mismatch_status(self, status: StatusCode) -> IdempotencyLayer {
+        self.with(|s| s.mismatch_status = status)
+    }
+
+    /// When the store cannot be reached: false (default) answers 503 with Retry-After;
+    /// true runs the handler without protection (logged).
+    pub fn fail_open(self, open: bool) -> IdempotencyLayer {
+        self.with(|s| s.fail_open = open)
+    }
+
+    /// How long a claim may take (waiting included) before the store counts as unreachable.
+    pub fn store_timeout(self, timeout: Duration) -> IdempotencyLayer {
+        self.with(|s| s.store_timeout = timeout)
+    }
+
+    /// The Retry-After of a 503 when the store cannot be reached (default 1 s).
+    pub fn unavailable_retry_after(self, after: Duration) -> IdempotencyLayer {
+        self.with(|s| s.unavailable_retry_after = after)
+    }
+}
+
+impl<S> Layer<S> for IdempotencyLayer {
+    type Service = IdempotencyService<S>;
+
+    fn layer(&self, inner: S) -> IdempotencyService<S> {
+        IdempotencyService::new(inner, self.settings.clone())
+    }
+}

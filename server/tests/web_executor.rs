@@ -1,0 +1,151 @@
+//! The client's own `WebExecutor` against a service behind the layer: its retries, a
+//! takeover after its first attempt timed out while the handler still ran, and two
+//! executors sending the same call at once give one execution.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::routing::post;
+use axum::Router;
+use idempotency::{
+    Action, Attempt, Dispatched, ErrorKind, Idempotent, MemoryStore, Method, Retry, WebExecutor,
+};
+use idempotency_server::{IdempotencyLayer, Rule, Scope};
+use serde_json::json;
+
+use common::*;
+
+/// The service: `/charges`, required, one principal; every request's key is logged.
+async fn service(gate: Gate, wait: Duration) -> (String, Arc<Mutex<Vec<String>>>) {
+    let keys = Arc::new(Mutex::new(Vec::new()));
+    let seen = keys.clone();
+    let principal = unique("executor");
+    let idem = IdempotencyLayer::new(store_on(pool()), move |_: &http::request::Parts| {
+        Some(Scope::new(principal.clone(), "/charges"))
+    })
+    .rule("/charges", Rule::required())
+    .wait(wait);
+    let app = Router::new()
+        .route(
+            "/charges",
+            post(move || {
+                let gate = gate.clone();
+                async move {
+                    gate.pass().await;
+                    axum::Json(json!({"charge": gate.done()}))
+                }
+            }),
+        )
+        .route_layer(idem)
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let key = req
+                    .headers()
+                    .get("idempotency-key")
+                    .map(|v| v.to_str().unwrap().to_string());
+                seen.lock().unwrap().push(key.unwrap_or_default());
+                next.run(req)
+            },
+        ));
+    (serve(app).await, keys)
+}
+
+fn retry() -> Retry {
+    Retry {
+        attempts: 60,
+        base: Duration::from_millis(20),
+        max: Duration::from_millis(500),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_after_a_timed_out_attempt_gives_one_execution() {
+    let gate = Gate::closed();
+    let (base, keys) = service(gate.clone(), Duration::ZERO).await;
+    let store = store_on(pool());
+    let web = Arc::new(WebExecutor::new(store.clone()));
+    let name = unique("charge");
+    web.register(
+        Action::new(name.clone(), Method::POST, format!("{base}/charges")).idempotent(Idempotent {
+            timeout: Some(Duration::from_millis(300)),
+            lease: Some(Duration::from_millis(400)),
+            ..Idempotent::default()
+        }),
+    )
+    .unwrap();
+    let input = json!({"amount": 12});
+    let e = web.execute(&name, input.clone()).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Timeout, "{e}");
+    gate.wait_started().await;
+    // Retried until the client's lease lapses, then taken over: the service answers 409
+    // while its handler still runs, and the executor retries that too.
+    let (w, n, i) = (web.clone(), name.clone(), input.clone());
+    let retried = tokio::spawn(async move {
+        retry()
+            .run(|| async {
+                Ok(match w.execute(&n, i.clone()).await? {
+                    Dispatched::InProgress { retry_after } => Attempt::Again {
+                        after: Some(retry_after),
+                    },
+                    done => Attempt::Done(done),
+                })
+            })
+            .await
+    });
+    until("the takeover's request at the service", || {
+        keys.lock().unwrap().len() >= 2
+    })
+    .await;
+    gate.open_all();
+    let done = retried.await.unwrap().unwrap();
+    assert_eq!(done, Dispatched::Ran(json!({"charge": 1})));
+    assert_eq!(gate.runs(), 1, "the handler ran more than once");
+    let keys = keys.lock().unwrap().clone();
+    assert!(keys.len() >= 2, "{keys:?}");
+    assert!(keys.iter().all(|k| k == &keys[0]), "one key: {keys:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_executors_sending_the_same_call_at_once_give_one_execution() {
+    let gate = Gate::closed();
+    let (base, keys) = service(gate.clone(), Duration::from_secs(20)).await;
+    // Two processes, each with a store of its own: only the service can deduplicate.
+    let name = unique("charge");
+    let executor = || {
+        let web = WebExecutor::new(Arc::new(MemoryStore::new()));
+        web.register(Action::new(
+            name.clone(),
+            Method::POST,
+            format!("{base}/charges"),
+        ))
+        .unwrap();
+        Arc::new(web)
+    };
+    let (a, b) = (executor(), executor());
+    let input = json!({"amount": 3});
+    let first = {
+        let (a, n, i) = (a.clone(), name.clone(), input.clone());
+        tokio::spawn(async move { a.execute(&n, i).await })
+    };
+    gate.wait_started().await;
+    let second = {
+        let (b, n, i) = (b.clone(), name.clone(), input.clone());
+        tokio::spawn(async move { b.execute(&n, i).await })
+    };
+    until("the second request at the service", || {
+        keys.lock().unwrap().len() >= 2
+    })
+    .await;
+    gate.open_all();
+    let first = first.await.unwrap().unwrap();
+    let second = second.await.unwrap().unwrap();
+    assert_eq!(first, Dispatched::Ran(json!({"charge": 1})));
+    assert_eq!(
+        second,
+        Dispatched::Ran(json!({"charge": 1})),
+        "replayed by the service"
+    );
+    assert_eq!(gate.runs(), 1);
+}
