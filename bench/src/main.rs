@@ -24,7 +24,7 @@ struct Options {
     only: Vec<String>,
 }
 
-const WORKLOADS: &str = "calls, fsync, hot_key, hashing, portable, client, growth, churn";
+const WORKLOADS: &str = "calls, fsync, hot_key, hashing, portable, client, http, growth, churn";
 
 fn options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
@@ -151,6 +151,15 @@ async fn run(o: &Options) -> BenchResult<()> {
         return Err(format!("workload '{}' completed no operation", r.workload).into());
     }
     let mut markdown = report::markdown(&o.dsn, plan, o.smoke, &rows).await?;
+
+    if wanted("http") {
+        let replay_keys = if o.smoke { 20 } else { 1000 };
+        let http = workloads::http::run(&o.dsn, plan, replay_keys).await?;
+        if let Some(r) = http.iter().find(|r| r.ours.ops == 0 || r.baseline.ops == 0) {
+            return Err(format!("'{}' completed no request", r.ours_name).into());
+        }
+        markdown.push_str(&report::http(&http));
+    }
 
     if wanted("hot_key") {
         let (sessions, rounds) = if o.smoke { (8, 2) } else { (64, 50) };

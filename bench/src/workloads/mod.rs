@@ -6,6 +6,7 @@ pub mod client_overhead;
 pub mod growth;
 pub mod hashing;
 pub mod hot_key;
+pub mod http;
 
 use crate::harness::Stats;
 
