@@ -42,10 +42,12 @@ async fn the_database_stopped_mid_run_is_503_and_service_resumes() {
     let gate = Gate::closed();
     let closed = layer(store.clone())
         .rule("/charges", Rule::required())
+        .rule("/open", Rule::off())
         .store_timeout(Duration::from_secs(5))
         .unavailable_retry_after(Duration::from_secs(2));
     let open = layer(store.clone())
         .rule("/open", Rule::required())
+        .rule("/charges", Rule::off())
         .fail_open(true);
     let app = Router::new()
         .merge(app(gate.clone()).route_layer(closed))
