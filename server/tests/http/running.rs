@@ -256,3 +256,42 @@ async fn a_panicking_handler_is_released_and_a_retry_runs_it_again() {
     assert!(!replayed(&retry));
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_is_extended_while_the_handler_runs() {
+    let store = store_on(pool());
+    let gate = Gate::closed();
+    let idem = layer(store.clone())
+        .rule("/charges", Rule::required())
+        .lease(Duration::from_secs(1));
+    let base = serve(charge(gate.clone()).route_layer(idem)).await;
+    let http = http();
+    let (principal, key) = (unique("p"), unique("k"));
+    let url = format!("{base}/charges");
+    let first = tokio::spawn(keyed(&http, &url, &principal, &key, "{}").send());
+    gate.wait_started().await;
+    let scope = store_scope(&principal, "/charges");
+    let claimed = store.lookup(&scope, &key).await.unwrap().unwrap();
+    let first_lease = claimed.lease_until.unwrap();
+    // Past the first lease, and the record's lease pushed out since: the heartbeat.
+    record_until(
+        &store,
+        &scope,
+        &key,
+        "the lease to be extended past its first end",
+        |r| {
+            std::time::SystemTime::now() > first_lease
+                && r.and_then(|r| r.lease_until)
+                    .is_some_and(|l| l > first_lease + Duration::from_millis(300))
+        },
+    )
+    .await;
+    let dup = keyed(&http, &url, &principal, &key, "{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(problem(dup).await.0, 409, "taken over: the lease lapsed");
+    assert_eq!(gate.started.load(Ordering::SeqCst), 1);
+    gate.open_all();
+    assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::CREATED);
+}
