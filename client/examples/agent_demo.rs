@@ -121,10 +121,7 @@ async fn main() -> Demo {
     })
     .await;
     println!("   the first call: {}", show(&first.await?));
-    println!(
-        "   the duplicate, retrying when told: {}",
-        show(&retried)
-    );
+    println!("   the duplicate, retrying when told: {}", show(&retried));
     println!("   emails in the outbox: {}", emails(&pool).await?);
 
     println!("\n3. An agent process claims a call and crashes; its 1 s lease lapses and the call is taken over.");
