@@ -1,38 +1,45 @@
 //! The example service (server/examples/charges/) answers as its documentation says: a
-//! real server on 127.0.0.1 over the database under test (`PGIDEM_DSN`'s server,
-//! `PGIDEM_BACKEND`'s backend, in a database of each test's own).
+//! real server on 127.0.0.1 over the database under test (`PGIDEM_DSN`, either backend),
+//! the example's tables in a schema of each test's own.
 
 #[path = "../examples/charges/app.rs"]
 mod app;
 
 use std::future::Future;
 
-use pg_idempotency_tests::{backend, backends, drop_database};
+use pg_idempotency_tests::dsn;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
 
-/// A database with the backend under test, dropped when the test ends (pass or fail).
-struct Database {
+/// A schema of the test's own in the database under test, where the example's tables
+/// go (its connections put it first on their search_path, before the SQL API's schema),
+/// dropped when the test ends, pass or fail.
+struct Schema {
     name: String,
-    dsn: String,
 }
 
-impl Database {
-    fn new(test: &str) -> Database {
-        let dsn = backends::installed(backend(), test);
-        let name = dsn
-            .split_whitespace()
-            .find_map(|p| p.strip_prefix("dbname="))
-            .expect("a dbname")
-            .to_string();
-        Database { name, dsn }
+impl Schema {
+    fn new(test: &str) -> Schema {
+        let name = pg_idempotency_tests::scope(test).replace('-', "_");
+        pg_idempotency_tests::connect()
+            .batch_execute(&format!("CREATE SCHEMA {name}"))
+            .unwrap_or_else(|e| panic!("CREATE SCHEMA {name}: {e}"));
+        Schema { name }
+    }
+
+    fn config(&self) -> tokio_postgres::Config {
+        let mut config: tokio_postgres::Config = dsn().parse().expect("PGIDEM_DSN");
+        let path = config.get_options().map(str::to_string).unwrap_or_default();
+        config.options(format!("{path} -c search_path={},public", self.name).trim());
+        config
     }
 }
 
-impl Drop for Database {
+impl Drop for Schema {
     fn drop(&mut self) {
-        let _ = std::panic::catch_unwind(|| drop_database(&self.name));
+        let drop = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
+        let _ = std::panic::catch_unwind(|| pg_idempotency_tests::connect().batch_execute(&drop));
     }
 }
 
@@ -49,13 +56,13 @@ where
     F: FnOnce(Service) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let database = Database::new(name);
+    let schema = Schema::new(name);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        let config: tokio_postgres::Config = database.dsn.parse().expect("the DSN");
+        let config = schema.config();
         let pool = deadpool_postgres::Pool::builder(deadpool_postgres::Manager::new(
             config.clone(),
             NoTls,
@@ -82,7 +89,7 @@ where
     });
     // The runtime ends the server and closes the pool's connections before the drop.
     drop(runtime);
-    drop(database);
+    drop(schema);
 }
 
 /// Who calls.
@@ -141,11 +148,17 @@ impl Service {
     }
 }
 
+/// A caller no other test or earlier run uses (tests share the database's records).
+fn unique(name: &str) -> String {
+    pg_idempotency_tests::scope(name)
+}
+
 #[test]
 fn a_retried_charge_gives_one_charge_row() {
     with_service("example_retried", |s| async move {
+        let ann = unique("tok-ann");
         let body = json!({"amount": 500, "currency": "eur"});
-        let caller = Caller::Bearer("tok-ann");
+        let caller = Caller::Bearer(&ann);
         let first = s
             .post("/charges", Some("charge-1"), caller, body.clone())
             .await;
@@ -167,7 +180,7 @@ fn a_retried_charge_gives_one_charge_row() {
             assert_eq!(retry.header("location"), first.header("location"));
             assert_eq!(retry.header("content-type"), Some("application/json"));
         }
-        assert_eq!(s.count("charges", "tok-ann").await, 1);
+        assert_eq!(s.count("charges", &ann).await, 1);
 
         // The record was completed by the charge's own transaction: its last write and the
         // charge row carry the same transaction id.
@@ -176,7 +189,7 @@ fn a_retried_charge_gives_one_charge_row() {
                 .await
                 .unwrap()
                 .get(0);
-        let scope = idempotency_server::Scope::new("tok-ann", "/charges").store_scope(128);
+        let scope = idempotency_server::Scope::new(&ann, "/charges").store_scope(128);
         let record =
             s.db.query_one(
                 "SELECT xmin::text, state::text FROM idempotency.records \
@@ -193,19 +206,15 @@ fn a_retried_charge_gives_one_charge_row() {
 #[test]
 fn concurrent_duplicates_of_a_charge_give_one_charge_row() {
     with_service("example_concurrent", |s| async move {
+        let bob = unique("key-bob");
         let s = std::sync::Arc::new(s);
         let body = json!({"amount": 900});
         let mut calls = Vec::new();
         for _ in 0..8 {
-            let (s, body) = (s.clone(), body.clone());
+            let (s, body, bob) = (s.clone(), body.clone(), bob.clone());
             calls.push(tokio::spawn(async move {
-                s.post(
-                    "/charges",
-                    Some("charge-2"),
-                    Caller::ApiKey("key-bob"),
-                    body,
-                )
-                .await
+                s.post("/charges", Some("charge-2"), Caller::ApiKey(&bob), body)
+                    .await
             }));
         }
         let mut created = Vec::new();
@@ -221,65 +230,55 @@ fn concurrent_duplicates_of_a_charge_give_one_charge_row() {
         assert!(!created.is_empty());
         assert!(created.iter().all(|b| *b == created[0]), "{created:?}");
         let last = s
-            .post(
-                "/charges",
-                Some("charge-2"),
-                Caller::ApiKey("key-bob"),
-                body,
-            )
+            .post("/charges", Some("charge-2"), Caller::ApiKey(&bob), body)
             .await;
         assert!(last.replayed());
         assert_eq!(last.body, created[0]);
-        assert_eq!(s.count("charges", "key-bob").await, 1);
+        assert_eq!(s.count("charges", &bob).await, 1);
     });
 }
 
 #[test]
 fn keys_belong_to_their_caller_and_route() {
     with_service("example_scopes", |s| async move {
+        let (ann, bob) = (unique("tok-ann"), unique("key-bob"));
         let body = json!({"amount": 100});
-        let ann = s
-            .post(
-                "/charges",
-                Some("k"),
-                Caller::Bearer("tok-ann"),
-                body.clone(),
-            )
+        let ann_charge = s
+            .post("/charges", Some("k"), Caller::Bearer(&ann), body.clone())
             .await;
-        let bob = s
-            .post(
-                "/charges",
-                Some("k"),
-                Caller::ApiKey("key-bob"),
-                body.clone(),
-            )
+        let bob_charge = s
+            .post("/charges", Some("k"), Caller::ApiKey(&bob), body.clone())
             .await;
-        assert_eq!(ann.status, StatusCode::CREATED);
-        assert_eq!(bob.status, StatusCode::CREATED);
-        assert!(!bob.replayed(), "another caller's key is not a replay");
-        assert_ne!(ann.json()["id"], bob.json()["id"]);
-        assert_eq!(s.count("charges", "tok-ann").await, 1);
-        assert_eq!(s.count("charges", "key-bob").await, 1);
+        assert_eq!(ann_charge.status, StatusCode::CREATED);
+        assert_eq!(bob_charge.status, StatusCode::CREATED);
+        assert!(
+            !bob_charge.replayed(),
+            "another caller's key is not a replay"
+        );
+        assert_ne!(ann_charge.json()["id"], bob_charge.json()["id"]);
+        assert_eq!(s.count("charges", &ann).await, 1);
+        assert_eq!(s.count("charges", &bob).await, 1);
 
         // The same key on the other route is another operation.
         let email = s
             .post(
                 "/emails",
                 Some("k"),
-                Caller::Bearer("tok-ann"),
+                Caller::Bearer(&ann),
                 json!({"to": "ann@example.com"}),
             )
             .await;
         assert_eq!(email.status, StatusCode::ACCEPTED, "{email:?}");
         assert!(!email.replayed());
-        assert_eq!(s.count("emails", "tok-ann").await, 1);
+        assert_eq!(s.count("emails", &ann).await, 1);
     });
 }
 
 #[test]
 fn a_refused_charge_is_released_and_a_refused_email_is_replayed() {
     with_service("example_refusals", |s| async move {
-        let caller = Caller::Bearer("tok-ann");
+        let ann = unique("tok-ann");
+        let caller = Caller::Bearer(&ann);
         // /charges releases its 4xx: the caller fixes the body and retries with the key.
         let refused = s
             .post("/charges", Some("c"), caller, json!({"amount": 0}))
@@ -290,7 +289,7 @@ fn a_refused_charge_is_released_and_a_refused_email_is_replayed() {
             .await;
         assert_eq!(fixed.status, StatusCode::CREATED, "{fixed:?}");
         assert!(!fixed.replayed());
-        assert_eq!(s.count("charges", "tok-ann").await, 1);
+        assert_eq!(s.count("charges", &ann).await, 1);
 
         // /emails caches its 4xx: the same request gets the same refusal, replayed.
         let bad = json!({"to": "not an address"});
@@ -301,7 +300,7 @@ fn a_refused_charge_is_released_and_a_refused_email_is_replayed() {
         assert_eq!(again.status, StatusCode::UNPROCESSABLE_ENTITY);
         assert!(again.replayed(), "{again:?}");
         assert_eq!(again.body, first.body);
-        assert_eq!(s.count("emails", "tok-ann").await, 0);
+        assert_eq!(s.count("emails", &ann).await, 0);
 
         // A good email, retried: one sent.
         let good = json!({"to": "ann@example.com"});
@@ -310,16 +309,17 @@ fn a_refused_charge_is_released_and_a_refused_email_is_replayed() {
         assert_eq!(sent.status, StatusCode::ACCEPTED);
         assert!(resent.replayed());
         assert_eq!(resent.body, sent.body);
-        assert_eq!(s.count("emails", "tok-ann").await, 1);
+        assert_eq!(s.count("emails", &ann).await, 1);
     });
 }
 
 #[test]
 fn requests_the_layer_cannot_key_are_refused() {
     with_service("example_refused", |s| async move {
+        let ann = unique("tok-ann");
         let body = json!({"amount": 100});
         let missing = s
-            .post("/charges", None, Caller::Bearer("tok-ann"), body.clone())
+            .post("/charges", None, Caller::Bearer(&ann), body.clone())
             .await;
         assert_eq!(missing.status, StatusCode::BAD_REQUEST);
         assert_eq!(
@@ -337,14 +337,14 @@ fn requests_the_layer_cannot_key_are_refused() {
         assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
 
         let first = s
-            .post("/charges", Some("k"), Caller::Bearer("tok-ann"), body)
+            .post("/charges", Some("k"), Caller::Bearer(&ann), body)
             .await;
         assert_eq!(first.status, StatusCode::CREATED);
         let changed = s
             .post(
                 "/charges",
                 Some("k"),
-                Caller::Bearer("tok-ann"),
+                Caller::Bearer(&ann),
                 json!({"amount": 101}),
             )
             .await;
@@ -353,7 +353,7 @@ fn requests_the_layer_cannot_key_are_refused() {
             changed.json()["type"],
             "https://pg-idempotency.dev/problems/idempotency-key-mismatch"
         );
-        assert_eq!(s.count("charges", "tok-ann").await, 1);
+        assert_eq!(s.count("charges", &ann).await, 1);
         assert_eq!(s.count("charges", "").await, 0);
     });
 }
