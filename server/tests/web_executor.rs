@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -101,6 +102,13 @@ async fn a_takeover_after_a_timed_out_attempt_gives_one_execution() {
     gate.open_all();
     let done = retried.await.unwrap().unwrap();
     assert_eq!(done, Dispatched::Ran(json!({"charge": 1})));
+    // Started once (a handler the layer did not protect would also be cancelled when the
+    // first attempt's client gave up, and never finish).
+    assert_eq!(
+        gate.started.load(Ordering::SeqCst),
+        1,
+        "the handler started again"
+    );
     assert_eq!(gate.runs(), 1, "the handler ran more than once");
     let keys = keys.lock().unwrap().clone();
     assert!(keys.len() >= 2, "{keys:?}");

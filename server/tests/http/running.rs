@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::response::{AppendHeaders, IntoResponse};
 use axum::routing::post;
 use axum::Router;
 use idempotency::State;
@@ -27,10 +27,11 @@ pub fn charge(gate: Gate) -> Router {
                 let n = gate.done();
                 (
                     StatusCode::CREATED,
-                    [
+                    // AppendHeaders: an array of pairs would keep only the last cookie.
+                    AppendHeaders([
                         (header::SET_COOKIE, "a=1; Path=/".to_string()),
                         (header::SET_COOKIE, format!("run={n}")),
-                    ],
+                    ]),
                     format!("{{\"run\": {n}, \"len\": {}}}", body.len()),
                 )
             }
