@@ -269,15 +269,16 @@ async fn chunked_post(base: &str, path: &str, principal: &str, key: &str, body: 
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nx-principal: {principal}\r\nidempotency-key: {key}\r\n\
          transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
     );
-    s.write_all(head.as_bytes()).await.unwrap();
+    // One write: the server may answer 413 and close once it has read past the cap, and
+    // a request still being written then would meet a reset.
+    let mut request = head.into_bytes();
     for chunk in body.chunks(1000) {
-        s.write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
-            .await
-            .unwrap();
-        s.write_all(chunk).await.unwrap();
-        s.write_all(b"\r\n").await.unwrap();
+        request.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        request.extend_from_slice(chunk);
+        request.extend_from_slice(b"\r\n");
     }
-    s.write_all(b"0\r\n\r\n").await.unwrap();
+    request.extend_from_slice(b"0\r\n\r\n");
+    s.write_all(&request).await.unwrap();
     let mut answer = Vec::new();
     // The server may answer before it read everything, and close.
     let _ = s.read_to_end(&mut answer).await;
