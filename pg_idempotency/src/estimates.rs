@@ -124,7 +124,7 @@ pub fn sample(owner: pg_sys::Oid, scope: &str, micros: i64) {
 
 fn update(s: &Slot, us: u64, now: Micros) {
     let before = s.estimate_us.load(Ordering::Relaxed);
-    let next = protocol::estimate::next_estimate_ms((before != 0).then_some(before), us);
+    let next = protocol::estimate::next_estimate((before != 0).then_some(before), us);
     s.estimate_us.store(next.max(1), Ordering::Relaxed);
     s.sampled_at.store(now.max(0) as u64, Ordering::Relaxed);
 }

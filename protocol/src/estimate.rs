@@ -54,11 +54,11 @@ fn bounded(estimate: Option<u64>, elapsed: u64, lease_left: u64, per_ms: u64) ->
 
 /// The estimate after one more sample (the arithmetic is the same in any one unit: the
 /// extension keeps microseconds).
-pub fn next_estimate_ms(estimate_ms: Option<u64>, sample_ms: u64) -> u64 {
-    match estimate_ms {
-        None => sample_ms,
+pub fn next_estimate(estimate: Option<u64>, sample: u64) -> u64 {
+    match estimate {
+        None => sample,
         Some(e) => {
-            let (e, s, w) = (e as i128, sample_ms as i128, WEIGHT as i128);
+            let (e, s, w) = (e as i128, sample as i128, WEIGHT as i128);
             (e + (s - e) / w).max(0) as u64
         }
     }
@@ -87,8 +87,8 @@ mod tests {
 
     #[test]
     fn the_estimate_moves_a_quarter_of_the_way() {
-        assert_eq!(next_estimate_ms(None, 800), 800);
-        assert_eq!(next_estimate_ms(Some(800), 1_600), 1_000);
-        assert_eq!(next_estimate_ms(Some(1_000), 200), 800);
+        assert_eq!(next_estimate(None, 800), 800);
+        assert_eq!(next_estimate(Some(800), 1_600), 1_000);
+        assert_eq!(next_estimate(Some(1_000), 200), 800);
     }
 }

@@ -108,3 +108,23 @@ fn a_fresh_install_holds_the_protocol_s_limits() {
             .unwrap(),
     );
 }
+
+/// `_idem_retry_after` keeps its own copies of protocol::estimate's constants: the
+/// no-history answer, the floor (both in microseconds) and how many records it averages.
+#[test]
+fn the_variant_s_retry_after_has_the_protocol_s_constants() {
+    use protocol::estimate::{FLOOR_MS, PORTABLE_SAMPLE, UNKNOWN_MS};
+    let source = std::fs::read_to_string(sql_file("pg_idempotency.sql")).unwrap();
+    let start = source
+        .find("CREATE FUNCTION :\"storage\"._idem_retry_after(")
+        .expect("the variant defines _idem_retry_after");
+    let body = &source[start..];
+    let body = &body[..body.find("\n$fn$;").unwrap()];
+    for needle in [
+        format!("LIMIT {PORTABLE_SAMPLE})"),
+        format!("least({}, lease_left)", UNKNOWN_MS * 1000),
+        format!(", {}), lease_left)", FLOOR_MS * 1000),
+    ] {
+        assert!(body.contains(&needle), "_idem_retry_after lacks {needle:?}");
+    }
+}

@@ -47,7 +47,7 @@ impl Scopes {
     pub fn sample(&mut self, scope: &str, claimed_at: SystemTime, completed_at: SystemTime) {
         let figures = self.0.entry(scope.to_string()).or_default();
         let sample = ms(since(claimed_at, completed_at));
-        figures.estimate_ms = Some(estimate::next_estimate_ms(figures.estimate_ms, sample));
+        figures.estimate_ms = Some(estimate::next_estimate(figures.estimate_ms, sample));
     }
 
     /// What a duplicate is told while the attempt claimed at `claimed_at` runs.

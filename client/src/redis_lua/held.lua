@@ -36,7 +36,7 @@ if op == 'extend' then
   return 'extended:' .. tostring(e.lease)
 end
 -- A claimed attempt completed: its claim-to-completion time moves the scope's estimate
--- (protocol::estimate::next_estimate_ms; the division truncates toward zero as Rust's).
+-- (protocol::estimate::next_estimate; the division truncates toward zero as Rust's).
 local sample = math.max(now - (e.claimed or e.created), 0)
 local estimate = tonumber(redis.call('HGET', KEYS[2], 'estimate'))
 if estimate then
