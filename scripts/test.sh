@@ -19,6 +19,10 @@ set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"
 
+# A clean clone gains nothing from incremental compilation, whose state roughly doubles
+# the target folder (a CI run once ran out of disk).
+if [ "${CI:-}" = "true" ]; then export CARGO_INCREMENTAL=0; fi
+
 if [ $# -gt 0 ]; then
     versions=("$@")
 else
