@@ -29,6 +29,9 @@ pub struct ToolError {
     pub response: Option<Value>,
     /// Another attempt may succeed (a timeout upstream, a 503).
     pub retryable: bool,
+    /// When the next attempt is worth making, if the tool was told (a provider's
+    /// `Retry-After`). `Retry` waits that long instead of its own backoff.
+    pub retry_after: Option<Duration>,
 }
 
 impl ToolError {
@@ -38,6 +41,7 @@ impl ToolError {
             message: message.into(),
             response: None,
             retryable: false,
+            retry_after: None,
         }
     }
 }
@@ -64,6 +68,18 @@ pub trait Tool: Send + Sync {
         _ctx: CallContext,
     ) -> std::result::Result<Value, ToolError> {
         self.call(input).await
+    }
+
+    /// Refuses an input the tool can never run with, before anything is claimed or sent
+    /// (an `InvalidArgument`, with a detail and a hint). Every input passes by default.
+    fn check(&self, _input: &Value) -> Result<()> {
+        Ok(())
+    }
+
+    /// The kind a remembered failure of this tool replays as: what its own failures are
+    /// (`ToolFailed`; a web action's are `Http`).
+    fn failure_kind(&self) -> ErrorKind {
+        ErrorKind::ToolFailed
     }
 }
 
@@ -181,6 +197,7 @@ fn tool_failed(e: ToolError) -> Error {
     Error::new(e.kind, e.message)
         .with_response(e.response)
         .with_retryable(e.retryable)
+        .with_retry_after(e.retry_after)
 }
 
 impl Default for Dispatcher {
@@ -306,6 +323,7 @@ impl Dispatcher {
     }
 
     async fn call(&self, spec: &ToolSpec, idem: &Idempotent, input: Value) -> Result<Dispatched> {
+        spec.tool.check(&input)?;
         let strategy = idem.key_strategy();
         let key = match &strategy {
             KeyStrategy::HashInput => canon::key_of(&canon::hash_value(&input)?),
@@ -368,10 +386,11 @@ impl Dispatcher {
                     Ok(Dispatched::Replayed(r.response.unwrap_or(Value::Null)))
                 } else {
                     Err(Error::new(
-                        ErrorKind::ToolFailed,
+                        spec.tool.failure_kind(),
                         format!("tool {} failed (remembered)", spec.name),
                     )
-                    .with_response(r.response))
+                    .with_response(r.response)
+                    .with_replayed())
                 }
             }
             Begin::InProgress(p) => {

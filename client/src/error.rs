@@ -100,7 +100,9 @@ struct Extra {
     hint: Option<String>,
     response: Option<serde_json::Value>,
     retryable: bool,
+    retry_after: Option<std::time::Duration>,
     outcome_unknown: bool,
+    replayed: bool,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -139,6 +141,13 @@ impl Error {
         self
     }
 
+    /// For `ToolFailed` and `Http`: when another attempt is worth making, if the tool
+    /// was told (a provider's `Retry-After`).
+    pub fn with_retry_after(mut self, after: Option<std::time::Duration>) -> Error {
+        self.extra.retry_after = after;
+        self
+    }
+
     fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Error {
         self.extra.source = Some(Box::new(source));
         self
@@ -160,11 +169,29 @@ impl Error {
         self.extra.retryable
     }
 
+    /// When another attempt is worth making, if the tool was told: an upstream's
+    /// `Retry-After` on a 503, a 429 or a keyed 409. `Retry` waits that long (at most its
+    /// `max`) instead of its own backoff.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        self.extra.retry_after
+    }
+
     /// The connection failed while the call was in flight: the store may have done it (a
     /// claim, a completion) without the answer arriving. Repeat it to learn which: a
     /// completion with its fence, a `begin` with the same claim token.
     pub fn outcome_unknown(&self) -> bool {
         self.extra.outcome_unknown
+    }
+
+    /// A failure the store remembered from an earlier run (`cache_failures`), replayed
+    /// without running the tool: its kind and response are the first run's.
+    pub fn replayed(&self) -> bool {
+        self.extra.replayed
+    }
+
+    pub(crate) fn with_replayed(mut self) -> Error {
+        self.extra.replayed = true;
+        self
     }
 
     pub(crate) fn with_outcome_unknown(mut self, unknown: bool) -> Error {

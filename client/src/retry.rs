@@ -80,9 +80,12 @@ impl Retry {
                 }
                 Err(e) if transient(&e) => {
                     tracing::debug!(attempt = n + 1, error = %e, "retrying");
+                    // A provider that says when to come back (Retry-After) is believed, up
+                    // to `max`, as the store is when it answers in_progress.
+                    let wait = e.retry_after().map_or(backoff, |a| a.min(self.max));
                     last = Some(e);
                     if n + 1 < self.attempts {
-                        tokio::time::sleep(backoff).await;
+                        tokio::time::sleep(wait).await;
                     }
                 }
                 Err(e) => return Err(e),
@@ -135,5 +138,45 @@ mod tests {
     #[tokio::test]
     async fn contention_is_retried_to_the_last_attempt() {
         assert_eq!(attempts_for(ErrorKind::Contention).await, 4);
+    }
+
+    /// How long (on tokio's paused clock, so exactly) `Retry::run` waits between the first
+    /// and the second attempt when the first fails with a retryable Http error that says
+    /// `retry_after`.
+    async fn wait_after(retry_after: Option<Duration>, max: Duration) -> Duration {
+        let retry = Retry {
+            attempts: 2,
+            base: Duration::from_millis(10),
+            max,
+        };
+        let mut times = Vec::new();
+        let _: Result<()> = retry
+            .run(|| {
+                times.push(tokio::time::Instant::now());
+                async move {
+                    Err(Error::new(ErrorKind::Http, "503 Service Unavailable")
+                        .with_retryable(true)
+                        .with_retry_after(retry_after))
+                }
+            })
+            .await;
+        assert_eq!(times.len(), 2);
+        times[1] - times[0]
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_after_replaces_the_backoff_up_to_max() {
+        let max = Duration::from_secs(5);
+        assert_eq!(
+            wait_after(Some(Duration::from_secs(3)), max).await,
+            Duration::from_secs(3)
+        );
+        assert_eq!(wait_after(Some(Duration::from_secs(60)), max).await, max);
+        // Without one, the jittered backoff: half to all of `base` on the first retry.
+        let own = wait_after(None, max).await;
+        assert!(
+            own >= Duration::from_millis(5) && own <= Duration::from_millis(10),
+            "{own:?}"
+        );
     }
 }

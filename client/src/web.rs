@@ -10,6 +10,7 @@
 mod action;
 mod executor;
 mod http_tool;
+mod retry_after;
 
 pub use action::{Action, Params, UpstreamKey};
 pub use executor::WebExecutor;

@@ -83,6 +83,7 @@ fn send_email(sent: Arc<AtomicU32>, steer: &Steer) -> Arc<dyn Tool> {
                     message: "mailbox full".into(),
                     response: Some(json!({"error": "bounced"})),
                     retryable: true,
+                    retry_after: None,
                 });
             }
             let n = sent.fetch_add(1, Ordering::SeqCst) + 1;
@@ -207,6 +208,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
         assert_eq!(e.kind, ErrorKind::ToolFailed);
         // The tool's own message: it ran again (a replay says "remembered").
         assert_eq!(e.message, "mailbox full");
+        assert!(!e.replayed());
         assert_eq!(e.response(), Some(&json!({"error": "bounced"})));
     }
     // Cached failures are replayed, not rerun (the replay says so).
@@ -906,6 +908,7 @@ async fn postgres_a_scope_policy_in_the_database_governs_the_dispatcher() {
     );
     let again = d.dispatch(&tool, bounce.clone()).await.unwrap_err();
     assert_eq!(again.kind, ErrorKind::ToolFailed);
+    assert!(again.replayed(), "{again:?}");
     assert!(again.message.ends_with("(remembered)"), "{again:?}");
     // And its ttl: the record is kept two hours, not the server's default hour.
     let rec = store

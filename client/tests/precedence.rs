@@ -38,7 +38,7 @@ fn repeat_of(answer: Result<Dispatched>, ran_again: bool) -> Repeat {
     let e = answer.expect_err("a repeat of a failed call succeeded");
     let repeat = match e.kind {
         ErrorKind::RepeatRefused => Repeat::Refused,
-        ErrorKind::ToolFailed if e.message.ends_with("(remembered)") => Repeat::Remembered,
+        ErrorKind::ToolFailed | ErrorKind::Http if e.replayed() => Repeat::Remembered,
         ErrorKind::ToolFailed | ErrorKind::Http => Repeat::RanAgain,
         other => panic!("unexpected {other:?}: {e:?}"),
     };

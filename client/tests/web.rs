@@ -6,7 +6,8 @@
 //!
 //! - web/keys.rs: which methods carry the key and which key; repeats replayed
 //! - web/takeover.rs: a hung first attempt taken over sends the same key
-//! - web/failures.rs: 5xx (and 409, 429) retried under the same key; 4xx per cache_failures
+//! - web/failures.rs: 5xx (and 409, 429) retried under the same key, after a Retry-After;
+//!   4xx per cache_failures; a query input that is not an object refused
 //!
 //! Against a provider we did not write (express-idempotency): web_upstream.rs.
 
@@ -56,5 +57,7 @@ web! {
         server_error_keeps_record_key => failures::a_5xx_keeps_the_record_key_when_failures_are_rerun,
         client_error_cache_failures => failures::a_4xx_follows_cache_failures,
         unreachable_retried => failures::an_unreachable_provider_is_retried,
+        retry_after_believed => failures::a_retry_after_is_the_providers_word,
+        query_input_object => failures::a_query_input_must_be_an_object,
     ]
 }

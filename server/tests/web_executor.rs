@@ -1,6 +1,7 @@
 //! The client's own `WebExecutor` against a service behind the layer: its retries, a
 //! takeover after its first attempt timed out while the handler still ran, and two
-//! executors sending the same call at once give one execution.
+//! executors sending the same call at once give one execution; the layer's `Retry-After`
+//! reaches the caller.
 
 mod common;
 
@@ -156,4 +157,45 @@ async fn two_executors_sending_the_same_call_at_once_give_one_execution() {
         "replayed by the service"
     );
     assert_eq!(gate.runs(), 1);
+}
+
+/// The layer's 409 for a key still running carries `Retry-After` (the store's estimate: one
+/// second for a scope with no completed call yet), and the executor hands it on, so that
+/// `Retry` comes back when the service said to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_services_retry_after_reaches_the_caller() {
+    let gate = Gate::closed();
+    let (base, keys) = service(gate.clone(), Duration::ZERO).await;
+    let name = unique("charge");
+    let executor = || {
+        let web = WebExecutor::new(Arc::new(MemoryStore::new()));
+        web.register(Action::new(
+            name.clone(),
+            Method::POST,
+            format!("{base}/charges"),
+        ))
+        .unwrap();
+        Arc::new(web)
+    };
+    let (a, b) = (executor(), executor());
+    let input = json!({"amount": 5});
+    let first = {
+        let (a, n, i) = (a.clone(), name.clone(), input.clone());
+        tokio::spawn(async move { a.execute(&n, i).await })
+    };
+    gate.wait_started().await;
+    let e = b.execute(&name, input.clone()).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Http, "{e}");
+    assert_eq!(e.response().unwrap()["status"], 409);
+    assert!(e.retryable());
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(1)));
+    gate.open_all();
+    assert_eq!(
+        first.await.unwrap().unwrap(),
+        Dispatched::Ran(json!({"charge": 1}))
+    );
+    let again = b.execute(&name, input).await.unwrap();
+    assert_eq!(again, Dispatched::Ran(json!({"charge": 1})), "replayed");
+    assert_eq!(gate.runs(), 1);
+    assert_eq!(keys.lock().unwrap().len(), 3);
 }

@@ -6,17 +6,50 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use super::action::{Action, Params, UpstreamKey};
+use super::retry_after;
 use super::unsafe_method;
 use crate::dispatcher::{CallContext, Tool, ToolError};
-use crate::error::ErrorKind;
+use crate::error::{Error, ErrorKind, Result};
 
 pub(crate) struct HttpTool {
     pub(crate) http: reqwest::Client,
     pub(crate) action: Action,
 }
 
+impl HttpTool {
+    /// Whether the input travels as query parameters: always on a safe method, which has
+    /// no body.
+    fn in_query(&self) -> bool {
+        !(matches!(self.action.params, Params::Body) && unsafe_method(&self.action.method))
+    }
+}
+
 #[async_trait]
 impl Tool for HttpTool {
+    /// Query parameters are names with values: an input sent as a query must be an object
+    /// (or null, for none). Anything else would be dropped without a word.
+    fn check(&self, input: &Value) -> Result<()> {
+        if !self.in_query() || input.is_object() || input.is_null() {
+            return Ok(());
+        }
+        let kind = match input {
+            Value::Array(_) => "an array",
+            Value::String(_) => "a string",
+            Value::Number(_) => "a number",
+            _ => "a boolean",
+        };
+        Err(Error::invalid(format!(
+            "action {} sends its input as query parameters, which needs an object",
+            self.action.name
+        ))
+        .with_detail(format!("The input is {kind}."))
+        .with_hint("Pass an object whose members name the parameters (nested values are sent as JSON text), or null for none."))
+    }
+
+    fn failure_kind(&self) -> ErrorKind {
+        ErrorKind::Http
+    }
+
     async fn call(&self, input: Value) -> std::result::Result<Value, ToolError> {
         self.call_with(input, CallContext::default()).await
     }
@@ -28,24 +61,24 @@ impl Tool for HttpTool {
     ) -> std::result::Result<Value, ToolError> {
         let a = &self.action;
         let mut req = self.http.request(a.method.clone(), &a.endpoint);
-        req = match a.params {
-            Params::Body if unsafe_method(&a.method) => req.json(&input),
-            _ => {
-                let pairs: Vec<(String, String)> = input
-                    .as_object()
-                    .map(|o| {
-                        o.iter()
-                            .map(|(k, v)| {
-                                (
-                                    k.clone(),
-                                    v.as_str().map_or_else(|| v.to_string(), str::to_string),
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                req.query(&pairs)
-            }
+        req = if self.in_query() {
+            // check() let only an object or null through.
+            let pairs: Vec<(String, String)> = input
+                .as_object()
+                .map(|o| {
+                    o.iter()
+                        .map(|(k, v)| {
+                            (
+                                k.clone(),
+                                v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            req.query(&pairs)
+        } else {
+            req.json(&input)
         };
         let mut keyed = false;
         if unsafe_method(&a.method) {
@@ -65,23 +98,33 @@ impl Tool for HttpTool {
             // A request that could not even be built (a malformed endpoint) fails the same
             // way every time.
             retryable: !e.is_builder(),
+            retry_after: None,
         })?;
         let status = resp.status();
+        let advice = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| retry_after::parse(v, std::time::SystemTime::now()));
         let text = resp.text().await.map_err(|e| ToolError {
             kind: ErrorKind::Http,
             message: e.to_string(),
             response: None,
             retryable: true,
+            retry_after: None,
         })?;
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         if status.is_success() {
             Ok(body)
         } else {
+            let retryable = worth_retrying(status, keyed);
             Err(ToolError {
                 kind: ErrorKind::Http,
                 message: format!("{} {} answered {status}", a.method, a.endpoint),
                 response: Some(serde_json::json!({"status": status.as_u16(), "body": body})),
-                retryable: worth_retrying(status, keyed),
+                retryable,
+                // Advice on when to come back matters only to an answer worth retrying.
+                retry_after: advice.filter(|_| retryable),
             })
         }
     }
@@ -115,6 +158,7 @@ fn header_value(action: &str, key: &str) -> std::result::Result<HeaderValue, Too
         ),
         response: None,
         retryable: false,
+        retry_after: None,
     }
     };
     if !fits {

@@ -1,5 +1,6 @@
 //! A provider's error answers: a 5xx (or 409, 429) may pass and is retried under the same
-//! key; a 4xx is remembered only where `cache_failures` says so.
+//! key, after the provider's `Retry-After` if it gave one; a 4xx is remembered only where
+//! `cache_failures` says so, and replays as the Http error it was.
 
 use std::time::Duration;
 
@@ -158,18 +159,23 @@ pub async fn a_4xx_follows_cache_failures(store: Store) {
             let first = web.execute(&name, input.clone()).await.unwrap_err();
             assert_eq!(first.kind, ErrorKind::Http, "{case}: {first}");
             assert!(!first.retryable(), "{case}");
+            assert!(!first.replayed(), "{case}");
             assert_eq!(first.response().unwrap()["status"], 422, "{case}");
             let record = store.lookup(&name, &key).await.unwrap();
             let second = web.execute(&name, input.clone()).await.unwrap_err();
             let seen = p.seen_at(&path);
             if cache == Some(true) {
                 assert_eq!(record.map(|r| r.state), Some(State::Failed), "{case}");
-                assert_eq!(second.kind, ErrorKind::ToolFailed, "{case}: {second}");
+                // Replayed as what it was: the provider's answer, status and body.
+                assert_eq!(second.kind, ErrorKind::Http, "{case}: {second}");
+                assert!(second.replayed(), "{case}");
+                assert!(!second.retryable(), "{case}");
                 assert_eq!(second.response(), first.response(), "{case}");
                 assert_eq!(seen.len(), 1, "{case}: the provider was called again");
             } else {
                 assert!(record.is_none(), "{case}: the failure was remembered");
                 assert_eq!(second.kind, ErrorKind::Http, "{case}: {second}");
+                assert!(!second.replayed(), "{case}");
                 assert_eq!(seen.len(), 2, "{case}: {seen:?}");
             }
             for s in &seen {
@@ -201,4 +207,115 @@ pub async fn an_unreachable_provider_is_retried(store: Store) {
         web.execute(&name, input).await.unwrap_err().kind,
         ErrorKind::Http
     );
+}
+
+/// A provider's `Retry-After` on an answer worth retrying reaches the caller (seconds or an
+/// HTTP date), and `Retry` waits that long, up to its `max`, before trying again under
+/// the same key. On an answer not worth retrying it is no advice.
+pub async fn a_retry_after_is_the_providers_word(store: Store) {
+    let p = provider().await;
+    for form in ["after", "after-date"] {
+        for status in [503, 429, 422] {
+            let case = format!("{form} {status}");
+            let web = WebExecutor::new(store.clone());
+            let name = unique_action("charge");
+            let path = format!("/{form}/30/{status}/1/x");
+            web.register(Action::new(
+                name.clone(),
+                Method::POST,
+                format!("{}{path}", p.base),
+            ))
+            .unwrap();
+            let input = json!({"amount": 3});
+            let e = web.execute(&name, input.clone()).await.unwrap_err();
+            assert_eq!(e.response().unwrap()["status"], status, "{case}");
+            let advice = e.retry_after();
+            if status == 422 {
+                assert!(!e.retryable(), "{case}");
+                assert_eq!(advice, None, "{case}");
+                continue;
+            }
+            let advice = advice.unwrap_or_else(|| panic!("{case}: no retry_after"));
+            if form == "after" {
+                assert_eq!(advice, Duration::from_secs(30), "{case}");
+            } else {
+                // An HTTP date has whole seconds, and was written a moment ago.
+                assert!(
+                    advice > Duration::from_secs(25) && advice <= Duration::from_secs(30),
+                    "{case}: {advice:?}"
+                );
+            }
+            // Believed up to `max` (50 ms here): the retry comes, under the same key.
+            let done = retry()
+                .run(|| async { Ok(Attempt::Done(web.execute(&name, input.clone()).await?)) })
+                .await
+                .unwrap();
+            assert!(matches!(done, Dispatched::Ran(_)), "{case}");
+            let seen = p.seen_at(&path);
+            assert_eq!(seen.len(), 2, "{case}: {seen:?}");
+            assert_eq!(seen[0].key, seen[1].key, "{case}");
+        }
+    }
+}
+
+/// An input that travels as query parameters must be an object (or null): anything else
+/// is refused before the store or the provider hear of it. A body takes any JSON.
+pub async fn a_query_input_must_be_an_object(store: Store) {
+    let p = provider().await;
+    let cases = [
+        (Method::GET, Params::Query, json!(["a", "b"])),
+        (Method::DELETE, Params::Query, json!("order-1")),
+        (Method::GET, Params::Body, json!(7)),
+        (Method::OPTIONS, Params::Query, json!(true)),
+    ];
+    for (method, params, input) in cases {
+        let case = format!("{method} {params:?} {input}");
+        let web = WebExecutor::new(store.clone());
+        let name = unique_action("lookup");
+        let path = format!("/refused/{method}");
+        web.register(
+            Action::new(name.clone(), method.clone(), format!("{}{path}", p.base)).params(params),
+        )
+        .unwrap();
+        let e = web.execute(&name, input.clone()).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{case}: {e}");
+        assert!(e.detail().is_some() && e.hint().is_some(), "{case}");
+        assert!(!e.retryable(), "{case}");
+        assert!(
+            store
+                .lookup(&name, &hash_key(&input))
+                .await
+                .unwrap()
+                .is_none(),
+            "{case}: a record was claimed"
+        );
+        assert!(
+            p.seen_at(&path).is_empty(),
+            "{case}: the provider was called"
+        );
+    }
+    // Null is no parameters; a body carries an array as it is.
+    for (method, params, input) in [
+        (Method::GET, Params::Query, json!(null)),
+        (Method::POST, Params::Body, json!(["a", "b"])),
+    ] {
+        let web = WebExecutor::new(store.clone());
+        let name = unique_action("lookup");
+        let path = format!("/accepted/{method}");
+        web.register(
+            Action::new(name.clone(), method.clone(), format!("{}{path}", p.base)).params(params),
+        )
+        .unwrap();
+        web.execute(&name, input.clone()).await.unwrap();
+        let seen = p.seen_at(&path);
+        assert_eq!(seen.len(), 1, "{method}");
+        if method == Method::POST {
+            assert_eq!(
+                serde_json::from_str::<serde_json::Value>(&seen[0].body).unwrap(),
+                input
+            );
+        } else {
+            assert_eq!(seen[0].path, path, "no query string");
+        }
+    }
 }

@@ -7,6 +7,8 @@
 //! - `/status/<code>/...`: always answers `<code>`.
 //! - `/flaky/<code>/<times>/...`: answers `<code>` to the first `<times>` requests to that
 //!   exact path, then 200.
+//! - `/after/<secs>/<code>/<times>/...`: as `flaky`, with `Retry-After: <secs>` on the
+//!   error answers; `/after-date/...` the same with an HTTP date `<secs>` from now.
 //! - anything else: 200.
 //!
 //! A 200 (or any other answer) carries `{"n": <request number>}`, so a replay is told from a
@@ -69,18 +71,31 @@ impl Provider {
 }
 
 /// What the provider answers a request to `path`, given the requests to that exact path
-/// before it (`earlier`): None to never answer.
-fn answer(path: &str, earlier: usize) -> Option<u16> {
+/// before it (`earlier`): the status and a `Retry-After` if any; None to never answer.
+fn answer(path: &str, earlier: usize) -> Option<(u16, Option<String>)> {
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    match parts.as_slice() {
-        ["slow", ..] => (earlier > 0).then_some(200),
-        ["status", code, ..] => Some(code.parse().unwrap()),
-        ["flaky", code, times, ..] => Some(if earlier < times.parse().unwrap() {
+    let flaky = |code: &str, times: &str| {
+        if earlier < times.parse().unwrap() {
             code.parse().unwrap()
         } else {
             200
-        }),
-        _ => Some(200),
+        }
+    };
+    match parts.as_slice() {
+        ["slow", ..] => (earlier > 0).then_some((200, None)),
+        ["status", code, ..] => Some((code.parse().unwrap(), None)),
+        ["flaky", code, times, ..] => Some((flaky(code, times), None)),
+        [form @ ("after" | "after-date"), secs, code, times, ..] => {
+            let status = flaky(code, times);
+            let advice = if *form == "after" {
+                secs.to_string()
+            } else {
+                let at = std::time::SystemTime::now() + Duration::from_secs(secs.parse().unwrap());
+                httpdate::fmt_http_date(at)
+            };
+            Some((status, (status != 200).then_some(advice)))
+        }
+        _ => Some((200, None)),
     }
 }
 
@@ -158,7 +173,7 @@ pub async fn provider() -> Provider {
                     (log.len(), answer(&bare, earlier))
                 };
                 arrived.send_replace(n);
-                let Some(status) = status else {
+                let Some((status, retry_after)) = status else {
                     return std::future::pending::<()>().await;
                 };
                 // A HEAD answer has the head only.
@@ -167,8 +182,11 @@ pub async fn provider() -> Provider {
                 } else {
                     json!({"n": n}).to_string()
                 };
+                let advice = retry_after
+                    .map(|v| format!("retry-after: {v}\r\n"))
+                    .unwrap_or_default();
                 let resp = format!(
-                    "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{advice}connection: close\r\n\r\n{body}",
                     reason(status),
                     body.len()
                 );
