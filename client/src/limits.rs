@@ -8,7 +8,7 @@ use protocol::settings;
 
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 // The server's defaults (protocol/src/settings.rs), for the stores that hold records
 // themselves: the same limits a server that nobody configured applies.
@@ -17,6 +17,7 @@ pub const MAX_SCOPE_BYTES: usize = settings::MAX_SCOPE_BYTES.default as usize;
 pub const MAX_TTL: Duration = Duration::from_secs(settings::MAX_TTL.default as u64);
 pub const DEFAULT_TTL: Duration = Duration::from_secs(settings::DEFAULT_TTL.default as u64);
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(settings::DEFAULT_LEASE.default as u64);
+pub const MAX_RESPONSE_BYTES: usize = settings::MAX_RESPONSE_BYTES.default as usize;
 
 /// A scope or key within its limit, refused in the SQL API's words (its message, detail and
 /// hint), so that a store checking it itself answers as the server does.
@@ -152,4 +153,44 @@ pub fn begin_durations(
 pub fn scope_and_key(scope: &str, key: &str) -> Result<()> {
     text("scope", scope, MAX_SCOPE_BYTES)?;
     text("key", key, MAX_KEY_BYTES)
+}
+
+/// A response within the server's default `max_response_bytes`, for the stores that hold
+/// records themselves, so that a response PostgreSQL would refuse is not kept in memory or
+/// Redis instead. Measured as compact JSON text, which is what these stores keep; the
+/// server measures its jsonb form, which differs by a few percent either way, so only a
+/// response near the limit can be taken by one and refused by the other. Refused before
+/// anything changes: the claim stays held.
+pub fn response_size(response: Option<&Value>) -> Result<()> {
+    let Some(value) = response else {
+        return Ok(());
+    };
+    let mut counted = Counter(0);
+    // Writing to a counter cannot fail, and a Value always serializes.
+    let _ = serde_json::to_writer(&mut counted, value);
+    let bytes = counted.0;
+    if bytes <= MAX_RESPONSE_BYTES {
+        return Ok(());
+    }
+    Err(Error::new(ErrorKind::ResponseTooLarge, "response is too large")
+        .with_detail(format!(
+            "The response takes {bytes} bytes as JSON text; the limit is {MAX_RESPONSE_BYTES}."
+        ))
+        .with_hint(
+            "Store a smaller response (a reference to the result instead of the result); the claim is still held: complete it again or release it.",
+        ))
+}
+
+/// Counts what is written, keeping none of it.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -25,7 +25,8 @@ use uuid::Uuid;
 
 use crate::error::Result;
 use crate::limits::{
-    begin_durations, duration, lease_for, response as storable_response, scope_and_key,
+    begin_durations, duration, lease_for, response as storable_response, response_size,
+    scope_and_key,
 };
 use crate::store::IdempotencyStore;
 use crate::types::*;
@@ -264,6 +265,7 @@ impl IdempotencyStore for MemoryStore {
         // What no store can hold is refused before the claim is touched: it stays held.
         scope_and_key(scope, key)?;
         storable_response(response)?;
+        response_size(response)?;
         let id = (scope.to_string(), key.to_string());
         let now = SystemTime::now();
         let result = {

@@ -29,8 +29,8 @@ use uuid::Uuid;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{
-    begin_durations, duration, lease_for, response as storable_response, scope_and_key,
-    DEFAULT_LEASE,
+    begin_durations, duration, lease_for, response as storable_response, response_size,
+    scope_and_key, DEFAULT_LEASE,
 };
 use crate::memory::refusal::{self, lease_lost, Lost};
 use crate::store::IdempotencyStore;
@@ -254,6 +254,7 @@ impl IdempotencyStore for RedisStore {
         scope_and_key(scope, key)?;
         // Refused before the script runs, so the claim stays held.
         storable_response(response)?;
+        response_size(response)?;
         let flag = |b: bool| if b { "1".to_string() } else { "0".to_string() };
         let args = [
             "complete".to_string(),

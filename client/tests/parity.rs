@@ -88,9 +88,10 @@
 //! - errors.sql: NULL scope, key, fence or succeeded (the Rust types cannot be null);
 //!   negative durations (`Duration` cannot be); unknown policy words (typed enums);
 //!   lowered `max_key_bytes` / `max_ttl` (server settings; the local stores' limits are
-//!   the settings' defaults); IK004 response too large (`max_response_bytes` is a server
-//!   setting measured on jsonb; the local stores have no such limit); an error rolling
-//!   back its transaction (SQL transactions).
+//!   the settings' defaults); a lowered `max_response_bytes` (a server setting; the local
+//!   stores hold the default, measured on JSON text where the server measures jsonb, so
+//!   refusals.rs's IK004 case is twice the limit); an error rolling back its transaction
+//!   (SQL transactions).
 //! - transactions.sql: all of it (a claim in a rolled-back transaction or savepoint, a
 //!   committed claim with its write, the wall clock inside a transaction): SQL
 //!   transactions, which only `PgStore` joins (pg_store.rs has the rolled-back claim).

@@ -96,6 +96,23 @@ async fn kept(store: &dyn IdempotencyStore, scope: &str, input: &Value) -> Durat
         .unwrap()
 }
 
+/// The server's `pg_idempotency.default_ttl` as this session sees it (the PL/pgSQL
+/// variant reads the same name, and both fall back to the protocol's default).
+async fn server_default_ttl() -> Duration {
+    let fallback = format!("{}s", protocol::settings::DEFAULT_TTL.default);
+    let row = pool()
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT extract(epoch FROM coalesce(nullif(current_setting($1, true), ''), $2)::interval)::float8",
+            &[&protocol::settings::DEFAULT_TTL.name, &fallback],
+        )
+        .await
+        .unwrap();
+    Duration::from_secs_f64(row.get(0))
+}
+
 fn about(kept: Duration, expected: Duration) {
     let off = kept.abs_diff(expected);
     assert!(
@@ -208,8 +225,12 @@ async fn return_cached_if_success_from_the_database_reruns_a_cached_failure() {
         .await;
     assert_eq!(repeat, Repeat::RanAgain);
     // The failure was cached (the record is there after the rerun's failure too), so it is
-    // the policy's on_cache_hit, not an uncached failure, that ran the tool again.
-    about(kept.expect("the policy caches failures"), HOUR);
+    // the policy's on_cache_hit, not an uncached failure, that ran the tool again. No level
+    // set a ttl: the server's default_ttl holds.
+    about(
+        kept.expect("the policy caches failures"),
+        server_default_ttl().await,
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
