@@ -168,7 +168,11 @@ pub fn response_size(response: Option<&Value>) -> Result<()> {
     let mut counted = Counter(0);
     // Writing to a counter cannot fail, and a Value always serializes.
     let _ = serde_json::to_writer(&mut counted, value);
-    let bytes = counted.0;
+    response_bytes(counted.0)
+}
+
+/// As `response_size`, for a store that has the response's JSON text already.
+pub fn response_bytes(bytes: usize) -> Result<()> {
     if bytes <= MAX_RESPONSE_BYTES {
         return Ok(());
     }

@@ -384,39 +384,20 @@ impl IdempotencyStore for MemoryStore {
         let scopes = self.scopes();
         let now = SystemTime::now();
         let mut rows: BTreeMap<&str, ScopeMetrics> = BTreeMap::new();
-        let row = |scope: &str| ScopeMetrics {
-            owner: None,
-            scope: scope.to_string(),
-            in_progress: 0,
-            succeeded: 0,
-            failed: 0,
-            lapsed: 0,
-            expired: 0,
-            oldest_in_progress: None,
-            outcomes: Some(OutcomeCounts::default()),
-            note: None,
-        };
         for ((scope, _), e) in entries.iter() {
-            let r = rows.entry(scope).or_insert_with(|| row(scope));
-            if e.expires_at <= now {
-                r.expired += 1;
-                continue;
-            }
-            match e.state {
-                State::Succeeded => r.succeeded += 1,
-                State::Failed => r.failed += 1,
-                State::InProgress => {
-                    r.in_progress += 1;
-                    if e.lease_until.is_some_and(|l| l <= now) {
-                        r.lapsed += 1;
-                    }
-                    let age = now.duration_since(e.created_at).unwrap_or_default();
-                    r.oldest_in_progress = r.oldest_in_progress.max(Some(age));
-                }
-            }
+            rows.entry(scope)
+                .or_insert_with(|| ScopeMetrics::local(scope))
+                .count(
+                    e.state,
+                    e.expires_at <= now,
+                    e.lease_until.is_some_and(|l| l <= now),
+                    now.duration_since(e.created_at).unwrap_or_default(),
+                );
         }
         for (scope, figures) in scopes.iter() {
-            rows.entry(scope).or_insert_with(|| row(scope)).outcomes = Some(figures.counts);
+            rows.entry(scope)
+                .or_insert_with(|| ScopeMetrics::local(scope))
+                .outcomes = Some(figures.counts);
         }
         Ok(rows.into_values().collect())
     }

@@ -29,7 +29,7 @@ use uuid::Uuid;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{
-    begin_durations, duration, lease_for, response as storable_response, response_size,
+    begin_durations, duration, lease_for, response as storable_response, response_bytes,
     scope_and_key, DEFAULT_LEASE,
 };
 use crate::memory::refusal::{self, lease_lost, Lost};
@@ -254,7 +254,8 @@ impl IdempotencyStore for RedisStore {
         scope_and_key(scope, key)?;
         // Refused before the script runs, so the claim stays held.
         storable_response(response)?;
-        response_size(response)?;
+        let text = response.map(Value::to_string);
+        response_bytes(text.as_ref().map_or(0, String::len))?;
         let flag = |b: bool| if b { "1".to_string() } else { "0".to_string() };
         let args = [
             "complete".to_string(),
@@ -262,7 +263,7 @@ impl IdempotencyStore for RedisStore {
             flag(succeeded),
             flag(cache_failure.unwrap_or(false)),
             flag(response.is_some()),
-            response.map(Value::to_string).unwrap_or_default(),
+            text.unwrap_or_default(),
             WEIGHT.to_string(),
         ];
         match self.held(scope, key, &args).await?.as_str() {
@@ -372,18 +373,6 @@ impl IdempotencyStore for RedisStore {
             secs.parse::<i64>().unwrap_or(0) * 1000 + micros.parse::<i64>().unwrap_or(0) / 1000;
         let (records, figures) = self.names(&mut conn).await?;
         let mut rows: BTreeMap<String, ScopeMetrics> = BTreeMap::new();
-        let row = |scope: &str| ScopeMetrics {
-            owner: None,
-            scope: scope.to_string(),
-            in_progress: 0,
-            succeeded: 0,
-            failed: 0,
-            lapsed: 0,
-            expired: 0,
-            oldest_in_progress: None,
-            outcomes: Some(OutcomeCounts::default()),
-            note: None,
-        };
         for batch in records.chunks(500) {
             let names: Vec<&String> = batch.iter().map(|(name, _)| name).collect();
             let values: Vec<Option<String>> = redis::cmd("MGET")
@@ -397,23 +386,14 @@ impl IdempotencyStore for RedisStore {
                 let s: Stored = serde_json::from_str(&raw).map_err(|e| {
                     Error::new(ErrorKind::Serialization, format!("redis record: {e}"))
                 })?;
-                let r = rows.entry(scope.clone()).or_insert_with(|| row(scope));
-                if s.exp <= now {
-                    r.expired += 1;
-                    continue;
-                }
-                match state_named(&s.state)? {
-                    State::Succeeded => r.succeeded += 1,
-                    State::Failed => r.failed += 1,
-                    State::InProgress => {
-                        r.in_progress += 1;
-                        if s.lease.is_some_and(|l| l <= now) {
-                            r.lapsed += 1;
-                        }
-                        let age = Duration::from_millis((now - s.created).max(0) as u64);
-                        r.oldest_in_progress = r.oldest_in_progress.max(Some(age));
-                    }
-                }
+                rows.entry(scope.clone())
+                    .or_insert_with(|| ScopeMetrics::local(scope))
+                    .count(
+                        state_named(&s.state)?,
+                        s.exp <= now,
+                        s.lease.is_some_and(|l| l <= now),
+                        Duration::from_millis((now - s.created).max(0) as u64),
+                    );
             }
         }
         for (name, scope) in figures {
@@ -434,7 +414,7 @@ impl IdempotencyStore for RedisStore {
                 }
             }
             rows.entry(scope.clone())
-                .or_insert_with(|| row(&scope))
+                .or_insert_with(|| ScopeMetrics::local(&scope))
                 .outcomes = Some(c);
         }
         Ok(rows.into_values().collect())

@@ -139,6 +139,45 @@ pub struct ScopeMetrics {
     pub note: Option<String>,
 }
 
+impl ScopeMetrics {
+    /// A store-kept scope's row before any record is counted: no owner (such a store has no
+    /// roles), and outcomes counted from zero.
+    pub(crate) fn local(scope: &str) -> ScopeMetrics {
+        ScopeMetrics {
+            owner: None,
+            scope: scope.to_string(),
+            in_progress: 0,
+            succeeded: 0,
+            failed: 0,
+            lapsed: 0,
+            expired: 0,
+            oldest_in_progress: None,
+            outcomes: Some(OutcomeCounts::default()),
+            note: None,
+        }
+    }
+
+    /// Counts one stored record, as `idem_metrics()` does: an expired one only as expired;
+    /// a running one also by whether its lease lapsed and by how long ago it was claimed.
+    pub(crate) fn count(&mut self, state: State, expired: bool, lapsed: bool, age: Duration) {
+        if expired {
+            self.expired += 1;
+            return;
+        }
+        match state {
+            State::Succeeded => self.succeeded += 1,
+            State::Failed => self.failed += 1,
+            State::InProgress => {
+                self.in_progress += 1;
+                if lapsed {
+                    self.lapsed += 1;
+                }
+                self.oldest_in_progress = self.oldest_in_progress.max(Some(age));
+            }
+        }
+    }
+}
+
 /// How many `begin` calls answered `claimed` (a lost answer's repeat included), `replay`,
 /// `in_progress` (once per call, after any wait), or were refused as a mismatch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -9,11 +9,14 @@
 //! never cached), so that is the boundary tested here, with a body that is not UTF-8 and
 //! a JSON body that carries U+0000.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::raw_http::read_request;
 use idempotency::*;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 /// A database of its own for one test (the sync helpers of the behaviour suite).
@@ -243,31 +246,8 @@ async fn provider(body: &'static [u8]) -> String {
     tokio::spawn(async move {
         while let Ok((mut sock, _)) = listener.accept().await {
             tokio::spawn(async move {
-                // The head, then as much body as Content-Length says.
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let head_end = loop {
-                    let n = sock.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break i + 4;
-                    }
-                };
-                let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0);
-                while buf.len() < head_end + length {
-                    let n = sock.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        break;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
+                if read_request(&mut sock).await.is_none() {
+                    return;
                 }
                 let mut resp = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",

@@ -68,13 +68,7 @@ mod scenarios {
             let (web, name) = hanging_charge(&u, &store, which, Idempotent::new());
             let input = json!({"amount": 500, "hold": true});
             let key = hash_key(&input);
-            assert_eq!(
-                web.execute(&name, input.clone()).await.unwrap_err().kind,
-                ErrorKind::Timeout
-            );
-            u.until("the first request is held", |c| c["held"] == 1)
-                .await;
-            let claim = store.lookup(&name, &key).await.unwrap().expect("the claim");
+            let claim = first_attempt_held(&u, &web, &store, &name, &input).await;
             u.release().await;
             u.until("the first request executed and was remembered", |c| {
                 c["executions"] == 1 && c["remembered"] == 1
@@ -114,13 +108,7 @@ mod scenarios {
             let web = std::sync::Arc::new(web);
             let input = json!({"amount": 700, "hold": true});
             let key = hash_key(&input);
-            assert_eq!(
-                web.execute(&name, input.clone()).await.unwrap_err().kind,
-                ErrorKind::Timeout
-            );
-            u.until("the first request is held", |c| c["held"] == 1)
-                .await;
-            let claim = store.lookup(&name, &key).await.unwrap().expect("the claim");
+            let claim = first_attempt_held(&u, &web, &store, &name, &input).await;
             let retrying = {
                 let (web, name, input) = (web.clone(), name.clone(), input.clone());
                 tokio::spawn(async move { take_over(&web, &name, &input).await })
@@ -171,6 +159,28 @@ mod scenarios {
 
     /// Retries the call until it is done: in progress until the lease lapses, then taken
     /// over (and retried again while the provider answers 409).
+    /// The first attempt, which the provider holds until the action's timeout gives up on
+    /// it; the claim it leaves.
+    async fn first_attempt_held(
+        u: &Upstream,
+        web: &WebExecutor,
+        store: &Store,
+        name: &str,
+        input: &Value,
+    ) -> Record {
+        assert_eq!(
+            web.execute(name, input.clone()).await.unwrap_err().kind,
+            ErrorKind::Timeout
+        );
+        u.until("the first request is held", |c| c["held"] == 1)
+            .await;
+        store
+            .lookup(name, &hash_key(input))
+            .await
+            .unwrap()
+            .expect("the claim")
+    }
+
     async fn take_over(web: &WebExecutor, name: &str, input: &Value) -> Result<Value> {
         let retry = Retry {
             attempts: 100,

@@ -54,6 +54,15 @@ async fn service(gate: Gate, wait: Duration) -> (String, Arc<Mutex<Vec<String>>>
     (serve(app).await, keys)
 }
 
+/// A process of its own: an executor over a store nobody else shares, so that only the
+/// service can deduplicate what it sends.
+fn executor_of_its_own(base: &str, name: &str) -> Arc<WebExecutor> {
+    let web = WebExecutor::new(Arc::new(MemoryStore::new()));
+    web.register(Action::new(name, Method::POST, format!("{base}/charges")))
+        .unwrap();
+    Arc::new(web)
+}
+
 fn retry() -> Retry {
     Retry {
         attempts: 60,
@@ -120,19 +129,11 @@ async fn a_takeover_after_a_timed_out_attempt_gives_one_execution() {
 async fn two_executors_sending_the_same_call_at_once_give_one_execution() {
     let gate = Gate::closed();
     let (base, keys) = service(gate.clone(), Duration::from_secs(20)).await;
-    // Two processes, each with a store of its own: only the service can deduplicate.
     let name = unique("charge");
-    let executor = || {
-        let web = WebExecutor::new(Arc::new(MemoryStore::new()));
-        web.register(Action::new(
-            name.clone(),
-            Method::POST,
-            format!("{base}/charges"),
-        ))
-        .unwrap();
-        Arc::new(web)
-    };
-    let (a, b) = (executor(), executor());
+    let (a, b) = (
+        executor_of_its_own(&base, &name),
+        executor_of_its_own(&base, &name),
+    );
     let input = json!({"amount": 3});
     let first = {
         let (a, n, i) = (a.clone(), name.clone(), input.clone());
@@ -167,17 +168,10 @@ async fn the_services_retry_after_reaches_the_caller() {
     let gate = Gate::closed();
     let (base, keys) = service(gate.clone(), Duration::ZERO).await;
     let name = unique("charge");
-    let executor = || {
-        let web = WebExecutor::new(Arc::new(MemoryStore::new()));
-        web.register(Action::new(
-            name.clone(),
-            Method::POST,
-            format!("{base}/charges"),
-        ))
-        .unwrap();
-        Arc::new(web)
-    };
-    let (a, b) = (executor(), executor());
+    let (a, b) = (
+        executor_of_its_own(&base, &name),
+        executor_of_its_own(&base, &name),
+    );
     let input = json!({"amount": 5});
     let first = {
         let (a, n, i) = (a.clone(), name.clone(), input.clone());

@@ -1,6 +1,8 @@
 //! Shared by the client's suites: the database under test and unique names.
 #![allow(dead_code)]
 
+pub mod raw_http;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// `PGIDEM_DSN`, by default the private PostgreSQL 18 cluster's `pgidem_it` database.

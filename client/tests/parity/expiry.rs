@@ -54,24 +54,7 @@ pub async fn an_expired_claims_holder_has_lost_it(h: Harness) {
     };
     let c = claimed(h.begin(&sc, KEY, &o).await);
     until_absent(&h, &sc, KEY, c.expires_at).await;
-    for e in [
-        refused(
-            h.complete(&sc, KEY, c.fence, Some(&json!({})), true, None)
-                .await,
-            ErrorKind::LeaseLost,
-        ),
-        refused(
-            h.extend(&sc, KEY, c.fence, None).await,
-            ErrorKind::LeaseLost,
-        ),
-        refused(h.release(&sc, KEY, c.fence).await, ErrorKind::LeaseLost),
-    ] {
-        assert!(
-            e.detail()
-                .is_some_and(|d| d.starts_with("The key has no live record")),
-            "{e:?}"
-        );
-    }
+    holder_finds_no_record(&h, &sc, KEY, c.fence).await;
 }
 
 /// Purge removes the expired record, and keeps a live claim, a live result, and a claim

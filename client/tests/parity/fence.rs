@@ -10,8 +10,6 @@ use super::support::*;
 const OTHER: &str = "The record is held under a different fence.";
 const LATER: &str =
     "The record is held under a later fence: the call was taken over or claimed again.";
-const ABSENT: &str =
-    "The key has no live record: it was released, forgotten, never claimed, or it expired.";
 const COMPLETED: &str = "The call was already completed";
 const NO_LEASE: &str = "The call was already completed; there is no lease to extend.";
 
@@ -55,13 +53,7 @@ pub async fn stale_and_unknown_fences_are_refused(h: Harness) {
     );
 
     h.release(&sc, "h1", c.fence).await.unwrap();
-    lost(h.release(&sc, "h1", c.fence).await, ABSENT);
-    lost(
-        h.complete(&sc, "h1", c.fence, Some(&json!({})), true, None)
-            .await,
-        ABSENT,
-    );
-    lost(h.extend(&sc, "h1", c.fence, None).await, ABSENT);
+    holder_finds_no_record(&h, &sc, "h1", c.fence).await;
 
     let c = claimed(h.begin(&sc, "h2", &opts()).await);
     let done = h

@@ -3,8 +3,15 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use idempotency::*;
+use serde_json::json;
+
+use super::harness::Harness;
 
 pub const KEY: &str = "k";
+
+/// The detail of a holder's call on a key that has no live record.
+pub const ABSENT: &str =
+    "The key has no live record: it was released, forgotten, never claimed, or it expired.";
 
 pub fn opts() -> BeginOptions {
     BeginOptions::default()
@@ -35,6 +42,26 @@ pub fn refused<T: std::fmt::Debug>(r: Result<T>, kind: ErrorKind) -> Error {
     match r {
         Err(e) if e.kind == kind => e,
         other => panic!("expected a {kind:?} error, got {other:?}"),
+    }
+}
+
+/// A holder whose record is gone (released, forgotten, expired): its complete, extend and
+/// release are each refused as lease lost, saying that the key has no live record.
+pub async fn holder_finds_no_record(h: &Harness, scope: &str, key: &str, fence: i64) {
+    for e in [
+        refused(
+            h.complete(scope, key, fence, Some(&json!({})), true, None)
+                .await,
+            ErrorKind::LeaseLost,
+        ),
+        refused(
+            h.extend(scope, key, fence, None).await,
+            ErrorKind::LeaseLost,
+        ),
+        refused(h.release(scope, key, fence).await, ErrorKind::LeaseLost),
+    ] {
+        assert!(e.detail().is_some_and(|d| d.starts_with(ABSENT)), "{e:?}");
+        assert!(e.hint().is_some_and(|h| !h.is_empty()), "{e:?}");
     }
 }
 

@@ -18,9 +18,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+use crate::common::raw_http::read_request;
 
 /// How long a test waits for something it is sure will happen before calling it a failure.
 pub const BOUND: Duration = Duration::from_secs(10);
@@ -120,43 +122,10 @@ pub async fn provider() -> Provider {
             };
             let (log, arrived) = (log.clone(), arrived.clone());
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                // The head, then as much body as Content-Length says.
-                let head_end = loop {
-                    let n = sock.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break i + 4;
-                    }
+                let Some(request) = read_request(&mut sock).await else {
+                    return;
                 };
-                let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-                let header = |name: &str| {
-                    head.lines().find_map(|l| {
-                        let (k, v) = l.split_once(':')?;
-                        k.trim()
-                            .eq_ignore_ascii_case(name)
-                            .then(|| v.trim().to_string())
-                    })
-                };
-                let length: usize = header("content-length")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                while buf.len() < head_end + length {
-                    let n = sock.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        break;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                }
-                let mut first = head.lines().next().unwrap_or("").split(' ');
-                let (method, path) = (
-                    first.next().unwrap_or("").to_string(),
-                    first.next().unwrap_or("").to_string(),
-                );
+                let (method, path) = request.method_and_path();
                 let bare = path.split('?').next().unwrap_or("").to_string();
                 let (n, status) = {
                     let mut log = log.lock().unwrap();
@@ -167,8 +136,8 @@ pub async fn provider() -> Provider {
                     log.push(Seen {
                         method: method.clone(),
                         path,
-                        key: header("idempotency-key"),
-                        body: String::from_utf8_lossy(&buf[head_end..]).to_string(),
+                        key: request.header("idempotency-key"),
+                        body: String::from_utf8_lossy(&request.body).to_string(),
                     });
                     (log.len(), answer(&bare, earlier))
                 };
