@@ -105,19 +105,17 @@ async fn main() -> Demo {
         "   the duplicate:  {}",
         show(&agent.dispatch("send_email", invoice.clone()).await)
     );
+    // The server's estimate of the running call's time left paces the retries.
     let retried = Retry {
         attempts: 20,
         base: Duration::from_millis(100),
         max: Duration::from_millis(500),
     }
     .run(|| async {
-        Ok(match agent.dispatch("send_email", invoice.clone()).await? {
-            // The server's estimate of the running call's time left paces the retries.
-            Dispatched::InProgress { retry_after } => Attempt::Again {
-                after: Some(retry_after),
-            },
-            done => Attempt::Done(done),
-        })
+        Ok(agent
+            .dispatch("send_email", invoice.clone())
+            .await?
+            .attempt())
     })
     .await;
     println!("   the first call: {}", show(&first.await?));

@@ -15,6 +15,7 @@ use tracing::Instrument;
 use crate::error::{Error, ErrorKind, Result};
 use crate::idempotent::{Idempotent, KeyStrategy, KeySupplier};
 use crate::memory::MemoryStore;
+use crate::retry::Attempt;
 use crate::store::IdempotencyStore;
 use crate::toolkit::Toolkit;
 use crate::types::{Begin, BeginOptions, Claim};
@@ -164,6 +165,20 @@ pub enum Dispatched {
     Replayed(Value),
     /// Another attempt is running the call: ask again after `retry_after`.
     InProgress { retry_after: Duration },
+}
+
+impl Dispatched {
+    /// For [`Retry::run`](crate::Retry::run): a call still running elsewhere is tried
+    /// again after its `retry_after` (the store's estimate of its time left); any other
+    /// answer is done.
+    pub fn attempt(self) -> Attempt<Dispatched> {
+        match self {
+            Dispatched::InProgress { retry_after } => Attempt::Again {
+                after: Some(retry_after),
+            },
+            done => Attempt::Done(done),
+        }
+    }
 }
 
 pub struct Dispatcher {

@@ -188,14 +188,7 @@ mod scenarios {
             max: Duration::from_millis(200),
         };
         let done = retry
-            .run(|| async {
-                Ok(match web.execute(name, input.clone()).await? {
-                    Dispatched::InProgress { retry_after } => Attempt::Again {
-                        after: Some(retry_after),
-                    },
-                    done => Attempt::Done(done),
-                })
-            })
+            .run(|| async { Ok(web.execute(name, input.clone()).await?.attempt()) })
             .await?;
         match done {
             Dispatched::Ran(v) => Ok(v),

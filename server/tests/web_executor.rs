@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::routing::post;
 use axum::Router;
 use idempotency::{
-    Action, Attempt, Dispatched, ErrorKind, Idempotent, MemoryStore, Method, Retry, WebExecutor,
+    Action, Dispatched, ErrorKind, Idempotent, MemoryStore, Method, Retry, WebExecutor,
 };
 use idempotency_server::{IdempotencyLayer, Rule, Scope};
 use serde_json::json;
@@ -95,14 +95,7 @@ async fn a_takeover_after_a_timed_out_attempt_gives_one_execution() {
     let (w, n, i) = (web.clone(), name.clone(), input.clone());
     let retried = tokio::spawn(async move {
         retry()
-            .run(|| async {
-                Ok(match w.execute(&n, i.clone()).await? {
-                    Dispatched::InProgress { retry_after } => Attempt::Again {
-                        after: Some(retry_after),
-                    },
-                    done => Attempt::Done(done),
-                })
-            })
+            .run(|| async { Ok(w.execute(&n, i.clone()).await?.attempt()) })
             .await
     });
     until("the takeover's request at the service", || {

@@ -68,14 +68,7 @@ async fn one_takeover(
         max: Duration::from_secs(1),
     };
     let taken_over = retry
-        .run(|| async {
-            Ok(match web.execute(&name, input.clone()).await? {
-                Dispatched::InProgress { retry_after } => Attempt::Again {
-                    after: Some(retry_after),
-                },
-                done => Attempt::Done(done),
-            })
-        })
+        .run(|| async { Ok(web.execute(&name, input.clone()).await?.attempt()) })
         .await
         .unwrap();
     assert!(
