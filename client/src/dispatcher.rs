@@ -3,158 +3,25 @@
 //! first run's result instead of a second side effect.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use async_trait::async_trait;
 use serde_json::Value;
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::idempotent::{Idempotent, KeyStrategy, KeySupplier};
+use crate::holder::{self, Held, Plan, Ran, Recorded};
+use crate::idempotent::{Idempotent, KeyStrategy, KeySupplier, OnUnknownOutcome};
+use crate::marks::Mark;
 use crate::memory::MemoryStore;
 use crate::retry::Attempt;
 use crate::store::IdempotencyStore;
+use crate::tool::{CallContext, ToolError, ToolSpec};
 use crate::toolkit::Toolkit;
-use crate::types::{Begin, BeginOptions, Claim};
+use crate::types::{Begin, BeginOptions, Claim, Replay};
 use crate::unanswered::Unanswered;
-
-/// A tool's own failure: what to report (and, if its settings cache failures, replay).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolError {
-    /// `ToolFailed` unless the tool knows better (a web action reports `Http`).
-    pub kind: ErrorKind,
-    pub message: String,
-    pub response: Option<Value>,
-    /// Another attempt may succeed (a timeout upstream, a 503).
-    pub retryable: bool,
-    /// When the next attempt is worth making, if the tool was told (a provider's
-    /// `Retry-After`). `Retry` waits that long instead of its own backoff.
-    pub retry_after: Option<Duration>,
-}
-
-impl ToolError {
-    pub fn new(message: impl Into<String>) -> ToolError {
-        ToolError {
-            kind: ErrorKind::ToolFailed,
-            message: message.into(),
-            response: None,
-            retryable: false,
-            retry_after: None,
-        }
-    }
-}
-
-/// What a tool knows of the call it runs.
-#[derive(Debug, Clone, Default)]
-pub struct CallContext {
-    /// The call's idempotency key (a fresh uuid under `KeyStrategy::Uuid`; None under
-    /// `KeyStrategy::None`). The same on every attempt of the call, a takeover included.
-    pub key: Option<String>,
-    /// The record's upstream key (deduplicated calls only): stable across takeovers.
-    pub upstream_key: Option<uuid::Uuid>,
-    pub attempt: i32,
-}
-
-#[async_trait]
-pub trait Tool: Send + Sync {
-    async fn call(&self, input: Value) -> std::result::Result<Value, ToolError>;
-
-    /// Runs the call knowing its keys; tools that send them upstream override this.
-    async fn call_with(
-        &self,
-        input: Value,
-        _ctx: CallContext,
-    ) -> std::result::Result<Value, ToolError> {
-        self.call(input).await
-    }
-
-    /// Refuses an input the tool can never run with, before anything is claimed or sent
-    /// (an `InvalidArgument`, with a detail and a hint). Every input passes by default.
-    fn check(&self, _input: &Value) -> Result<()> {
-        Ok(())
-    }
-
-    /// The kind a remembered failure of this tool replays as: what its own failures are
-    /// (`ToolFailed`; a web action's are `Http`).
-    fn failure_kind(&self) -> ErrorKind {
-        ErrorKind::ToolFailed
-    }
-}
-
-struct FnTool<F>(F);
-
-#[async_trait]
-impl<F, Fut> Tool for FnTool<F>
-where
-    F: Fn(Value) -> Fut + Send + Sync,
-    Fut: Future<Output = std::result::Result<Value, ToolError>> + Send,
-{
-    async fn call(&self, input: Value) -> std::result::Result<Value, ToolError> {
-        (self.0)(input).await
-    }
-}
-
-/// A tool from an async closure.
-pub fn tool_fn<F, Fut>(f: F) -> Arc<dyn Tool>
-where
-    F: Fn(Value) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = std::result::Result<Value, ToolError>> + Send + 'static,
-{
-    Arc::new(FnTool(f))
-}
-
-/// How much a tool needs deduplication.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdempotencyHint {
-    /// A repeat must not repeat the side effect: the tool must be deduplicated.
-    Required,
-    /// Deduplicated when its settings say so.
-    BestEffort,
-}
-
-/// A tool and how its calls are handled.
-#[derive(Clone)]
-pub struct ToolSpec {
-    pub name: String,
-    pub tool: Arc<dyn Tool>,
-    /// Its own settings; what they leave unset is its toolkit's, then the dispatcher's
-    /// defaults (None: all unset).
-    pub idempotent: Option<Idempotent>,
-    pub side_effect: bool,
-    pub hint: IdempotencyHint,
-}
-
-impl ToolSpec {
-    pub fn new(name: impl Into<String>, tool: Arc<dyn Tool>) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            tool,
-            idempotent: None,
-            side_effect: true,
-            hint: IdempotencyHint::Required,
-        }
-    }
-    pub fn idempotent(mut self, idempotent: Idempotent) -> ToolSpec {
-        self.idempotent = Some(idempotent);
-        self
-    }
-    pub fn side_effect(mut self, side_effect: bool) -> ToolSpec {
-        self.side_effect = side_effect;
-        self
-    }
-    pub fn hint(mut self, hint: IdempotencyHint) -> ToolSpec {
-        self.hint = hint;
-        self
-    }
-    /// A side effect whose repeat must not repeat it: such a tool must be deduplicated,
-    /// and running it on a store that is not durable is warned about.
-    pub fn requires_idempotency(&self) -> bool {
-        self.side_effect && self.hint == IdempotencyHint::Required
-    }
-}
 
 /// What a dispatch did.
 #[derive(Debug, Clone, PartialEq)]
@@ -183,7 +50,8 @@ impl Dispatched {
 
 pub struct Dispatcher {
     store: Arc<dyn IdempotencyStore>,
-    defaults: Idempotent,
+    /// What every tool leaves unset; Some also means every tool is deduplicated.
+    defaults: Option<Idempotent>,
     tools: RwLock<HashMap<String, Arc<Registered>>>,
     /// Whether the not-durable store was warned about (once per dispatcher).
     warned: AtomicBool,
@@ -195,20 +63,41 @@ pub struct Dispatcher {
 struct Registered {
     spec: ToolSpec,
     idem: Idempotent,
+    /// Whether any level gave it settings: without, it is not deduplicated (the
+    /// framework's tool without `@Idempotent`), unless a call names a strategy.
+    protected: bool,
     /// Its toolkit's key supplier, for `KeyStrategy::Explicit(None)`.
     key_supplier: Option<KeySupplier>,
 }
 
-/// Aborts the tool's task if the dispatch is dropped (its timeout fired).
-struct AbortOnDrop(tokio::task::AbortHandle);
+/// A call's own part: settings over the tool's, and what only this call carries.
+#[derive(Debug, Clone, Default)]
+pub struct Call {
+    /// Over the tool's settings, field by field (a longer `wait` or `timeout`, say). An
+    /// unset strategy does not turn deduplication on for a tool without settings; a
+    /// strategy named here does.
+    pub idempotent: Option<Idempotent>,
+    /// Handed to the tool in `CallContext::extensions` (a web action reads its per-call
+    /// headers there). Never stored, never part of the key or fingerprint.
+    pub extensions: http::Extensions,
+}
 
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
+impl Call {
+    pub fn new() -> Call {
+        Call::default()
+    }
+    pub fn idempotent(mut self, idempotent: Idempotent) -> Call {
+        self.idempotent = Some(idempotent);
+        self
+    }
+    /// Adds a value for the tool to find in its context (one per type).
+    pub fn extension<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Call {
+        self.extensions.insert(value);
+        self
     }
 }
 
-fn tool_failed(e: ToolError) -> Error {
+pub(crate) fn tool_failed(e: ToolError) -> Error {
     Error::new(e.kind, e.message)
         .with_response(e.response)
         .with_retryable(e.retryable)
@@ -226,7 +115,7 @@ impl Dispatcher {
     pub fn new(store: Arc<dyn IdempotencyStore>) -> Dispatcher {
         Dispatcher {
             store,
-            defaults: Idempotent::default(),
+            defaults: None,
             tools: RwLock::default(),
             warned: AtomicBool::new(false),
             unanswered: Unanswered::default(),
@@ -240,17 +129,24 @@ impl Dispatcher {
         Dispatcher::new(Arc::new(MemoryStore::new()))
     }
 
-    /// What every tool leaves unset, below its toolkit's settings (field by field).
+    /// What every tool leaves unset, below its toolkit's settings (field by field). With
+    /// defaults, every tool is deduplicated (HashInput unless a level names a strategy);
+    /// without (the default), only tools whose own or toolkit's settings exist are.
     pub fn with_defaults(mut self, idem: Idempotent) -> Dispatcher {
-        self.defaults = idem;
+        self.defaults = Some(idem);
         self
+    }
+
+    /// The store calls are remembered in.
+    pub fn store(&self) -> &Arc<dyn IdempotencyStore> {
+        &self.store
     }
 
     /// Registers a tool. A tool with a side effect whose idempotency is Required must be
     /// deduplicated (HashInput or Explicit) with a positive ttl: refused here, not at its
     /// first call.
     pub fn register(&self, spec: ToolSpec) -> Result<()> {
-        self.register_group(vec![spec], &Idempotent::default(), None)
+        self.register_group(vec![spec], None, None)
     }
 
     /// Registers a toolkit's tools, each with its own settings over the toolkit's, field by
@@ -258,7 +154,7 @@ impl Dispatcher {
     pub fn register_toolkit(&self, toolkit: Toolkit) -> Result<()> {
         self.register_group(
             toolkit.members,
-            &toolkit.idempotent,
+            toolkit.idempotent.as_ref(),
             toolkit.key_supplier.as_ref(),
         )
     }
@@ -266,14 +162,20 @@ impl Dispatcher {
     pub(crate) fn register_group(
         &self,
         specs: Vec<ToolSpec>,
-        kit: &Idempotent,
+        kit: Option<&Idempotent>,
         key_supplier: Option<&KeySupplier>,
     ) -> Result<()> {
         let mut registered = Vec::with_capacity(specs.len());
+        let none = Idempotent::default();
         for spec in specs {
+            let protected =
+                spec.idempotent.is_some() || kit.is_some() || self.defaults.is_some();
             let own = spec.idempotent.clone().unwrap_or_default();
             let reg = Registered {
-                idem: own.or(kit).or(&self.defaults),
+                idem: own
+                    .or(kit.unwrap_or(&none))
+                    .or(self.defaults.as_ref().unwrap_or(&none)),
+                protected,
                 key_supplier: key_supplier.cloned(),
                 spec,
             };
@@ -287,9 +189,17 @@ impl Dispatcher {
         Ok(())
     }
 
+    /// The registered tools, by name.
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
+        let mut specs: Vec<ToolSpec> = tools.values().map(|r| r.spec.clone()).collect();
+        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        specs
+    }
+
     /// Runs a call of tool `name`, or answers it from the store.
     pub async fn dispatch(&self, name: &str, input: Value) -> Result<Dispatched> {
-        self.dispatch_inner(name, input, None).await
+        self.dispatch_call(name, input, Call::default()).await
     }
 
     /// As `dispatch`, with this call's own settings over the tool's (field by field): a
@@ -300,21 +210,22 @@ impl Dispatcher {
         input: Value,
         call: &Idempotent,
     ) -> Result<Dispatched> {
-        self.dispatch_inner(name, input, Some(call)).await
+        self.dispatch_call(name, input, Call::new().idempotent(call.clone()))
+            .await
     }
 
-    async fn dispatch_inner(
-        &self,
-        name: &str,
-        input: Value,
-        call: Option<&Idempotent>,
-    ) -> Result<Dispatched> {
+    /// As `dispatch`, with what this call alone carries ([`Call`]): its own settings, and
+    /// values for the tool's context.
+    pub async fn dispatch_call(&self, name: &str, input: Value, call: Call) -> Result<Dispatched> {
         let reg = {
             let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
             tools.get(name).cloned()
         }
-        .ok_or_else(|| Error::new(ErrorKind::UnknownTool, format!("no tool named {name}")))?;
-        let idem = settle(&reg, call)?;
+        .ok_or_else(|| {
+            Error::new(ErrorKind::UnknownTool, format!("no tool named {name}"))
+                .with_hint("Register it first (Dispatcher::register); Dispatcher::tools lists the registered ones.")
+        })?;
+        let idem = settle(&reg, call.idempotent.as_ref())?;
         if reg.spec.requires_idempotency()
             && !self.store.durable()
             && !self.warned.swap(true, Ordering::Relaxed)
@@ -327,17 +238,20 @@ impl Dispatcher {
             outcome = tracing::field::Empty,
             attempt = tracing::field::Empty
         );
-        let work = self.call(&reg.spec, &idem, input).instrument(span);
-        match idem.timeout {
-            Some(limit) => tokio::time::timeout(limit, work).await.map_err(|_| {
-                Error::new(ErrorKind::Timeout, format!("tool {name} timed out after {limit:?}"))
-                    .with_hint("The claim stays held until its lease lapses; a retry after that takes it over.")
-            })?,
-            None => work.await,
-        }
+        let deadline = idem.timeout.map(|limit| (Instant::now() + limit, limit));
+        self.call(&reg.spec, &idem, input, call.extensions, deadline)
+            .instrument(span)
+            .await
     }
 
-    async fn call(&self, spec: &ToolSpec, idem: &Idempotent, input: Value) -> Result<Dispatched> {
+    async fn call(
+        &self,
+        spec: &ToolSpec,
+        idem: &Idempotent,
+        input: Value,
+        extensions: http::Extensions,
+        deadline: Option<(Instant, Duration)>,
+    ) -> Result<Dispatched> {
         spec.tool.check(&input)?;
         let strategy = idem.key_strategy();
         let key = match &strategy {
@@ -359,10 +273,13 @@ impl Dispatcher {
                     matches!(strategy, KeyStrategy::Uuid).then(|| uuid::Uuid::new_v4().to_string());
                 let ctx = CallContext {
                     key,
-                    upstream_key: None,
                     attempt: 1,
+                    extensions,
+                    ..CallContext::default()
                 };
-                let v = spec.tool.call_with(input, ctx).await.map_err(tool_failed)?;
+                let v = within(deadline, &spec.name, spec.tool.call_with(input, ctx))
+                    .await?
+                    .map_err(tool_failed)?;
                 return Ok(Dispatched::Ran(v));
             }
         };
@@ -377,7 +294,7 @@ impl Dispatcher {
             claim_token: Some(self.unanswered.token_for(&spec.name, &key)),
         };
         let span = tracing::Span::current();
-        let begun = match self.store.begin(&spec.name, &key, &options).await {
+        let begun = match within(deadline, &spec.name, self.store.begin(&spec.name, &key, &options)).await? {
             Err(e) if e.outcome_unknown() => {
                 // The server may have claimed the call: the next call of this key repeats
                 // this attempt, so that it gets the claim back rather than waiting it out.
@@ -392,21 +309,20 @@ impl Dispatcher {
             Begin::Claimed(claim) => {
                 span.record("outcome", "claimed");
                 span.record("attempt", claim.attempt);
-                self.run(spec, idem, &key, claim, input).await
+                let ctx = CallContext {
+                    key: Some(key.clone()),
+                    upstream_key: Some(claim.upstream_key),
+                    attempt: claim.attempt,
+                    recovered: claim.recovered,
+                    extensions,
+                    ..CallContext::default()
+                };
+                self.run(spec, idem, key, claim, input, ctx, deadline).await
             }
             Begin::Replay(r) => {
                 span.record("outcome", "replay");
                 span.record("attempt", r.attempt);
-                if r.succeeded {
-                    Ok(Dispatched::Replayed(r.response.unwrap_or(Value::Null)))
-                } else {
-                    Err(Error::new(
-                        spec.tool.failure_kind(),
-                        format!("tool {} failed (remembered)", spec.name),
-                    )
-                    .with_response(r.response)
-                    .with_replayed())
-                }
+                replayed(spec, r)
             }
             Begin::InProgress(p) => {
                 span.record("outcome", "in_progress");
@@ -418,93 +334,182 @@ impl Dispatcher {
         }
     }
 
-    /// Runs a claimed call, extending its lease while it runs, and records the result.
+    /// Runs a claimed call in a holder of its own (the tool, its lease's heartbeat, its
+    /// recording), and answers what became of it.
+    #[allow(clippy::too_many_arguments)]
     async fn run(
         &self,
         spec: &ToolSpec,
         idem: &Idempotent,
-        key: &str,
+        key: String,
         claim: Claim,
         input: Value,
+        ctx: CallContext,
+        deadline: Option<(Instant, Duration)>,
     ) -> Result<Dispatched> {
-        let tool = spec.tool.clone();
-        let ctx = CallContext {
-            key: Some(key.to_string()),
-            upstream_key: Some(claim.upstream_key),
-            attempt: claim.attempt,
+        let plan = if claim.recovered {
+            match idem.on_unknown_outcome.clone().unwrap_or_default() {
+                OnUnknownOutcome::Rerun => Plan::Run,
+                OnUnknownOutcome::Refuse => Plan::Refuse(format!(
+                    "attempt {} took the call over from one whose lease lapsed before it recorded an outcome, and the tool refuses to run again",
+                    claim.attempt
+                )),
+                OnUnknownOutcome::Reconcile(read) => Plan::Reconcile(read),
+            }
+        } else {
+            Plan::Run
         };
-        let task = tokio::spawn(async move { tool.call_with(input, ctx).await });
-        let _abort = AbortOnDrop(task.abort_handle());
-        let lease = claim
-            .lease_until
-            .duration_since(std::time::SystemTime::now())
-            .unwrap_or(Duration::from_secs(1));
-        let beat = (lease / 3).max(Duration::from_millis(50));
-        tokio::pin!(task);
-        let outcome = loop {
-            tokio::select! {
-                done = &mut task => break done,
-                _ = tokio::time::sleep(beat) => {
-                    // A heartbeat: the lease is extended while the tool runs.
-                    if let Err(e) = self.store.extend(&spec.name, key, claim.fence, idem.lease).await {
-                        tracing::warn!(error = %e, "could not extend the lease");
-                    }
+        // While the store cannot take the result, the dispatch waits for it as long as the
+        // lease (its heartbeat keeps the call from being taken over meanwhile), within its
+        // timeout; after that it answers, and the holder goes on in the background.
+        let record_wait = idem.lease.unwrap_or_else(|| {
+            claim
+                .lease_until
+                .duration_since(SystemTime::now())
+                .unwrap_or(Duration::from_secs(1))
+        });
+        let held = Held {
+            store: self.store.clone(),
+            scope: spec.name.clone(),
+            key,
+            claim,
+            lease: idem.lease,
+            cache_failures: idem.cache_failures,
+        };
+        let mut running = holder::start(held, plan, spec.tool.clone(), input, ctx);
+        let ran = match deadline {
+            Some((at, limit)) => match tokio::time::timeout_at(at, &mut running.ran).await {
+                Ok(ran) => ran,
+                Err(_) => {
+                    running.abandon();
+                    return Err(timed_out(&spec.name, limit));
                 }
-            }
-        };
-        match outcome {
-            Ok(Ok(v)) => {
-                self.store
-                    .complete(&spec.name, key, claim.fence, Some(&v), true, None)
-                    .await?;
-                Ok(Dispatched::Ran(v))
-            }
-            Ok(Err(e)) => {
-                self.store
-                    .complete(
-                        &spec.name,
-                        key,
-                        claim.fence,
-                        e.response.as_ref(),
-                        false,
-                        idem.cache_failures,
-                    )
-                    .await?;
-                Err(tool_failed(e))
-            }
-            Err(join) => {
-                // A panic: the side effect's fate is unknown. Recorded as a failure, which
-                // the store remembers where failures are cached (the tool's setting, else
-                // the scope's policy, else the server's default: not cached, and then the
-                // record is gone, so a retry runs the call again).
-                let message = format!("tool {} panicked", spec.name);
-                let response = serde_json::json!({"error": message});
-                self.store
-                    .complete(
-                        &spec.name,
-                        key,
-                        claim.fence,
-                        Some(&response),
-                        false,
-                        idem.cache_failures,
-                    )
-                    .await?;
-                tracing::error!(error = %join, "{message}");
-                Err(Error::new(ErrorKind::ToolFailed, message))
-            }
+            },
+            None => (&mut running.ran).await,
+        }
+        .map_err(|_| Error::new(ErrorKind::ToolFailed, format!("tool {} never answered: its holder ended", spec.name)))?;
+        let wait_until = Instant::now() + record_wait;
+        let wait_until = deadline.map_or(wait_until, |(at, _)| at.min(wait_until));
+        let recorded = tokio::time::timeout_at(wait_until, &mut running.recorded).await;
+        running.abandon();
+        match recorded {
+            Ok(Ok(recorded)) => answer(spec, ran, recorded),
+            _ => match ran {
+                Ran::Failed(e) => Err(tool_failed(e)),
+                ran => Err(unrecorded(
+                    spec,
+                    &ran,
+                    "The store did not take the result in time; it is tried again in the background under the claim's fence, with the lease kept, until the store takes it or the record expires.",
+                )),
+            },
         }
     }
 }
 
+/// Waits for `work` until the call's deadline, if it has one.
+async fn within<T>(
+    deadline: Option<(Instant, Duration)>,
+    name: &str,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T> {
+    match deadline {
+        Some((at, limit)) => tokio::time::timeout_at(at, work)
+            .await
+            .map_err(|_| timed_out(name, limit)),
+        None => Ok(work.await),
+    }
+}
+
+fn timed_out(name: &str, limit: Duration) -> Error {
+    Error::new(ErrorKind::Timeout, format!("tool {name} timed out after {limit:?}"))
+        .with_hint("The claim stays held until its lease lapses; a retry after that takes it over.")
+}
+
+/// A remembered answer: the result, the failure, or the client's mark in their place.
+fn replayed(spec: &ToolSpec, r: Replay) -> Result<Dispatched> {
+    match Mark::of(r.response.as_ref()) {
+        Some(Mark::Unrecorded(why)) => Err(Error::new(
+            ErrorKind::Unrecorded,
+            format!("tool {} ran before, but its result could not be recorded", spec.name),
+        )
+        .with_detail(why)
+        .with_hint("The effect happened: look its result up where the tool acted. Forget the record (idem_forget) to let the call run again.")
+        .with_replayed()),
+        Some(Mark::OutcomeUnknown(why)) => Err(outcome_unknown(spec, why).with_replayed()),
+        None if r.succeeded => Ok(Dispatched::Replayed(r.response.unwrap_or(Value::Null))),
+        None => Err(Error::new(
+            spec.tool.failure_kind(),
+            format!("tool {} failed (remembered)", spec.name),
+        )
+        .with_response(r.response)
+        .with_replayed()),
+    }
+}
+
+fn outcome_unknown(spec: &ToolSpec, why: String) -> Error {
+    Error::new(
+        ErrorKind::OutcomeUnknown,
+        format!("the outcome of an earlier attempt of tool {} is unknown", spec.name),
+    )
+    .with_detail(why)
+    .with_hint("Find out whether the effect happened (the record's upstream key names the call upstream), then forget the record (idem_forget) to let the call run again.")
+}
+
+fn unrecorded(spec: &ToolSpec, ran: &Ran, detail: &str) -> Error {
+    let result = match ran {
+        Ran::Ok(v) | Ran::Found(v) => Some(v.clone()),
+        _ => None,
+    };
+    Error::new(
+        ErrorKind::Unrecorded,
+        format!("tool {} ran, but its result is not recorded", spec.name),
+    )
+    .with_detail(detail.to_string())
+    .with_hint("The effect happened: use the result this error carries (Error::response), and do not run the call again by other means.")
+    .with_response(result)
+}
+
+/// The dispatch's answer for what the tool did and what became of its record.
+fn answer(spec: &ToolSpec, ran: Ran, recorded: Recorded) -> Result<Dispatched> {
+    match (ran, recorded) {
+        // A failure is the tool's own, whatever became of its record: not recording it
+        // leaves the call to run again, as an uncached failure does.
+        (Ran::Failed(e), _) => Err(tool_failed(e)),
+        (Ran::Panicked(message), _) => Err(Error::new(ErrorKind::ToolFailed, message)),
+        (Ran::Refused(why), _) => Err(outcome_unknown(spec, why)),
+        (Ran::Ok(v), Recorded::Yes) => Ok(Dispatched::Ran(v)),
+        (Ran::Found(v), Recorded::Yes) => Ok(Dispatched::Replayed(v)),
+        (ran, Recorded::LeaseLost) => {
+            let mut e = unrecorded(spec, &ran, "Its lease was lost while it ran: another attempt took the call over (or an operator forgot it), so this result was not recorded, and the other attempt may perform the effect again unless the upstream deduplicates on the call's key.");
+            e.kind = ErrorKind::LeaseLost;
+            Err(e)
+        }
+        (ran, Recorded::Unstorable(cause)) => Err(unrecorded(
+            spec,
+            &ran,
+            &format!("The store cannot keep it ({cause}); a mark was recorded in its place, so every retry is told the effect happened (ErrorKind::Unrecorded) instead of running it again."),
+        )),
+        (ran, Recorded::Expired) => Err(unrecorded(
+            spec,
+            &ran,
+            "The store could not be reached until the record expired.",
+        )),
+    }
+}
+
 /// The settings a call of `reg` runs with: the call's own (if any) over the tool's layered
-/// ones, an Explicit strategy without a supplier given its toolkit's, and refused if a tool
-/// that requires idempotency would not be deduplicated.
+/// ones, an Explicit strategy without a supplier given its toolkit's, no strategy at all
+/// for a tool that no level gave settings (the framework's tool without `@Idempotent`),
+/// and refused if a tool that requires idempotency would not be deduplicated.
 fn settle(reg: &Registered, call: Option<&Idempotent>) -> Result<Idempotent> {
     let spec = &reg.spec;
     let mut idem = match call {
         Some(call) => call.or(&reg.idem),
         None => reg.idem.clone(),
     };
+    if !reg.protected && idem.strategy.is_none() {
+        idem.strategy = Some(KeyStrategy::None);
+    }
     if let Some(KeyStrategy::Explicit(None)) = idem.strategy {
         let Some(supplier) = &reg.key_supplier else {
             return Err(Error::invalid(format!(
@@ -520,13 +525,15 @@ fn settle(reg: &Registered, call: Option<&Idempotent>) -> Result<Idempotent> {
         let strategy = idem.key_strategy();
         if !strategy.deduplicates() {
             return Err(Error::invalid(format!("tool {} requires idempotency but its key strategy is {strategy:?}", spec.name))
-                .with_hint("Use KeyStrategy::HashInput or KeyStrategy::Explicit for a tool with a side effect."));
+                .with_detail(if reg.protected { "Its settings name a strategy that deduplicates nothing." } else { "It has no settings (Idempotent) of its own, from its toolkit, or from the dispatcher's defaults, so its calls would not be deduplicated." })
+                .with_hint("Give it settings with KeyStrategy::HashInput or KeyStrategy::Explicit (ToolSpec::idempotent(Idempotent::new()) is HashInput), or drop the Required hint if repeats are harmless."));
         }
         if idem.ttl.is_some_and(|t| t.is_zero()) {
             return Err(Error::invalid(format!(
                 "tool {} requires idempotency but its ttl is zero",
                 spec.name
-            )));
+            ))
+            .with_hint("Give it a positive ttl, long enough for every retry of a call."));
         }
     }
     Ok(idem)

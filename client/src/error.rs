@@ -45,6 +45,15 @@ pub enum ErrorKind {
     UnknownTool,
     /// The call was still running elsewhere after every retry.
     InProgress,
+    /// The tool ran (its effect happened) but its result is not recorded: the store could
+    /// not keep it (too large, U+0000) or could not be reached in time. `Error::response`
+    /// carries the result where this attempt has it; a replay of a call whose result could
+    /// not be kept says so too, without it.
+    Unrecorded,
+    /// A takeover found that an earlier attempt may have performed the effect, and the
+    /// tool's choice (`OnUnknownOutcome::Refuse`, or a reconcile read that could not tell)
+    /// is to refuse: every retry gets this until an operator forgets the record.
+    OutcomeUnknown,
 }
 
 impl From<ErrorCode> for ErrorKind {

@@ -1,11 +1,14 @@
 //! How a tool's calls are deduplicated: the key strategy and the settings of its records.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::tool::ToolError;
 use crate::types::{OnCacheHit, OnMismatch};
 
 /// A function that names a call from its input (an order id, an issue title...).
@@ -132,6 +135,67 @@ impl Fingerprint {
     }
 }
 
+/// What a reconcile read is given: the call an earlier attempt may have performed.
+#[derive(Debug, Clone)]
+pub struct Reconcile {
+    pub input: Value,
+    /// The call's key.
+    pub key: String,
+    /// The record's upstream key, the same the earlier attempt had (and may have sent
+    /// upstream as `Idempotency-Key`): look the effect up by it where the upstream allows.
+    pub upstream_key: uuid::Uuid,
+    /// This attempt's number (the earlier attempt's plus one).
+    pub attempt: i32,
+}
+
+/// What a reconcile read found out about the earlier attempt's effect.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reconciled {
+    /// The effect happened, and this is its result: it is recorded (and the call answered
+    /// as a replay) without running the tool.
+    Found(Value),
+    /// The effect did not happen: the tool runs.
+    NotFound,
+    /// It cannot tell: the call is refused as `OutcomeUnknown`, as under `Refuse`.
+    Unknown,
+}
+
+/// A reconcile read: an async function of the call that looks its effect up.
+pub type ReconcileFn = Arc<
+    dyn Fn(Reconcile) -> Pin<Box<dyn Future<Output = Result<Reconciled, ToolError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// What a takeover does when the attempt it replaces may have performed the effect (its
+/// lease lapsed before it recorded anything: a crash, a pause, a store that stayed out of
+/// reach). The claim says `recovered`.
+#[derive(Clone, Default)]
+pub enum OnUnknownOutcome {
+    /// Run the tool again. Right when the upstream deduplicates on the key the tool sends
+    /// it (the call's key or the record's `upstream_key`, the same across takeovers), or
+    /// when the effect is harmless to repeat.
+    #[default]
+    Rerun,
+    /// Refuse: the call is answered `OutcomeUnknown`, and so is every retry, until an
+    /// operator forgets the record (`idem_forget`, `IdempotencyStore::forget`) after
+    /// finding out what happened.
+    Refuse,
+    /// Ask a read function (`Idempotent::reconcile`): record what it finds, run the tool if
+    /// it finds nothing, refuse if it cannot tell.
+    Reconcile(ReconcileFn),
+}
+
+impl fmt::Debug for OnUnknownOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OnUnknownOutcome::Rerun => "Rerun",
+            OnUnknownOutcome::Refuse => "Refuse",
+            OnUnknownOutcome::Reconcile(_) => "Reconcile",
+        })
+    }
+}
+
 /// How a tool's (or a web action's) calls are deduplicated: the Rust form of the
 /// framework's `@Idempotent(strategy, ttlSeconds, ...)`. Every field is unset by default
 /// and set with the builder methods of the same name:
@@ -176,6 +240,8 @@ pub struct Idempotent {
     /// How long a duplicate that arrives while the call runs waits for its result (then
     /// replays it) instead of answering `InProgress`. None: it does not wait.
     pub wait: Option<Duration>,
+    /// What a takeover of a call whose earlier attempt may have acted does. None: Rerun.
+    pub on_unknown_outcome: Option<OnUnknownOutcome>,
 }
 
 impl Idempotent {
@@ -236,6 +302,21 @@ impl Idempotent {
         self.wait = Some(wait);
         self
     }
+    pub fn on_unknown_outcome(mut self, choice: OnUnknownOutcome) -> Idempotent {
+        self.on_unknown_outcome = Some(choice);
+        self
+    }
+    /// `OnUnknownOutcome::Reconcile` with this read: given the call (its input and its
+    /// upstream key), it finds out whether the earlier attempt's effect happened.
+    pub fn reconcile<F, Fut>(self, read: F) -> Idempotent
+    where
+        F: Fn(Reconcile) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Reconciled, ToolError>> + Send + 'static,
+    {
+        self.on_unknown_outcome(OnUnknownOutcome::Reconcile(Arc::new(move |call| {
+            Box::pin(read(call))
+        })))
+    }
 
     /// These settings over `fallback`'s, field by field: each field this leaves unset is
     /// `fallback`'s (`tool.or(&toolkit)`, as `Option::or`).
@@ -253,6 +334,10 @@ impl Idempotent {
                 .clone()
                 .or_else(|| fallback.fingerprint.clone()),
             wait: self.wait.or(fallback.wait),
+            on_unknown_outcome: self
+                .on_unknown_outcome
+                .clone()
+                .or_else(|| fallback.on_unknown_outcome.clone()),
         }
     }
 

@@ -2,30 +2,40 @@
 //!
 //! - [`PgStore`] over the SQL API of the extension (or the portable SQL), through a
 //!   deadpool pool, a tokio-postgres client, or the caller's own transaction;
-//! - [`MemoryStore`], in this process only (not durable, not shared).
+//! - [`MemoryStore`], in this process only (not durable, not shared);
+//! - `RedisStore` (the `redis` feature), shared between processes, as durable as the Redis
+//!   server is configured to be.
 //!
-//! Both implement [`IdempotencyStore`]; one behaviour suite (`client/tests/`) runs over both.
+//! All three implement [`IdempotencyStore`]; one behaviour suite (`client/tests/parity.rs`)
+//! runs over all three. On top of them: the tool [`Dispatcher`] and the [`WebExecutor`] for
+//! HTTP actions.
 
 mod dispatcher;
 mod error;
+mod holder;
 mod idempotent;
+mod lease;
 mod limits;
+pub mod marks;
 mod memory;
 mod pg;
 #[cfg(feature = "redis")]
 mod redis;
 mod retry;
 mod store;
+mod tool;
 mod toolkit;
 mod types;
 mod unanswered;
 mod web;
 
-pub use dispatcher::{
-    tool_fn, CallContext, Dispatched, Dispatcher, IdempotencyHint, Tool, ToolError, ToolSpec,
-};
+pub use dispatcher::{Call, Dispatched, Dispatcher};
 pub use error::{Error, ErrorKind, Result};
-pub use idempotent::{Fingerprint, FingerprintFn, Idempotent, KeyStrategy, KeySupplier};
+pub use idempotent::{
+    Fingerprint, FingerprintFn, Idempotent, KeyStrategy, KeySupplier, OnUnknownOutcome,
+    Reconcile, ReconcileFn, Reconciled,
+};
+pub use tool::{tool_fn, tool_fn_with, CallContext, IdempotencyHint, Tool, ToolError, ToolSpec};
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};
 #[cfg(feature = "redis")]

@@ -6,7 +6,7 @@
 use serde_json::Value;
 use std::sync::Arc;
 
-use crate::dispatcher::ToolSpec;
+use crate::tool::ToolSpec;
 use crate::idempotent::{Idempotent, KeySupplier};
 use crate::web::Action;
 
@@ -32,8 +32,10 @@ use crate::web::Action;
 #[derive(Clone)]
 pub struct Toolkit<T = ToolSpec> {
     pub name: String,
-    /// What its members leave unset.
-    pub idempotent: Idempotent,
+    /// What its members leave unset. Some also means every member is deduplicated
+    /// (HashInput unless a level names a strategy); None, only members with settings of
+    /// their own are.
+    pub idempotent: Option<Idempotent>,
     /// The key of its members whose strategy is `KeyStrategy::Explicit(None)`.
     pub key_supplier: Option<KeySupplier>,
     pub members: Vec<T>,
@@ -43,7 +45,7 @@ impl<T> Toolkit<T> {
     fn named(name: impl Into<String>) -> Toolkit<T> {
         Toolkit {
             name: name.into(),
-            idempotent: Idempotent::default(),
+            idempotent: None,
             key_supplier: None,
             members: Vec::new(),
         }
@@ -51,7 +53,7 @@ impl<T> Toolkit<T> {
 
     /// The settings its members fall back to, field by field.
     pub fn idempotent(mut self, idempotent: Idempotent) -> Toolkit<T> {
-        self.idempotent = idempotent;
+        self.idempotent = Some(idempotent);
         self
     }
 

@@ -2,7 +2,7 @@
 
 use reqwest::Method;
 
-use crate::dispatcher::IdempotencyHint;
+use crate::tool::IdempotencyHint;
 use crate::idempotent::Idempotent;
 
 /// Where an action puts its input.

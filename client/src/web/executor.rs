@@ -7,7 +7,8 @@ use serde_json::Value;
 use super::action::Action;
 use super::http_tool::HttpTool;
 use super::unsafe_method;
-use crate::dispatcher::{Dispatched, Dispatcher, IdempotencyHint, ToolSpec};
+use crate::dispatcher::{Dispatched, Dispatcher};
+use crate::tool::{IdempotencyHint, ToolSpec};
 use crate::error::Result;
 use crate::idempotent::Idempotent;
 use crate::store::IdempotencyStore;
@@ -64,7 +65,7 @@ impl WebExecutor {
             .map(|a| self.tool_of(a))
             .collect();
         self.dispatcher
-            .register_group(specs, &service.idempotent, service.key_supplier.as_ref())
+            .register_group(specs, service.idempotent.as_ref(), service.key_supplier.as_ref())
     }
 
     fn tool_of(&self, action: Action) -> ToolSpec {
@@ -82,8 +83,13 @@ impl WebExecutor {
         } else {
             IdempotencyHint::BestEffort
         }));
-        if let Some(p) = action.idempotent {
-            spec = spec.idempotent(p);
+        // A method that changes something is deduplicated without settings of its own
+        // (that is what the executor is for, and the key it sends upstream lets the
+        // provider deduplicate too); a read is not, unless a level gives it settings.
+        match action.idempotent {
+            Some(p) => spec = spec.idempotent(p),
+            None if side_effect => spec = spec.idempotent(Idempotent::new()),
+            None => {}
         }
         spec
     }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::action::{Action, Params, UpstreamKey};
 use super::retry_after;
 use super::unsafe_method;
-use crate::dispatcher::{CallContext, Tool, ToolError};
+use crate::tool::{CallContext, Tool, ToolError};
 use crate::error::{Error, ErrorKind, Result};
 
 pub(crate) struct HttpTool {
