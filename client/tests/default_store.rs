@@ -92,10 +92,18 @@ async fn a_required_tool_on_the_default_store_warns_once_per_dispatcher() {
         .capture(async {
             let runs = Arc::new(AtomicU32::new(0));
             let d = Dispatcher::in_memory();
-            d.register(ToolSpec::new("send_email", counting(runs.clone())))
-                .unwrap();
-            d.register(ToolSpec::new("charge_card", counting(runs.clone())))
-                .unwrap();
+            d.register(
+                ToolSpec::new("send_email", counting(runs.clone()))
+                    .required()
+                    .idempotent(Idempotent::new()),
+            )
+            .unwrap();
+            d.register(
+                ToolSpec::new("charge_card", counting(runs.clone()))
+                    .required()
+                    .idempotent(Idempotent::new()),
+            )
+            .unwrap();
             for n in 0..3 {
                 d.dispatch("send_email", json!({"n": n})).await.unwrap();
             }
@@ -110,7 +118,11 @@ async fn a_required_tool_on_the_default_store_warns_once_per_dispatcher() {
 
             let other = Dispatcher::default();
             other
-                .register(ToolSpec::new("charge_card", counting(runs.clone())))
+                .register(
+                    ToolSpec::new("charge_card", counting(runs.clone()))
+                        .required()
+                        .idempotent(Idempotent::new()),
+                )
                 .unwrap();
             for n in 0..2 {
                 other
@@ -138,7 +150,7 @@ async fn best_effort_tools_never_warn() {
                     .hint(IdempotencyHint::BestEffort),
             )
             .unwrap();
-            // Required is ToolSpec's default hint, but a read has nothing to protect.
+            // A read has nothing to protect.
             d.register(ToolSpec::new("get_user", counting(Arc::default())).side_effect(false))
                 .unwrap();
             for n in 0..3 {
@@ -158,8 +170,12 @@ async fn pg_store_never_warns() {
         .capture(async {
             let d = Dispatcher::new(Arc::new(PgStore::new(pool())));
             let tool = unique("send_email");
-            d.register(ToolSpec::new(&tool, counting(Arc::default())))
-                .unwrap();
+            d.register(
+                ToolSpec::new(&tool, counting(Arc::default()))
+                    .required()
+                    .idempotent(Idempotent::new()),
+            )
+            .unwrap();
             for n in 0..3 {
                 d.dispatch(&tool, json!({"n": n})).await.unwrap();
             }

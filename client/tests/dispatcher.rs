@@ -537,7 +537,9 @@ async fn a_heartbeat_keeps_a_long_call(store: Arc<dyn IdempotencyStore>) {
         Arc::new(AtomicU32::new(0)),
         Steer::held(),
     );
-    let lease = Duration::from_millis(300);
+    // Beats every half second; a beat may come up to a second late on a loaded machine
+    // before the lease lapses.
+    let lease = Duration::from_millis(1500);
     let policy = Idempotent::new()
         .key_supplier(|v| v["job"].as_str().map(str::to_string))
         .lease(lease);
@@ -566,12 +568,27 @@ async fn a_heartbeat_keeps_a_long_call(store: Arc<dyn IdempotencyStore>) {
             if rec.lease_until.unwrap() >= first_until + 2 * lease {
                 return;
             }
-            let answer = d.dispatch(&tool, input.clone()).await.unwrap();
-            assert!(
-                matches!(answer, Dispatched::InProgress { .. }),
-                "{answer:?}"
-            );
-            tokio::time::sleep(lease / 4).await;
+            // A duplicate asks the store itself: through the dispatcher, a takeover would
+            // run the held tool and wait with it, and this loop would only time out.
+            let dup = BeginOptions::default();
+            match store.begin(&tool, "export-1", &dup).await.unwrap() {
+                Begin::InProgress(_) => {}
+                other => panic!(
+                    "a duplicate was answered {other:?}: the lease lapsed while the call ran"
+                ),
+            }
+            // Waits for the next heartbeat: the record's lease end moves.
+            let seen = rec.lease_until;
+            while store
+                .lookup(&tool, "export-1")
+                .await
+                .unwrap()
+                .unwrap()
+                .lease_until
+                == seen
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
     })
     .await;
@@ -623,20 +640,35 @@ async fn a_timeout_covers_the_tool(store: Arc<dyn IdempotencyStore>) {
     // The run is held: only the timeout can end it. The lease is long enough for the repeat
     // below to find it live, short enough to wait out.
     let steer = Steer::held();
+    // The timeout must outlast the claim on a loaded machine (else it fires before the tool
+    // ran, and nothing is held); the lease must outlast the timeout and the repeat after it.
     let quick = Idempotent {
-        timeout: Some(Duration::from_millis(100)),
-        lease: Some(Duration::from_secs(2)),
+        timeout: Some(Duration::from_millis(1500)),
+        lease: Some(Duration::from_secs(6)),
         ..Idempotent::default()
     };
-    let d = dispatcher(store.clone(), &tool, sent.clone(), quick, &steer);
+    let d = Arc::new(dispatcher(
+        store.clone(),
+        &tool,
+        sent.clone(),
+        quick,
+        &steer,
+    ));
     let input = json!({"to": "ann@example.com"});
     let key = canon::key_of(&canon::hash_value(&input).unwrap());
-    let timed_out = tokio::time::timeout(BOUND, d.dispatch(&tool, input.clone()))
+    let timed_out = tokio::spawn({
+        let (d, tool, input) = (d.clone(), tool.clone(), input.clone());
+        async move { tokio::time::timeout(BOUND, d.dispatch(&tool, input)).await }
+    });
+    // The tool ran (it was claimed), and the timeout stopped it: its run was dropped
+    // before it sent anything.
+    steer.run_began().await;
+    steer.run_dropped().await;
+    let timed_out = timed_out
         .await
+        .unwrap()
         .expect("the tool's timeout never fired");
     assert_eq!(timed_out.unwrap_err().kind, ErrorKind::Timeout);
-    // The timeout stopped the tool: its run was dropped before it sent anything.
-    steer.run_dropped().await;
     assert_eq!(sent.load(Ordering::SeqCst), 0, "the timed-out tool sent");
     // As the timeout's error says, the claim stays held until its lease lapses: a repeat
     // meanwhile is told the call is in progress and does not run it ...
@@ -766,22 +798,39 @@ fn a_required_tool_without_protection_is_refused_at_registration() {
     let sent = Arc::new(AtomicU32::new(0));
     for strategy in [KeyStrategy::Uuid, KeyStrategy::None] {
         let spec = ToolSpec::new("charge_card", send_email(sent.clone(), &Steer::free()))
+            .required()
             .idempotent(Idempotent::new().strategy(strategy));
         assert_eq!(
             d.register(spec).unwrap_err().kind,
             ErrorKind::InvalidArgument
         );
     }
-    let zero = ToolSpec::new("charge_card", send_email(sent.clone(), &Steer::free())).idempotent(
-        Idempotent {
+    let zero = ToolSpec::new("charge_card", send_email(sent.clone(), &Steer::free()))
+        .required()
+        .idempotent(Idempotent {
             ttl: Some(Duration::ZERO),
             ..Idempotent::default()
-        },
-    );
+        });
     assert_eq!(
         d.register(zero).unwrap_err().kind,
         ErrorKind::InvalidArgument
     );
+    // Required without any settings: nothing would deduplicate it.
+    let bare = ToolSpec::new("charge_card", send_email(sent.clone(), &Steer::free())).required();
+    let e = d.register(bare).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument);
+    assert!(
+        e.detail().is_some_and(|d| d.contains("no settings")),
+        "{e:?}"
+    );
+    assert!(e.hint().is_some(), "{e:?}");
+    // Not declared Required, a tool without settings registers (and runs unprotected).
+    assert!(d
+        .register(ToolSpec::new(
+            "notify",
+            send_email(sent.clone(), &Steer::free())
+        ))
+        .is_ok());
     // Without a side effect, nothing needs protecting.
     let read_only = ToolSpec::new("search", send_email(sent, &Steer::free()))
         .side_effect(false)

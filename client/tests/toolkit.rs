@@ -354,6 +354,7 @@ async fn an_explicit_tool_without_a_supplier_is_refused_and_so_is_its_whole_tool
                 .tool(ToolSpec::new(&good, ok_tool(Arc::default())))
                 .tool(
                     ToolSpec::new(&bad, ok_tool(Arc::default()))
+                        .required()
                         .idempotent(Idempotent::new().strategy(KeyStrategy::Uuid)),
                 ),
         )
@@ -370,13 +371,17 @@ async fn an_explicit_tool_without_a_supplier_is_refused_and_so_is_its_whole_tool
         .register_toolkit(
             Toolkit::new("fresh")
                 .idempotent(Idempotent::new().strategy(KeyStrategy::Uuid))
-                .tool(ToolSpec::new(unique("charge"), ok_tool(Arc::default()))),
+                .tool(ToolSpec::new(unique("charge"), ok_tool(Arc::default())).required()),
         )
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::InvalidArgument);
     let charge = unique("charge");
-    d.register(ToolSpec::new(&charge, ok_tool(Arc::default())))
-        .unwrap();
+    d.register(
+        ToolSpec::new(&charge, ok_tool(Arc::default()))
+            .required()
+            .idempotent(Idempotent::new()),
+    )
+    .unwrap();
     let e = d
         .dispatch_with(
             &charge,

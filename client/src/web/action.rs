@@ -2,8 +2,8 @@
 
 use reqwest::Method;
 
-use crate::tool::IdempotencyHint;
 use crate::idempotent::Idempotent;
+use crate::tool::IdempotencyHint;
 
 /// Where an action puts its input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,10 +8,10 @@ use super::action::Action;
 use super::http_tool::HttpTool;
 use super::unsafe_method;
 use crate::dispatcher::{Dispatched, Dispatcher};
-use crate::tool::{IdempotencyHint, ToolSpec};
 use crate::error::Result;
 use crate::idempotent::Idempotent;
 use crate::store::IdempotencyStore;
+use crate::tool::{IdempotencyHint, ToolSpec};
 use crate::toolkit::Toolkit;
 
 /// Runs declared HTTP actions through an idempotency store.
@@ -64,8 +64,11 @@ impl WebExecutor {
             .into_iter()
             .map(|a| self.tool_of(a))
             .collect();
-        self.dispatcher
-            .register_group(specs, service.idempotent.as_ref(), service.key_supplier.as_ref())
+        self.dispatcher.register_group(
+            specs,
+            service.idempotent.as_ref(),
+            service.key_supplier.as_ref(),
+        )
     }
 
     fn tool_of(&self, action: Action) -> ToolSpec {

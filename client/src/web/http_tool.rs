@@ -8,8 +8,8 @@ use serde_json::Value;
 use super::action::{Action, Params, UpstreamKey};
 use super::retry_after;
 use super::unsafe_method;
-use crate::tool::{CallContext, Tool, ToolError};
 use crate::error::{Error, ErrorKind, Result};
+use crate::tool::{CallContext, Tool, ToolError};
 
 pub(crate) struct HttpTool {
     pub(crate) http: reqwest::Client,
