@@ -110,6 +110,7 @@ async fn main() -> Demo {
         attempts: 20,
         base: Duration::from_millis(100),
         max: Duration::from_millis(500),
+        ..Retry::default()
     }
     .run(|| async {
         Ok(agent

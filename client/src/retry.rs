@@ -9,10 +9,16 @@ use crate::error::{Error, ErrorKind, Result};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Retry {
-    /// Attempts in all, the first included.
+    /// Attempts in all, the first included. An answer that the call is running elsewhere
+    /// (`Attempt::Again`) does not use one up: those are bounded by `wait_running`.
     pub attempts: u32,
     pub base: Duration,
     pub max: Duration,
+    /// How long in all a call that is running elsewhere is waited for, asking again after
+    /// each of the store's `retry_after` (at most `max`). The store never advises past the
+    /// holder's lease, so a call whose attempt timed out or crashed is taken over within
+    /// it: the default (two minutes) outlasts the default lease (one minute).
+    pub wait_running: Duration,
 }
 
 impl Default for Retry {
@@ -21,6 +27,7 @@ impl Default for Retry {
             attempts: 5,
             base: Duration::from_millis(100),
             max: Duration::from_secs(5),
+            wait_running: Duration::from_secs(120),
         }
     }
 }
@@ -65,7 +72,8 @@ impl Retry {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1);
         let mut last = None;
-        for n in 0..self.attempts.max(1) {
+        let (mut n, mut waited) = (0u32, Duration::ZERO);
+        while n < self.attempts.max(1) {
             let backoff = jitter(
                 self.base.saturating_mul(1 << n.min(16)).min(self.max),
                 seed.wrapping_add(n as u64),
@@ -74,17 +82,21 @@ impl Retry {
                 Ok(Attempt::Done(v)) => return Ok(v),
                 Ok(Attempt::Again { after }) => {
                     last = None;
-                    if n + 1 < self.attempts {
-                        tokio::time::sleep(after.map_or(backoff, |a| a.min(self.max))).await;
+                    let nap = after.map_or(backoff, |a| a.min(self.max));
+                    if waited + nap > self.wait_running {
+                        break;
                     }
+                    waited += nap;
+                    tokio::time::sleep(nap).await;
                 }
                 Err(e) if transient(&e) => {
-                    tracing::debug!(attempt = n + 1, error = %e, "retrying");
+                    n += 1;
+                    tracing::debug!(attempt = n, error = %e, "retrying");
                     // A provider that says when to come back (Retry-After) is believed, up
                     // to `max`, as the store is when it answers in_progress.
                     let wait = e.retry_after().map_or(backoff, |a| a.min(self.max));
                     last = Some(e);
-                    if n + 1 < self.attempts {
+                    if n < self.attempts {
                         tokio::time::sleep(wait).await;
                     }
                 }
@@ -112,6 +124,7 @@ mod tests {
             attempts: 4,
             base: Duration::from_millis(1),
             max: Duration::from_millis(2),
+            ..Retry::default()
         };
         let got: Result<()> = retry
             .run(|| {
@@ -135,6 +148,57 @@ mod tests {
         }
     }
 
+    /// A call running elsewhere is asked about again after each retry_after for as long as
+    /// `wait_running` allows, whatever `attempts` says: a timed-out attempt's claim is
+    /// taken over once its lease lapses.
+    #[tokio::test(start_paused = true)]
+    async fn a_running_call_is_waited_for_up_to_wait_running() {
+        let asked = AtomicU32::new(0);
+        let retry = Retry {
+            attempts: 2,
+            base: Duration::from_millis(10),
+            max: Duration::from_secs(1),
+            wait_running: Duration::from_secs(30),
+        };
+        let started = tokio::time::Instant::now();
+        let got = retry
+            .run(|| {
+                let n = asked.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    Ok(if n < 20 {
+                        Attempt::Again {
+                            after: Some(Duration::from_secs(1)),
+                        }
+                    } else {
+                        Attempt::Done(n)
+                    })
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!(got, 20);
+        assert_eq!(started.elapsed(), Duration::from_secs(20));
+        // Past wait_running, it gives up as in progress.
+        asked.store(0, Ordering::SeqCst);
+        let retry = Retry {
+            wait_running: Duration::from_secs(5),
+            ..retry
+        };
+        let e = retry
+            .run(|| {
+                asked.fetch_add(1, Ordering::SeqCst);
+                async {
+                    Ok(Attempt::<u32>::Again {
+                        after: Some(Duration::from_secs(1)),
+                    })
+                }
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InProgress);
+        assert_eq!(asked.load(Ordering::SeqCst), 6);
+    }
+
     #[tokio::test]
     async fn contention_is_retried_to_the_last_attempt() {
         assert_eq!(attempts_for(ErrorKind::Contention).await, 4);
@@ -148,6 +212,7 @@ mod tests {
             attempts: 2,
             base: Duration::from_millis(10),
             max,
+            ..Retry::default()
         };
         let mut times = Vec::new();
         let _: Result<()> = retry

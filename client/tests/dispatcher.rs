@@ -772,6 +772,7 @@ async fn retries_wait_out_a_running_call(store: Arc<dyn IdempotencyStore>) {
         attempts: 10,
         base: Duration::from_millis(50),
         max: Duration::from_millis(200),
+        ..Retry::default()
     };
     let got = retry
         .run(|| async {

@@ -294,9 +294,9 @@ on_both_stores!(
     web_body_not_utf8_pg
 );
 
-/// A JSON body with U+0000 cannot be remembered: the call answers a typed error (the side
-/// effect happened; the provider deduplicates a retry by its Idempotency-Key), and no
-/// result is stored to replay.
+/// A JSON body with U+0000 cannot be remembered: the call answers `Unrecorded` with the
+/// body (the side effect happened), and the record holds the client's mark in its place,
+/// so that a retry is told so instead of sending the request again.
 async fn web_body_with_u0000(
     store_name: &'static str,
     s: Arc<dyn IdempotencyStore>,
@@ -307,14 +307,22 @@ async fn web_body_with_u0000(
     web.register(Action::new("nul", Method::POST, format!("{base}/x")))
         .unwrap();
     let input = json!({"store": store_name});
-    let got = web.execute("nul", input.clone()).await;
-    assert!(got.is_err(), "{store_name}: {got:?}");
-    let key = canon::key_of(&canon::hash_value(&input).unwrap());
-    let rec = s.lookup("nul", &key).await.unwrap();
-    assert!(
-        rec.as_ref().is_none_or(|r| r.state == State::InProgress),
-        "{store_name}: a result was stored: {rec:?}"
+    let got = web.execute("nul", input.clone()).await.unwrap_err();
+    assert_eq!(got.kind, ErrorKind::Unrecorded, "{store_name}: {got:?}");
+    assert_eq!(
+        got.response(),
+        Some(&json!({"v": "a\u{0}b"})),
+        "{store_name}"
     );
+    let key = canon::key_of(&canon::hash_value(&input).unwrap());
+    let rec = s.lookup("nul", &key).await.unwrap().expect("the record");
+    assert!(
+        idempotency::marks::Mark::of(rec.response.as_ref()).is_some(),
+        "{store_name}: the result, not the mark, was stored: {rec:?}"
+    );
+    let again = web.execute("nul", input).await.unwrap_err();
+    assert_eq!(again.kind, ErrorKind::Unrecorded, "{store_name}: {again:?}");
+    assert!(again.replayed(), "{store_name}");
 }
 
 on_both_stores!(

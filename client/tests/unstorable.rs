@@ -1,6 +1,7 @@
 //! What no store can hold, refused alike by every store before it sends or stores
 //! anything: NUL in a scope or key (InvalidArgument), U+0000 in a request
-//! (Uncanonicalizable) and U+0000 in a response (InvalidArgument, the claim still held).
+//! (Uncanonicalizable) and U+0000 in a response (InvalidArgument, the claim still held;
+//! through the dispatcher, the result is handed back as Unrecorded and marked).
 //! The same scenarios run against `MemoryStore`, `RedisStore` (feature `redis`, with
 //! `REDIS_URL`) and `PgStore` (`PGIDEM_DSN`); a `PgStore` that cannot connect at all shows
 //! that the refusals come before any I/O.
@@ -132,31 +133,36 @@ async fn u0000_in_a_response_leaves_the_claim_held(s: Arc<dyn IdempotencyStore>)
 }
 
 /// A tool (a web action alike: `WebExecutor` dispatches the same way) whose result holds
-/// U+0000 ran, but its result cannot be remembered: the caller gets the typed refusal, and
-/// the claim stays held (so a retry is told the call is in progress, not given a result).
+/// U+0000 ran, but its result cannot be remembered: the caller gets `Unrecorded` with the
+/// result, and the record holds the client's mark in its place (a success, so that no
+/// retry runs the call again): a retry is told the effect happened.
 async fn a_tool_result_with_u0000_is_not_remembered(s: Arc<dyn IdempotencyStore>) {
     let agent = Dispatcher::new(s.clone());
     let name = unique("nul-tool");
     agent
-        .register(ToolSpec::new(
-            name.clone(),
-            tool_fn(|_| async { Ok::<_, ToolError>(json!({"v": "a\u{0}b"})) }),
-        ))
+        .register(
+            ToolSpec::new(
+                name.clone(),
+                tool_fn(|_| async { Ok::<_, ToolError>(json!({"v": "a\u{0}b"})) }),
+            )
+            .idempotent(Idempotent::new()),
+        )
         .unwrap();
     let input = json!({"n": 1});
     let e = agent.dispatch(&name, input.clone()).await.unwrap_err();
-    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    assert_eq!(e.kind, ErrorKind::Unrecorded, "{e}");
+    assert_eq!(e.response(), Some(&json!({"v": "a\u{0}b"})));
     let key = canon::key_of(&canon::hash_value(&input).unwrap());
-    let rec = s.lookup(&name, &key).await.unwrap().expect("the claim");
-    assert_eq!(rec.state, State::InProgress);
-    assert_eq!(rec.response, None);
+    let rec = s.lookup(&name, &key).await.unwrap().expect("the record");
+    assert_eq!(rec.state, State::Succeeded);
     assert!(
-        matches!(
-            agent.dispatch(&name, input).await.unwrap(),
-            Dispatched::InProgress { .. }
-        ),
-        "a retry while the claim is held"
+        idempotency::marks::Mark::of(rec.response.as_ref()).is_some(),
+        "{:?}",
+        rec.response
     );
+    let again = agent.dispatch(&name, input).await.unwrap_err();
+    assert_eq!(again.kind, ErrorKind::Unrecorded, "a retry: {again}");
+    assert!(again.replayed());
 }
 
 macro_rules! suite {

@@ -135,8 +135,9 @@ mod scenarios {
         }
     }
 
-    /// A charge whose attempt gives up after 300 ms and whose claim lapses 400 ms after
-    /// its last heartbeat.
+    /// A charge whose attempt gives up after a second and whose claim lapses a second and a
+    /// half after its last heartbeat. (The first attempt's timeout must outlast its claim
+    /// and request on a loaded machine, since the test waits for the provider to hold it.)
     fn hanging_charge(
         u: &Upstream,
         store: &Store,
@@ -148,8 +149,8 @@ mod scenarios {
         web.register(
             Action::new(name.clone(), Method::POST, format!("{}/charges", u.base))
                 .idempotent(
-                    idem.timeout(Duration::from_millis(300))
-                        .lease(Duration::from_millis(400)),
+                    idem.timeout(Duration::from_secs(1))
+                        .lease(Duration::from_millis(1500)),
                 )
                 .upstream_key(which),
         )
@@ -186,9 +187,18 @@ mod scenarios {
             attempts: 100,
             base: Duration::from_millis(20),
             max: Duration::from_millis(200),
+            ..Retry::default()
         };
+        // The takeover's own attempts get a generous timeout: the one that runs must not be
+        // cut while it records its answer (that answers Unrecorded, not a retry).
+        let patient = Idempotent::new().timeout(crate::upstream::BOUND);
         let done = retry
-            .run(|| async { Ok(web.execute(name, input.clone()).await?.attempt()) })
+            .run(|| async {
+                Ok(web
+                    .execute_with(name, input.clone(), &patient)
+                    .await?
+                    .attempt())
+            })
             .await?;
         match done {
             Dispatched::Ran(v) => Ok(v),

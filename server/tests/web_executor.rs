@@ -68,6 +68,7 @@ fn retry() -> Retry {
         attempts: 60,
         base: Duration::from_millis(20),
         max: Duration::from_millis(500),
+        ..Retry::default()
     }
 }
 

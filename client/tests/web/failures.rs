@@ -15,6 +15,7 @@ fn retry() -> Retry {
         attempts: 5,
         base: Duration::from_millis(10),
         max: Duration::from_millis(50),
+        ..Retry::default()
     }
 }
 

@@ -66,6 +66,7 @@ async fn one_takeover(
         attempts: 20,
         base: Duration::from_millis(50),
         max: Duration::from_secs(1),
+        ..Retry::default()
     };
     let taken_over = retry
         .run(|| async { Ok(web.execute(&name, input.clone()).await?.attempt()) })
