@@ -41,7 +41,10 @@ pub trait IdempotencyStore: Send + Sync {
     /// The record of a call until it expires.
     async fn lookup(&self, scope: &str, key: &str) -> Result<Option<Record>>;
 
-    /// Removes expired records; returns how many.
+    /// Removes expired records; returns how many. `PgStore`: the SQL API's
+    /// `idem_purge_expired()`, granted to `idempotency_admin` only (an ordinary
+    /// `idempotency_user` role gets `NotPermitted`); the extension's background worker or
+    /// pg_cron usually calls it instead.
     async fn purge(&self) -> Result<u64>;
 
     /// An operator's call: removes the record of a call whatever its state (a bad cached

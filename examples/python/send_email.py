@@ -43,7 +43,7 @@ LEASE_LOST = "IK003"  # SQLSTATEs: docs/errors.md
 class Result:
     outcome: str  # sent | replay | in_progress | lease_lost
     response: dict | None = None  # jsonb arrives as a dict
-    retry_after: timedelta | None = None  # in_progress: until the holder's lease lapses
+    retry_after: timedelta | None = None  # in_progress: when to ask again (the running call's estimated time left, never past the holder's lease)
     recovered: bool = False  # sent after taking over a lapsed claim
     key: str | None = None  # send_email_by_content: the key the server derived
 
