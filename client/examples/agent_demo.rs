@@ -76,10 +76,14 @@ async fn main() -> Demo {
     let store = Arc::new(PgStore::new(pool.clone()));
     store.check_installed().await?;
     let agent = Arc::new(Dispatcher::new(store.clone()));
-    agent.register(ToolSpec::new(
-        "send_email",
-        send_email(pool.clone(), Duration::from_millis(1500)),
-    ))?;
+    agent.register(
+        ToolSpec::new(
+            "send_email",
+            send_email(pool.clone(), Duration::from_millis(1500)),
+        )
+        .required()
+        .idempotent(Idempotent::new()),
+    )?;
 
     println!("\n1. The agent calls send_email; its retry loop calls it twice more.");
     let welcome = json!({"to": "ann@example.com", "subject": "Welcome"});

@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use idempotency::{
-    tool_fn, Begin, BeginOptions, Dispatcher, IdempotencyStore, MemoryStore, PgStore, ToolSpec,
+    tool_fn, Begin, BeginOptions, Dispatcher, IdempotencyStore, Idempotent, MemoryStore, PgStore,
+    ToolSpec,
 };
 use serde_json::{json, Value};
 
@@ -57,10 +58,13 @@ pub async fn run(dsn: &str, plan: Plan) -> BenchResult<Vec<Row>> {
     let pool = pool(dsn, plan.clients)?;
     let pg: Arc<dyn IdempotencyStore> = Arc::new(PgStore::new(pool));
     let dispatcher = Arc::new(Dispatcher::new(pg.clone()));
-    dispatcher.register(ToolSpec::new(
-        "bench_tool",
-        tool_fn(|_: Value| async { Ok(json!({"sent": true})) }),
-    ))?;
+    dispatcher.register(
+        ToolSpec::new(
+            "bench_tool",
+            tool_fn(|_: Value| async { Ok(json!({"sent": true})) }),
+        )
+        .idempotent(Idempotent::new()),
+    )?;
     let memory: Arc<dyn IdempotencyStore> = Arc::new(MemoryStore::new());
 
     let raw = "`idem_begin` + `idem_complete`, raw SQL";
