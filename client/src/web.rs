@@ -8,12 +8,16 @@
 //! and OPTIONS carry none, but a remembered result still short-circuits them.
 
 mod action;
+mod call_fingerprint;
+mod endpoint;
 mod executor;
+mod headers;
 mod http_tool;
 mod retry_after;
 
 pub use action::{Action, Params, UpstreamKey};
 pub use executor::WebExecutor;
+pub use headers::Headers;
 
 use reqwest::Method;
 
