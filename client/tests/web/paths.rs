@@ -87,8 +87,6 @@ pub async fn bad_path_inputs_claim_nothing(store: Store) {
         json!("42"),
     ] {
         let e = web.execute(&name, input.clone()).await.unwrap_err();
-        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{input}: {e}");
-        assert!(e.detail().is_some() && e.hint().is_some(), "{input}: {e:?}");
         assert!(
             store
                 .lookup(&name, &hash_key(&input))
@@ -97,6 +95,8 @@ pub async fn bad_path_inputs_claim_nothing(store: Store) {
                 .is_none(),
             "{input}: claimed"
         );
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{input}: {e}");
+        assert!(e.detail().is_some() && e.hint().is_some(), "{input}: {e:?}");
     }
     assert_eq!(p.seen().len(), 0, "{:?}", p.seen());
 
