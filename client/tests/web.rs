@@ -25,6 +25,7 @@ mod web {
     pub mod provider;
     pub mod stores;
     pub mod takeover;
+    pub mod told;
 }
 
 use web::*;
@@ -69,6 +70,7 @@ web! {
         wrong_token_401 => headers::a_wrong_or_missing_token_gets_the_401,
         headers_never_stored => headers::headers_are_never_stored,
         fingerprint_headers => headers::fingerprint_headers_join_the_fingerprint,
+        no_header_value_in_store => headers::no_header_value_reaches_the_store,
         bad_headers_refused => headers::bad_headers_are_refused,
         path_parameters => paths::path_parameters_reach_the_right_path,
         bad_path_inputs => paths::bad_path_inputs_claim_nothing,

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::provider::{provider, Provider};
 use super::stores::*;
+use super::told::Told;
 
 /// A client of the caller's own: a user agent and default headers of its own.
 fn callers_client() -> reqwest::Client {
@@ -168,6 +169,55 @@ pub async fn headers_are_never_stored(store: Store) {
         Dispatched::Replayed(answer)
     );
     assert_eq!(p.seen_at(path).len(), 1);
+}
+
+/// No header value reaches the store, not even one that joins the fingerprint (its hash
+/// does): every key, request and response the store is told is free of them.
+pub async fn no_header_value_reaches_the_store(store: Store) {
+    let p = provider().await;
+    let told = Told::over(store);
+    let web = WebExecutor::new(told.clone());
+    let name = unique_action("charge");
+    web.register(
+        Action::new(
+            name.clone(),
+            Method::POST,
+            format!("{}/auth/call-secret-3/{{id}}", p.base),
+        )
+        .header("x-static-secret", "static-secret-3")
+        .fingerprint_headers(["x-account", "authorization", "x-static-secret"]),
+    )
+    .unwrap();
+    let call = || {
+        Headers::new()
+            .bearer("call-secret-3")
+            .header("x-account", "account-secret-3")
+    };
+    let input = json!({"id": "c1", "amount": 2});
+    let Dispatched::Ran(answer) = web
+        .execute_call(&name, input.clone(), call())
+        .await
+        .unwrap()
+    else {
+        panic!("the first call did not run")
+    };
+    assert_eq!(
+        web.execute_call(&name, input.clone(), call())
+            .await
+            .unwrap(),
+        Dispatched::Replayed(answer)
+    );
+    let heard = told.heard();
+    assert!(heard.contains("begin"), "{heard}");
+    for secret in ["call-secret-3", "static-secret-3", "account-secret-3"] {
+        assert!(
+            !heard.contains(secret),
+            "the store was told {secret}: {heard}"
+        );
+    }
+    let seen = p.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].header("x-account"), ["account-secret-3"]);
 }
 
 /// `fingerprint_headers`: the named headers' values (the call's over the action's; a
