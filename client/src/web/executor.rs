@@ -166,6 +166,17 @@ impl WebExecutor {
     /// (`Call::new().idempotent(..).extension(headers)`). The headers are sent over the
     /// action's and never stored; a header refused by `Headers` refuses the call before
     /// anything is claimed or sent.
+    ///
+    /// ```no_run
+    /// # use idempotency::*;
+    /// # use serde_json::json;
+    /// # async fn demo(store: std::sync::Arc<dyn IdempotencyStore>, client: reqwest::Client, token: String) -> Result<()> {
+    /// let web = WebExecutor::new(store).with_http_client(client);
+    /// web.register(Action::new("update_customer", Method::POST, "https://api.example.com/v1/customers/{id}"))?;
+    /// let input = json!({"id": "cus_42", "email": "ann@example.com"}); // id in the path only
+    /// web.execute_call("update_customer", input, Headers::new().bearer(&token)).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn execute_call(
         &self,
         name: &str,
