@@ -168,7 +168,8 @@ impl Dispatcher {
         let mut registered = Vec::with_capacity(specs.len());
         let none = Idempotent::default();
         for spec in specs {
-            let protected = spec.idempotent.is_some() || kit.is_some() || self.defaults.is_some();
+            let protected =
+                spec.idempotent.is_some() || kit.is_some() || self.defaults.is_some();
             let own = spec.idempotent.clone().unwrap_or_default();
             let reg = Registered {
                 idem: own
@@ -293,13 +294,7 @@ impl Dispatcher {
             claim_token: Some(self.unanswered.token_for(&spec.name, &key)),
         };
         let span = tracing::Span::current();
-        let begun = match within(
-            deadline,
-            &spec.name,
-            self.store.begin(&spec.name, &key, &options),
-        )
-        .await?
-        {
+        let begun = match within(deadline, &spec.name, self.store.begin(&spec.name, &key, &options)).await? {
             Err(e) if e.outcome_unknown() => {
                 // The server may have claimed the call: the next call of this key repeats
                 // this attempt, so that it gets the claim back rather than waiting it out.
@@ -392,12 +387,7 @@ impl Dispatcher {
             },
             None => (&mut running.ran).await,
         }
-        .map_err(|_| {
-            Error::new(
-                ErrorKind::ToolFailed,
-                format!("tool {} never answered: its holder ended", spec.name),
-            )
-        })?;
+        .map_err(|_| Error::new(ErrorKind::ToolFailed, format!("tool {} never answered: its holder ended", spec.name)))?;
         let wait_until = Instant::now() + record_wait;
         let wait_until = deadline.map_or(wait_until, |(at, _)| at.min(wait_until));
         let recorded = tokio::time::timeout_at(wait_until, &mut running.recorded).await;
@@ -431,11 +421,8 @@ async fn within<T>(
 }
 
 fn timed_out(name: &str, limit: Duration) -> Error {
-    Error::new(
-        ErrorKind::Timeout,
-        format!("tool {name} timed out after {limit:?}"),
-    )
-    .with_hint("The claim stays held until its lease lapses; a retry after that takes it over.")
+    Error::new(ErrorKind::Timeout, format!("tool {name} timed out after {limit:?}"))
+        .with_hint("The claim stays held until its lease lapses; a retry after that takes it over.")
 }
 
 /// A remembered answer: the result, the failure, or the client's mark in their place.

@@ -242,12 +242,7 @@ async fn record(held: &Held, result: &Ran, lease: &LeaseWatch) -> Recorded {
                 }
             }
             Err(e) if e.kind == ErrorKind::LeaseLost => return Recorded::LeaseLost,
-            Err(e)
-                if matches!(
-                    e.kind,
-                    ErrorKind::ResponseTooLarge | ErrorKind::InvalidArgument
-                ) =>
-            {
+            Err(e) if matches!(e.kind, ErrorKind::ResponseTooLarge | ErrorKind::InvalidArgument) => {
                 if let Some(first) = unstorable {
                     // Not even the mark was taken (a server whose size limit is tiny): the
                     // claim is left to lapse, and a takeover finds it `recovered`.

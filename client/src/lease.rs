@@ -73,17 +73,14 @@ impl Keeper {
     pub(crate) async fn run(self, mut held_until: Instant) {
         let period = (self.length / 3).max(Duration::from_millis(20));
         let again = (self.length / 10).clamp(Duration::from_millis(10), Duration::from_millis(250));
-        let mut next = held_until
-            .checked_sub(self.length - period)
-            .unwrap_or_else(Instant::now);
+        let mut next = held_until.checked_sub(self.length - period).unwrap_or_else(Instant::now);
         loop {
             tokio::time::sleep_until(next).await;
             let sent = Instant::now();
             let bound = held_until.saturating_duration_since(sent).max(period);
             let extended = tokio::time::timeout(
                 bound,
-                self.store
-                    .extend(&self.scope, &self.key, self.fence, self.lease),
+                self.store.extend(&self.scope, &self.key, self.fence, self.lease),
             )
             .await;
             match extended {
@@ -99,9 +96,7 @@ impl Keeper {
                 failed => {
                     match failed {
                         Ok(Err(e)) => tracing::warn!(error = %e, "could not extend the lease"),
-                        _ => tracing::warn!(
-                            "could not extend the lease: the store did not answer in time"
-                        ),
+                        _ => tracing::warn!("could not extend the lease: the store did not answer in time"),
                     }
                     if Instant::now() >= held_until && *self.tx.borrow() == LeaseState::Held {
                         tracing::warn!(scope = %self.scope, fence = self.fence, "the lease ended without a heartbeat reaching the store: counted as lost");

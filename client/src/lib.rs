@@ -32,16 +32,16 @@ mod web;
 pub use dispatcher::{Call, Dispatched, Dispatcher};
 pub use error::{Error, ErrorKind, Result};
 pub use idempotent::{
-    Fingerprint, FingerprintFn, Idempotent, KeyStrategy, KeySupplier, OnUnknownOutcome, Reconcile,
-    ReconcileFn, Reconciled,
+    Fingerprint, FingerprintFn, Idempotent, KeyStrategy, KeySupplier, OnUnknownOutcome,
+    Reconcile, ReconcileFn, Reconciled,
 };
+pub use tool::{tool_fn, tool_fn_with, CallContext, IdempotencyHint, Tool, ToolError, ToolSpec};
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
 pub use retry::{Attempt, Retry};
 pub use store::IdempotencyStore;
-pub use tool::{tool_fn, tool_fn_with, CallContext, IdempotencyHint, Tool, ToolError, ToolSpec};
 pub use toolkit::Toolkit;
 pub use types::*;
 pub use web::{Action, Headers, Params, UpstreamKey, WebExecutor};

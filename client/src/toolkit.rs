@@ -6,8 +6,8 @@
 use serde_json::Value;
 use std::sync::Arc;
 
-use crate::idempotent::{Idempotent, KeySupplier};
 use crate::tool::ToolSpec;
+use crate::idempotent::{Idempotent, KeySupplier};
 use crate::web::Action;
 
 /// Members (`ToolSpec`s for a [`Dispatcher`](crate::Dispatcher), `Action`s for a

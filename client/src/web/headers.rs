@@ -114,10 +114,14 @@ impl From<Headers> for Call {
     }
 }
 
-/// The values of `names` in `headers`, for a fingerprint: one value as its text, several
-/// as an array, a missing one as null.
+/// The values of `names` in `headers`, for a fingerprint: one value as the hex SHA-256 of
+/// its text, several as an array of those, a missing one as null. Hashed here, so that a
+/// header's value (a token, an account) never reaches the store, not even to be hashed.
 pub(crate) fn values_of(names: &[HeaderName], headers: &HeaderMap) -> Value {
-    let text = |v: &HeaderValue| Value::String(String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let text = |v: &HeaderValue| {
+        let hash = canon::sha256(&String::from_utf8_lossy(v.as_bytes()));
+        Value::String(canon::key_of(&hash))
+    };
     Value::Object(
         names
             .iter()
