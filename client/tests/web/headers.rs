@@ -338,7 +338,45 @@ pub async fn fingerprint_headers_join_the_fingerprint(store: Store) {
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Mismatch, "{e}");
-    assert_eq!(p.seen().len(), 4, "{:?}", p.seen());
+
+    // The same in a service whose settings name the Explicit key, with a call that brings
+    // settings of its own beside its headers (a `Call`): the service's rule is layered
+    // under the headers.
+    let in_service = unique_action("ship");
+    web.register_toolkit(
+        Toolkit::service("shipping")
+            .key_supplier(|v| v["order"].as_str().map(str::to_string))
+            .idempotent(Idempotent::new().explicit())
+            .action(
+                Action::new(in_service.clone(), Method::POST, &endpoint)
+                    .fingerprint_headers(["x-account"]),
+            ),
+    )
+    .unwrap();
+    let with = |a: &str| {
+        Call::new()
+            .idempotent(Idempotent::new().ttl(Duration::from_secs(60)))
+            .extension(account(a))
+    };
+    let Dispatched::Ran(shipped) = web
+        .execute_call(&in_service, order("a"), with("a1"))
+        .await
+        .unwrap()
+    else {
+        panic!("the first call did not run")
+    };
+    assert_eq!(
+        web.execute_call(&in_service, order("b"), with("a1"))
+            .await
+            .unwrap(),
+        Dispatched::Replayed(shipped)
+    );
+    let e = web
+        .execute_call(&in_service, order("a"), with("a2"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Mismatch, "{e}");
+    assert_eq!(p.seen().len(), 5, "{:?}", p.seen());
 }
 
 /// A header name or value HTTP cannot carry, and `Idempotency-Key`, are refused: an
