@@ -18,6 +18,9 @@ use crate::store::IdempotencyStore;
 use crate::tool::{IdempotencyHint, ToolSpec};
 use crate::toolkit::Toolkit;
 
+/// An action's name and its header fingerprint, if it names headers.
+type Named = (String, Option<HeaderFingerprint>);
+
 /// Runs declared HTTP actions through an idempotency store.
 pub struct WebExecutor {
     dispatcher: Dispatcher,
@@ -99,7 +102,7 @@ impl WebExecutor {
 
     /// Keeps (or, for an action registered again without, drops) what computes the
     /// fingerprint of actions that name headers.
-    fn remember(&self, fingerprints: Vec<(String, Option<HeaderFingerprint>)>) {
+    fn remember(&self, fingerprints: Vec<Named>) {
         let mut known = self
             .header_fingerprints
             .write()
@@ -114,12 +117,7 @@ impl WebExecutor {
 
     /// The action as a tool, and its header fingerprint if it names headers; refused when
     /// its headers or its endpoint's template are.
-    #[allow(clippy::type_complexity)]
-    fn tool_of(
-        &self,
-        action: Action,
-        service: Option<&Idempotent>,
-    ) -> Result<(ToolSpec, (String, Option<HeaderFingerprint>))> {
+    fn tool_of(&self, action: Action, service: Option<&Idempotent>) -> Result<(ToolSpec, Named)> {
         let whose = format!("action {}", action.name);
         action.headers.check(&whose)?;
         let endpoint = Endpoint::parse(&action.name, &action.endpoint)?;
