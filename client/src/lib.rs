@@ -44,7 +44,7 @@ pub use store::IdempotencyStore;
 pub use tool::{tool_fn, tool_fn_with, CallContext, IdempotencyHint, Tool, ToolError, ToolSpec};
 pub use toolkit::Toolkit;
 pub use types::*;
-pub use web::{Action, Params, UpstreamKey, WebExecutor};
+pub use web::{Action, Headers, Params, UpstreamKey, WebExecutor};
 
 /// The HTTP method type of web actions.
 pub use reqwest::Method;

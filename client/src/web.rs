@@ -6,14 +6,23 @@
 //! completion). `UpstreamKey::Record` sends the record's `upstream_key` instead, for
 //! providers that cap key length or where the key must not reveal the input. GET, HEAD
 //! and OPTIONS carry none, but a remembered result still short-circuits them.
+//!
+//! Requests go through the caller's `reqwest::Client` where given, with an action's headers
+//! and a call's (`Headers`) over its defaults; headers are never stored, nor in the key or
+//! fingerprint unless an action names them. `{name}` in an endpoint's path is filled from
+//! the input's field `name`, which is then not sent again in the body or query.
 
 mod action;
+mod call_fingerprint;
+mod endpoint;
 mod executor;
+mod headers;
 mod http_tool;
 mod retry_after;
 
 pub use action::{Action, Params, UpstreamKey};
 pub use executor::WebExecutor;
+pub use headers::Headers;
 
 use reqwest::Method;
 

@@ -8,6 +8,10 @@
 //! - web/takeover.rs: a hung first attempt taken over sends the same key
 //! - web/failures.rs: 5xx (and 409, 429) retried under the same key, after a Retry-After;
 //!   4xx per cache_failures; a query input that is not an object refused
+//! - web/headers.rs: an authenticated API: the caller's client, static and per-call
+//!   headers, the provider's 401, headers never stored, headers in the fingerprint on
+//!   request, bad headers refused
+//! - web/paths.rs: path parameters from the input, encoded; bad ones claim nothing
 //!
 //! Against a provider we did not write (express-idempotency): web_upstream.rs.
 
@@ -15,10 +19,13 @@ mod common;
 
 mod web {
     pub mod failures;
+    pub mod headers;
     pub mod keys;
+    pub mod paths;
     pub mod provider;
     pub mod stores;
     pub mod takeover;
+    pub mod told;
 }
 
 use web::*;
@@ -59,5 +66,13 @@ web! {
         unreachable_retried => failures::an_unreachable_provider_is_retried,
         retry_after_believed => failures::a_retry_after_is_the_providers_word,
         query_input_object => failures::a_query_input_must_be_an_object,
+        callers_client_and_headers => headers::the_callers_client_and_headers_arrive,
+        wrong_token_401 => headers::a_wrong_or_missing_token_gets_the_401,
+        headers_never_stored => headers::headers_are_never_stored,
+        fingerprint_headers => headers::fingerprint_headers_join_the_fingerprint,
+        no_header_value_in_store => headers::no_header_value_reaches_the_store,
+        bad_headers_refused => headers::bad_headers_are_refused,
+        path_parameters => paths::path_parameters_reach_the_right_path,
+        bad_path_inputs => paths::bad_path_inputs_claim_nothing,
     ]
 }

@@ -1,6 +1,9 @@
-//! A declared HTTP action: where it goes, how its input travels, which key goes upstream.
+//! A declared HTTP action: where it goes, how its input travels, which key goes upstream,
+//! which headers it sends.
 
 use reqwest::Method;
+
+use super::headers::Headers;
 
 use crate::idempotent::Idempotent;
 use crate::tool::IdempotencyHint;
@@ -28,12 +31,17 @@ pub enum UpstreamKey {
 pub struct Action {
     pub name: String,
     pub method: Method,
+    /// The URL; `{name}` in its path is filled from the input's field `name`.
     pub endpoint: String,
     pub params: Params,
     pub idempotent: Option<Idempotent>,
     pub upstream_key: UpstreamKey,
     /// None: Required for POST, PUT, PATCH and DELETE, best effort for the others.
     pub hint: Option<IdempotencyHint>,
+    /// Sent with every request of the action, over the HTTP client's defaults.
+    pub headers: Headers,
+    /// Headers whose values join the fingerprint a repeat is compared on.
+    pub fingerprint_headers: Vec<String>,
 }
 
 impl Action {
@@ -46,6 +54,8 @@ impl Action {
             idempotent: None,
             upstream_key: UpstreamKey::CallKey,
             hint: None,
+            headers: Headers::new(),
+            fingerprint_headers: Vec::new(),
         }
     }
     pub fn params(mut self, params: Params) -> Action {
@@ -64,6 +74,25 @@ impl Action {
     /// only) must say it does not require deduplication here: `IdempotencyHint::BestEffort`.
     pub fn hint(mut self, hint: IdempotencyHint) -> Action {
         self.hint = Some(hint);
+        self
+    }
+
+    /// A header sent with every request of the action (an API version, a static key); a
+    /// call's header of the same name replaces it. A name or value HTTP cannot carry, and
+    /// `Idempotency-Key`, are refused by `register`.
+    pub fn header(mut self, name: impl AsRef<str>, value: impl AsRef<[u8]>) -> Action {
+        self.headers = self.headers.header(name, value);
+        self
+    }
+    /// Headers (the action's or the call's) whose values a repeat must match too, beside
+    /// what the fingerprint rule compares: under the same key, another `Stripe-Account`
+    /// is a mismatch instead of a replay of the other account's answer. A missing header
+    /// counts as null. Headers join neither the key nor the fingerprint otherwise.
+    pub fn fingerprint_headers<S: Into<String>>(
+        mut self,
+        names: impl IntoIterator<Item = S>,
+    ) -> Action {
+        self.fingerprint_headers = names.into_iter().map(Into::into).collect();
         self
     }
 }

@@ -1,23 +1,34 @@
 //! The executor: declared actions registered as tools of a dispatcher.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
 use super::action::Action;
-use super::http_tool::HttpTool;
+use super::call_fingerprint::HeaderFingerprint;
+use super::endpoint::Endpoint;
+use super::headers::Headers;
+use super::http_tool::{HttpTool, SharedClient};
 use super::unsafe_method;
-use crate::dispatcher::{Dispatched, Dispatcher};
+use crate::dispatcher::{Call, Dispatched, Dispatcher};
 use crate::error::Result;
 use crate::idempotent::Idempotent;
 use crate::store::IdempotencyStore;
 use crate::tool::{IdempotencyHint, ToolSpec};
 use crate::toolkit::Toolkit;
 
+/// An action's name and its header fingerprint, if it names headers.
+type Named = (String, Option<HeaderFingerprint>);
+
 /// Runs declared HTTP actions through an idempotency store.
 pub struct WebExecutor {
     dispatcher: Dispatcher,
-    http: reqwest::Client,
+    http: SharedClient,
+    /// What `with_defaults` gave the dispatcher, to layer a fingerprint over.
+    defaults: Option<Idempotent>,
+    /// The actions whose fingerprint takes header values, by name.
+    header_fingerprints: RwLock<HashMap<String, Arc<HeaderFingerprint>>>,
 }
 
 impl Default for WebExecutor {
@@ -42,42 +53,81 @@ impl WebExecutor {
     fn over(dispatcher: Dispatcher) -> WebExecutor {
         WebExecutor {
             dispatcher,
-            http: reqwest::Client::new(),
+            http: Arc::new(RwLock::new(reqwest::Client::new())),
+            defaults: None,
+            header_fingerprints: RwLock::default(),
         }
+    }
+
+    /// Sends every action's requests through this client: its authentication, TLS
+    /// settings, timeouts, proxies and default headers (which an action's or a call's
+    /// header of the same name replaces). Actions registered before use it too.
+    pub fn with_http_client(self, client: reqwest::Client) -> WebExecutor {
+        *self.http.write().unwrap_or_else(|p| p.into_inner()) = client;
+        self
     }
 
     /// What every action leaves unset, below its service's settings (field by field).
     pub fn with_defaults(mut self, idem: Idempotent) -> WebExecutor {
-        self.dispatcher = self.dispatcher.with_defaults(idem);
+        self.dispatcher = self.dispatcher.with_defaults(idem.clone());
+        self.defaults = Some(idem);
         self
     }
 
     pub fn register(&self, action: Action) -> Result<()> {
-        self.dispatcher.register(self.tool_of(action))
+        let (spec, fingerprint) = self.tool_of(action, None)?;
+        self.dispatcher.register(spec)?;
+        self.remember(vec![fingerprint]);
+        Ok(())
     }
 
     /// Registers one upstream service's actions, each with its own settings over the
     /// service's, field by field. One refused action refuses them all.
     pub fn register_toolkit(&self, service: Toolkit<Action>) -> Result<()> {
-        let specs = service
+        let (specs, fingerprints): (Vec<_>, Vec<_>) = service
             .members
             .into_iter()
-            .map(|a| self.tool_of(a))
-            .collect();
+            .map(|a| self.tool_of(a, service.idempotent.as_ref()))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
         self.dispatcher.register_group(
             specs,
             service.idempotent.as_ref(),
             service.key_supplier.as_ref(),
-        )
+        )?;
+        self.remember(fingerprints);
+        Ok(())
     }
 
-    fn tool_of(&self, action: Action) -> ToolSpec {
+    /// Keeps (or, for an action registered again without, drops) what computes the
+    /// fingerprint of actions that name headers.
+    fn remember(&self, fingerprints: Vec<Named>) {
+        let mut known = self
+            .header_fingerprints
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        for (name, fingerprint) in fingerprints {
+            match fingerprint {
+                Some(f) => known.insert(name, Arc::new(f)),
+                None => known.remove(&name),
+            };
+        }
+    }
+
+    /// The action as a tool, and its header fingerprint if it names headers; refused when
+    /// its headers or its endpoint's template are.
+    fn tool_of(&self, action: Action, service: Option<&Idempotent>) -> Result<(ToolSpec, Named)> {
+        let whose = format!("action {}", action.name);
+        action.headers.check(&whose)?;
+        let endpoint = Endpoint::parse(&action.name, &action.endpoint)?;
         let side_effect = unsafe_method(&action.method);
         let mut spec = ToolSpec::new(
             action.name.clone(),
             Arc::new(HttpTool {
                 http: self.http.clone(),
                 action: action.clone(),
+                endpoint,
             }),
         )
         .side_effect(side_effect)
@@ -89,16 +139,62 @@ impl WebExecutor {
         // A method that changes something is deduplicated without settings of its own
         // (that is what the executor is for, and the key it sends upstream lets the
         // provider deduplicate too); a read is not, unless a level gives it settings.
-        match action.idempotent {
+        match action.idempotent.clone() {
             Some(p) => spec = spec.idempotent(p),
             None if side_effect => spec = spec.idempotent(Idempotent::new()),
             None => {}
         }
-        spec
+        let none = Idempotent::new();
+        let layered = spec
+            .idempotent
+            .clone()
+            .unwrap_or_default()
+            .or(service.unwrap_or(&none))
+            .or(self.defaults.as_ref().unwrap_or(&none));
+        let fingerprint = HeaderFingerprint::of(&action, layered)?;
+        Ok((spec, (action.name, fingerprint)))
     }
 
     pub async fn execute(&self, name: &str, input: Value) -> Result<Dispatched> {
-        self.dispatcher.dispatch(name, input).await
+        self.execute_call(name, input, Call::new()).await
+    }
+
+    /// As `execute`, with what this call alone carries: headers (a bearer token, say:
+    /// `Headers::new().bearer(token)`, which converts into a `Call`), its own settings
+    /// (`Call::new().idempotent(..).extension(headers)`). The headers are sent over the
+    /// action's and never stored; a header refused by `Headers` refuses the call before
+    /// anything is claimed or sent.
+    ///
+    /// ```no_run
+    /// # use idempotency::*;
+    /// # use serde_json::json;
+    /// # async fn demo(store: std::sync::Arc<dyn IdempotencyStore>, client: reqwest::Client, token: String) -> Result<()> {
+    /// let web = WebExecutor::new(store).with_http_client(client);
+    /// web.register(Action::new("update_customer", Method::POST, "https://api.example.com/v1/customers/{id}"))?;
+    /// let input = json!({"id": "cus_42", "email": "ann@example.com"}); // id in the path only
+    /// web.execute_call("update_customer", input, Headers::new().bearer(&token)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn execute_call(
+        &self,
+        name: &str,
+        input: Value,
+        call: impl Into<Call>,
+    ) -> Result<Dispatched> {
+        let mut call = call.into();
+        if let Some(headers) = call.extensions.get::<Headers>() {
+            headers.check("this call's headers")?;
+        }
+        let fingerprint = self
+            .header_fingerprints
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned();
+        if let Some(f) = fingerprint {
+            call = f.over(call);
+        }
+        self.dispatcher.dispatch_call(name, input, call).await
     }
 
     /// As `execute`, with this call's own settings over the action's (field by field).
@@ -108,6 +204,7 @@ impl WebExecutor {
         input: Value,
         call: &Idempotent,
     ) -> Result<Dispatched> {
-        self.dispatcher.dispatch_with(name, input, call).await
+        self.execute_call(name, input, Call::new().idempotent(call.clone()))
+            .await
     }
 }

@@ -1,19 +1,28 @@
 //! One HTTP action as a tool: sends the call, with its key on methods that change something.
 
+use std::sync::{Arc, RwLock};
+
 use async_trait::async_trait;
 use reqwest::header::HeaderValue;
 use reqwest::StatusCode;
 use serde_json::Value;
 
 use super::action::{Action, Params, UpstreamKey};
+use super::endpoint::{kind_of, Endpoint};
+use super::headers::Headers;
 use super::retry_after;
 use super::unsafe_method;
 use crate::error::{Error, ErrorKind, Result};
 use crate::tool::{CallContext, Tool, ToolError};
 
+/// The executor's HTTP client, shared with its actions, so that one given after they were
+/// registered (`WebExecutor::with_http_client`) is the one they use.
+pub(crate) type SharedClient = Arc<RwLock<reqwest::Client>>;
+
 pub(crate) struct HttpTool {
-    pub(crate) http: reqwest::Client,
+    pub(crate) http: SharedClient,
     pub(crate) action: Action,
+    pub(crate) endpoint: Endpoint,
 }
 
 impl HttpTool {
@@ -28,16 +37,13 @@ impl HttpTool {
 impl Tool for HttpTool {
     /// Query parameters are names with values: an input sent as a query must be an object
     /// (or null, for none). Anything else would be dropped without a word.
+    /// Path parameters need a string or a number in the input's field of their name.
     fn check(&self, input: &Value) -> Result<()> {
+        self.endpoint.check(&self.action.name, input)?;
         if !self.in_query() || input.is_object() || input.is_null() {
             return Ok(());
         }
-        let kind = match input {
-            Value::Array(_) => "an array",
-            Value::String(_) => "a string",
-            Value::Number(_) => "a number",
-            _ => "a boolean",
-        };
+        let kind = kind_of(input);
         Err(Error::invalid(format!(
             "action {} sends its input as query parameters, which needs an object",
             self.action.name
@@ -60,7 +66,22 @@ impl Tool for HttpTool {
         ctx: CallContext,
     ) -> std::result::Result<Value, ToolError> {
         let a = &self.action;
-        let mut req = self.http.request(a.method.clone(), &a.endpoint);
+        // check() refused, before the claim, every input the endpoint cannot take.
+        let (url, input) = self.endpoint.fill(input).map_err(|why| ToolError {
+            kind: ErrorKind::InvalidArgument,
+            message: format!("action {}: {why}", a.name),
+            response: None,
+            retryable: false,
+            retry_after: None,
+        })?;
+        let http = self.http.read().unwrap_or_else(|p| p.into_inner()).clone();
+        // The call's headers over the action's; both over the client's defaults, which
+        // reqwest adds for the names a request leaves unset.
+        let headers = match ctx.extensions.get::<Headers>() {
+            Some(call) => call.over(a.headers.map()),
+            None => a.headers.map().clone(),
+        };
+        let mut req = http.request(a.method.clone(), &url).headers(headers);
         req = if self.in_query() {
             // check() let only an object or null through.
             let pairs: Vec<(String, String)> = input
@@ -120,7 +141,7 @@ impl Tool for HttpTool {
             let retryable = worth_retrying(status, keyed);
             Err(ToolError {
                 kind: ErrorKind::Http,
-                message: format!("{} {} answered {status}", a.method, a.endpoint),
+                message: format!("{} {url} answered {status}", a.method),
                 response: Some(serde_json::json!({"status": status.as_u16(), "body": body})),
                 retryable,
                 // Advice on when to come back matters only to an answer worth retrying.

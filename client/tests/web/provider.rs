@@ -9,6 +9,8 @@
 //!   exact path, then 200.
 //! - `/after/<secs>/<code>/<times>/...`: as `flaky`, with `Retry-After: <secs>` on the
 //!   error answers; `/after-date/...` the same with an HTTP date `<secs>` from now.
+//! - `/auth/<token>/...`: 401 unless the request carries `Authorization: Bearer <token>`
+//!   (an API that refuses a caller without the right credentials).
 //! - anything else: 200.
 //!
 //! A 200 (or any other answer) carries `{"n": <request number>}`, so a replay is told from a
@@ -34,6 +36,19 @@ pub struct Seen {
     pub path: String,
     pub key: Option<String>,
     pub body: String,
+    /// Every header line, names in lower case, in the order sent.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Seen {
+    /// The values of a header (any case), in the order sent.
+    pub fn header(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
 }
 
 pub struct Provider {
@@ -73,8 +88,13 @@ impl Provider {
 }
 
 /// What the provider answers a request to `path`, given the requests to that exact path
-/// before it (`earlier`): the status and a `Retry-After` if any; None to never answer.
-fn answer(path: &str, earlier: usize) -> Option<(u16, Option<String>)> {
+/// before it (`earlier`) and its `Authorization`: the status and a `Retry-After` if any;
+/// None to never answer.
+fn answer(
+    path: &str,
+    earlier: usize,
+    authorization: Option<&str>,
+) -> Option<(u16, Option<String>)> {
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let flaky = |code: &str, times: &str| {
         if earlier < times.parse().unwrap() {
@@ -86,6 +106,17 @@ fn answer(path: &str, earlier: usize) -> Option<(u16, Option<String>)> {
     match parts.as_slice() {
         ["slow", ..] => (earlier > 0).then_some((200, None)),
         ["status", code, ..] => Some((code.parse().unwrap(), None)),
+        ["auth", token, ..] => {
+            let expected = format!("Bearer {token}");
+            Some((
+                if authorization == Some(expected.as_str()) {
+                    200
+                } else {
+                    401
+                },
+                None,
+            ))
+        }
         ["flaky", code, times, ..] => Some((flaky(code, times), None)),
         [form @ ("after" | "after-date"), secs, code, times, ..] => {
             let status = flaky(code, times);
@@ -99,6 +130,14 @@ fn answer(path: &str, earlier: usize) -> Option<(u16, Option<String>)> {
         }
         _ => Some((200, None)),
     }
+}
+
+fn header_lines(head: &str) -> Vec<(String, String)> {
+    head.lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect()
 }
 
 fn reason(code: u16) -> &'static str {
@@ -133,13 +172,15 @@ pub async fn provider() -> Provider {
                         .iter()
                         .filter(|s| s.path.split('?').next() == Some(&bare))
                         .count();
+                    let authorization = request.header("authorization");
                     log.push(Seen {
                         method: method.clone(),
                         path,
                         key: request.header("idempotency-key"),
                         body: String::from_utf8_lossy(&request.body).to_string(),
+                        headers: header_lines(&request.head),
                     });
-                    (log.len(), answer(&bare, earlier))
+                    (log.len(), answer(&bare, earlier, authorization.as_deref()))
                 };
                 arrived.send_replace(n);
                 let Some((status, retry_after)) = status else {
