@@ -43,8 +43,9 @@ impl Steer {
     }
 }
 
-/// A send_email tool whose email is a row in `table`; an input with `"fail": true` writes
-/// its row and then fails.
+/// A send_email tool whose email is a row in `table`; an input with `"fail": "tool"` writes
+/// its row and then fails, one with `"fail": "database"` writes it and then runs a
+/// statement that fails (which aborts what the transaction did since its last savepoint).
 fn send_email(table: &str, steer: &Steer) -> Arc<dyn TxTool> {
     let insert = format!("INSERT INTO \"{table}\" (call) VALUES ($1) RETURNING id");
     let steer = steer.clone();
@@ -56,7 +57,10 @@ fn send_email(table: &str, steer: &Steer) -> Arc<dyn TxTool> {
             if let Some(hold) = &steer.hold {
                 hold.notified().await;
             }
-            if input["fail"] == true {
+            if input["fail"] == "database" {
+                tx.execute("SELECT 1 / 0", &[]).await?;
+            }
+            if input["fail"] == "tool" {
                 return Err(ToolError {
                     response: Some(json!({"error": "mailbox full"})),
                     ..ToolError::new("mailbox full")
@@ -250,13 +254,23 @@ async fn a_rolled_back_call_leaves_nothing_and_a_retry_runs() {
 }
 
 /// A failed tool's row is undone whatever the caller does next; its transaction stays
-/// usable. Not cached, nothing is remembered and a retry runs; cached, the failure is
-/// remembered once the caller commits, and a repeat replays it.
+/// usable, a failed statement of the tool's included. Not cached, nothing is remembered and
+/// a retry runs; cached, the failure is remembered once the caller commits, and a repeat
+/// replays it.
 #[tokio::test]
 async fn a_failed_tool_writes_nothing_and_its_failure_is_remembered_only_when_cached() {
-    for cache in [false, true] {
+    for (cache, fail) in [
+        (false, "tool"),
+        (true, "tool"),
+        (false, "database"),
+        (true, "database"),
+    ] {
         let f = Fixture::new(Idempotent::new().cache_failures(cache), &Steer::default()).await;
-        let input = json!({"id": "f1", "fail": true});
+        let input = json!({"id": "f1", "fail": fail});
+        let failure = match fail {
+            "tool" => json!({"error": "mailbox full"}),
+            _ => json!({"error": "division by zero", "sqlstate": "22012"}),
+        };
         let (mut client, _) = connect().await;
         let tx = client.transaction().await.unwrap();
         let e = f
@@ -266,6 +280,7 @@ async fn a_failed_tool_writes_nothing_and_its_failure_is_remembered_only_when_ca
             .unwrap_err();
         assert_eq!(e.kind, ErrorKind::ToolFailed, "{e:?}");
         assert!(!e.replayed());
+        assert_eq!(e.response(), Some(&failure));
         // The caller's own write in the same transaction survives the tool's failure.
         tx.execute(
             &format!("INSERT INTO \"{}\" (call) VALUES ('caller')", f.table),
@@ -275,15 +290,15 @@ async fn a_failed_tool_writes_nothing_and_its_failure_is_remembered_only_when_ca
         .expect("the transaction is usable after a failed tool");
         tx.commit().await.unwrap();
 
-        assert_eq!(f.rows("f1").await, 0, "cache_failures {cache}");
-        assert_eq!(f.rows("caller").await, 1, "cache_failures {cache}");
+        assert_eq!(f.rows("f1").await, 0, "cache_failures {cache}, {fail}");
+        assert_eq!(f.rows("caller").await, 1, "cache_failures {cache}, {fail}");
         let rec = f.record(&input).await;
         if cache {
             let rec = rec.expect("the cached failure's record");
             assert_eq!(rec.state, State::Failed);
             let e = f.call_committed(&input).await.unwrap_err();
             assert!(e.replayed(), "{e:?}");
-            assert_eq!(e.response(), Some(&json!({"error": "mailbox full"})));
+            assert_eq!(e.response(), Some(&failure));
         } else {
             assert!(rec.is_none(), "{rec:?}");
             let e = f.call_committed(&input).await.unwrap_err();
