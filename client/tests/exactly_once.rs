@@ -479,3 +479,96 @@ async fn a_session_terminated_mid_call_leaves_nothing_and_a_retry_runs_once() {
         Some(State::Succeeded)
     );
 }
+
+/// A tool's calls get the same key and fingerprint whether the `Dispatcher` or
+/// `ExactlyOnce` runs them: a call the dispatcher made replays inside a transaction, and a
+/// repeat whose fingerprinted field differs is refused there too.
+#[tokio::test]
+async fn a_call_made_by_the_dispatcher_replays_in_a_transaction() {
+    let idem = Idempotent::new()
+        .key_supplier(|input| input["id"].as_str().map(str::to_string))
+        .fingerprint(Fingerprint::Fields(vec!["/to".into()]));
+    let f = Fixture::new(idem.clone(), &Steer::default()).await;
+    let d = Dispatcher::new(Arc::new(PgStore::new(pool())));
+    d.register(
+        ToolSpec::new(
+            &f.scope,
+            tool_fn(|_| async { Ok(json!({"email_id": "by the dispatcher"})) }),
+        )
+        .idempotent(idem),
+    )
+    .unwrap();
+    let input = json!({"id": "k1", "to": "ann@example.com", "body": "a"});
+    d.dispatch(&f.scope, input.clone()).await.unwrap();
+
+    let edited = json!({"id": "k1", "to": "ann@example.com", "body": "b"});
+    assert_eq!(
+        replayed(f.call_committed(&edited).await),
+        json!({"email_id": "by the dispatcher"})
+    );
+    let elsewhere = json!({"id": "k1", "to": "bob@example.com"});
+    let e = f.call_committed(&elsewhere).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Mismatch, "{e:?}");
+    assert_eq!(f.rows("k1").await, 0);
+}
+
+/// Waits until the lease of the call with `input` has lapsed, as its record shows.
+async fn lease_lapsed(f: &Fixture, input: &Value) {
+    let lapsed = async {
+        loop {
+            let rec = f.record(input).await.expect("the claim's record");
+            let until = rec.lease_until.expect("a claim has a lease");
+            match until.duration_since(std::time::SystemTime::now()) {
+                Ok(left) => tokio::time::sleep(left + Duration::from_millis(1)).await,
+                Err(_) => return,
+            }
+        }
+    };
+    tokio::time::timeout(BOUND, lapsed)
+        .await
+        .expect("the lease never lapsed");
+}
+
+/// A claim committed without its completion (a holder outside any transaction that
+/// crashed) is taken over inside a transaction once its lease lapses, as `recovered`, and
+/// the tool's choice applies: Rerun writes the row once; Refuse writes nothing, and its
+/// refusal, committed, is every retry's answer.
+#[tokio::test]
+async fn a_takeover_of_a_lapsed_claim_follows_the_tools_choice() {
+    for choice in [OnUnknownOutcome::Rerun, OnUnknownOutcome::Refuse] {
+        let refuse = matches!(choice, OnUnknownOutcome::Refuse);
+        let f = Fixture::new(
+            Idempotent::new().on_unknown_outcome(choice),
+            &Steer::default(),
+        )
+        .await;
+        let input = json!({"id": "l1"});
+        let key = canon::key_of(&canon::hash_value(&input).unwrap());
+        let crashed = BeginOptions {
+            request: Some(input.clone()),
+            lease: Some(Duration::from_millis(300)),
+            ..BeginOptions::default()
+        };
+        let begun = PgStore::new(&f.observer)
+            .begin(&f.scope, &key, &crashed)
+            .await
+            .unwrap();
+        assert!(matches!(begun, Begin::Claimed(_)), "{begun:?}");
+        lease_lapsed(&f, &input).await;
+
+        if refuse {
+            let e = f.call_committed(&input).await.unwrap_err();
+            assert_eq!(e.kind, ErrorKind::OutcomeUnknown, "{e:?}");
+            assert!(!e.replayed());
+            let e = f.call_committed(&input).await.unwrap_err();
+            assert_eq!(e.kind, ErrorKind::OutcomeUnknown, "{e:?}");
+            assert!(e.replayed(), "the refusal was committed: {e:?}");
+            assert_eq!(f.rows("l1").await, 0);
+        } else {
+            ran(f.call_committed(&input).await);
+            let rec = f.record(&input).await.expect("the call's record");
+            assert_eq!((rec.state, rec.attempt), (State::Succeeded, 2));
+            assert_eq!(f.rows("l1").await, 1);
+        }
+    }
+}
