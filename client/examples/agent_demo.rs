@@ -1,6 +1,8 @@
 //! An agent's `send_email` tool behind pg_idempotency: retried, duplicated and crashed,
 //! it sends each email once. Every email is a row in an `outbox` table, so the side effects
-//! are counted, not claimed. Run by `scripts/demo.sh`:
+//! are counted, not claimed; the tool is exactly-once (`ExactlyOnce`): its claim, its
+//! outbox row and its completion commit or roll back in one transaction. Run by
+//! `scripts/demo.sh`:
 //!
 //!   cargo run -p pg_idempotency_client --example agent_demo -- "<conninfo of a database with the extension>"
 
@@ -20,27 +22,34 @@ fn pool(dsn: &str) -> std::result::Result<deadpool_postgres::Pool, Box<dyn std::
         .build()?)
 }
 
-/// The tool: sends an email (a row in the outbox) after the provider's `delay`.
-fn send_email(pool: deadpool_postgres::Pool, delay: Duration) -> Arc<dyn Tool> {
-    tool_fn(move |input: Value| {
-        let pool = pool.clone();
-        async move {
+/// The tool: sends an email (a row in the outbox, in the caller's transaction) after the
+/// provider's `delay`.
+fn send_email(delay: Duration) -> Arc<dyn TxTool> {
+    tx_tool_fn(move |tx, input| {
+        Box::pin(async move {
             tokio::time::sleep(delay).await;
-            let c = pool
-                .get()
-                .await
-                .map_err(|e| ToolError::new(e.to_string()))?;
-            let id: i32 = c
+            let row = tx
                 .query_one(
                     "INSERT INTO outbox (recipient, subject) VALUES ($1, $2) RETURNING id",
                     &[&input["to"].as_str(), &input["subject"].as_str()],
                 )
-                .await
-                .map_err(|e| ToolError::new(e.to_string()))?
-                .get(0);
-            Ok(json!({"email_id": id}))
-        }
+                .await?;
+            Ok(json!({"email_id": row.get::<_, i32>(0)}))
+        })
     })
+}
+
+/// One call of send_email in a transaction of its own, committed.
+async fn send(
+    pool: &deadpool_postgres::Pool,
+    tools: &ExactlyOnce,
+    input: &Value,
+) -> Result<Dispatched> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    let sent = tools.dispatch_in(&tx, "send_email", input.clone()).await?;
+    tx.commit().await?;
+    Ok(sent)
 }
 
 fn show(d: &Result<Dispatched>) -> String {
@@ -75,14 +84,10 @@ async fn main() -> Demo {
     pool.get().await?.batch_execute("CREATE TABLE IF NOT EXISTS outbox (id serial PRIMARY KEY, recipient text, subject text)").await?;
     let store = Arc::new(PgStore::new(pool.clone()));
     store.check_installed().await?;
-    let agent = Arc::new(Dispatcher::new(store.clone()));
-    agent.register(
-        ToolSpec::new(
-            "send_email",
-            send_email(pool.clone(), Duration::from_millis(1500)),
-        )
-        .required()
-        .idempotent(Idempotent::new()),
+    let tools = Arc::new(ExactlyOnce::new());
+    tools.register(
+        TxToolSpec::new("send_email", send_email(Duration::from_millis(1500)))
+            .idempotent(Idempotent::new()),
     )?;
 
     println!("\n1. The agent calls send_email; its retry loop calls it twice more.");
@@ -90,7 +95,7 @@ async fn main() -> Demo {
     for n in 1..=3 {
         println!(
             "   call {n}: {}",
-            show(&agent.dispatch("send_email", welcome.clone()).await)
+            show(&send(&pool, &tools, &welcome).await)
         );
     }
     println!(
@@ -101,30 +106,17 @@ async fn main() -> Demo {
     println!("\n2. A duplicate arrives while the first call is still sending (the provider takes 1.5 s).");
     let invoice = json!({"to": "ann@example.com", "subject": "Your invoice"});
     let first = {
-        let (agent, invoice) = (agent.clone(), invoice.clone());
-        tokio::spawn(async move { agent.dispatch("send_email", invoice).await })
+        let (pool, tools, invoice) = (pool.clone(), tools.clone(), invoice.clone());
+        tokio::spawn(async move { send(&pool, &tools, &invoice).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    println!(
-        "   the duplicate:  {}",
-        show(&agent.dispatch("send_email", invoice.clone()).await)
-    );
-    // The server's estimate of the running call's time left paces the retries.
-    let retried = Retry {
-        attempts: 20,
-        base: Duration::from_millis(100),
-        max: Duration::from_millis(500),
-        ..Retry::default()
-    }
-    .run(|| async {
-        Ok(agent
-            .dispatch("send_email", invoice.clone())
-            .await?
-            .attempt())
-    })
-    .await;
+    // Its claim is not committed yet: the duplicate waits on it, then sees the result.
+    let duplicate = send(&pool, &tools, &invoice).await;
     println!("   the first call: {}", show(&first.await?));
-    println!("   the duplicate, retrying when told: {}", show(&retried));
+    println!(
+        "   the duplicate, which waited for the first call's transaction: {}",
+        show(&duplicate)
+    );
     println!("   emails in the outbox: {}", emails(&pool).await?);
 
     println!("\n3. An agent process claims a call and crashes; its 1 s lease lapses and the call is taken over.");
@@ -149,12 +141,12 @@ async fn main() -> Demo {
     }
     println!(
         "   a retry right away: {}",
-        show(&agent.dispatch("send_email", reset.clone()).await)
+        show(&send(&pool, &tools, &reset).await)
     );
     tokio::time::sleep(Duration::from_millis(1200)).await;
     println!(
         "   a retry after the lease lapsed: {}",
-        show(&agent.dispatch("send_email", reset.clone()).await)
+        show(&send(&pool, &tools, &reset).await)
     );
     if let Some(r) = store.lookup("send_email", &key).await? {
         println!("   the record: attempt {}, upstream key {} (the same: a provider deduplicating on it sees one request)", r.attempt, r.upstream_key);
@@ -176,6 +168,29 @@ async fn main() -> Demo {
                 .unwrap_or_else(|e| format!("refused, {:?}", e.kind))
         );
     }
+    println!("   emails in the outbox: {}", emails(&pool).await?);
+
+    println!("\n4. A process crashes inside its transaction, after writing the outbox row and before committing.");
+    let receipt = json!({"to": "ann@example.com", "subject": "Your receipt"});
+    {
+        let mut client = pool.get().await?;
+        let tx = client.transaction().await?;
+        println!(
+            "   in its transaction: {}",
+            show(&tools.dispatch_in(&tx, "send_email", receipt.clone()).await)
+        );
+        // The crash: the transaction ends without a commit, its connection with it.
+        drop(tx);
+        drop(deadpool_postgres::Object::take(client));
+    }
+    println!(
+        "   emails in the outbox: {}   <- the row went with the claim",
+        emails(&pool).await?
+    );
+    println!(
+        "   a retry right away: {}",
+        show(&send(&pool, &tools, &receipt).await)
+    );
     println!("   emails in the outbox: {}", emails(&pool).await?);
     Ok(())
 }

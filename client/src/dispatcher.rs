@@ -12,15 +12,16 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::holder::{self, Held, Plan, Ran, Recorded};
-use crate::idempotent::{Idempotent, KeyStrategy, KeySupplier, OnUnknownOutcome};
-use crate::marks::Mark;
+use crate::holder::{self, Held, Ran, Recorded};
+use crate::idempotent::{Idempotent, KeyStrategy, KeySupplier};
 use crate::memory::MemoryStore;
+use crate::replayed::outcome_unknown;
+use crate::resolve;
 use crate::retry::Attempt;
 use crate::store::IdempotencyStore;
 use crate::tool::{CallContext, ToolError, ToolSpec};
 use crate::toolkit::Toolkit;
-use crate::types::{Begin, BeginOptions, Claim, Replay};
+use crate::types::{Begin, Claim, Replay};
 use crate::unanswered::Unanswered;
 
 /// What a dispatch did.
@@ -166,14 +167,11 @@ impl Dispatcher {
         key_supplier: Option<&KeySupplier>,
     ) -> Result<()> {
         let mut registered = Vec::with_capacity(specs.len());
-        let none = Idempotent::default();
         for spec in specs {
-            let protected = spec.idempotent.is_some() || kit.is_some() || self.defaults.is_some();
-            let own = spec.idempotent.clone().unwrap_or_default();
+            let (idem, protected) =
+                resolve::layer(spec.idempotent.as_ref(), kit, self.defaults.as_ref());
             let reg = Registered {
-                idem: own
-                    .or(kit.unwrap_or(&none))
-                    .or(self.defaults.as_ref().unwrap_or(&none)),
+                idem,
                 protected,
                 key_supplier: key_supplier.cloned(),
                 spec,
@@ -253,20 +251,9 @@ impl Dispatcher {
     ) -> Result<Dispatched> {
         spec.tool.check(&input)?;
         let strategy = idem.key_strategy();
-        let key = match &strategy {
-            KeyStrategy::HashInput => canon::key_of(&canon::hash_value(&input)?),
-            // settle() gave every Explicit strategy a supplier.
-            KeyStrategy::Explicit(supplier) => match supplier.as_ref().and_then(|f| f(&input)) {
-                Some(k) if !k.trim().is_empty() => k,
-                _ => {
-                    return Err(Error::invalid(format!(
-                        "tool {} got a blank key from its key supplier",
-                        spec.name
-                    ))
-                    .with_hint("An Explicit key strategy must name every call."))
-                }
-            },
-            KeyStrategy::Uuid | KeyStrategy::None => {
+        let key = match resolve::call_key(&spec.name, &strategy, &input)? {
+            Some(key) => key,
+            None => {
                 // Nothing is deduplicated here; a Uuid call still names itself upstream.
                 let key =
                     matches!(strategy, KeyStrategy::Uuid).then(|| uuid::Uuid::new_v4().to_string());
@@ -283,15 +270,8 @@ impl Dispatcher {
             }
         };
         tracing::debug!(key = %key, "idempotency key");
-        let options = BeginOptions {
-            request: idem.fingerprint_rule().request(&strategy, &input),
-            ttl: idem.ttl,
-            lease: idem.lease,
-            on_cache_hit: idem.on_cache_hit,
-            on_mismatch: idem.on_mismatch,
-            wait: idem.wait.unwrap_or(Duration::ZERO),
-            claim_token: Some(self.unanswered.token_for(&spec.name, &key)),
-        };
+        let mut options = resolve::begin_options(idem, &strategy, &input);
+        options.claim_token = Some(self.unanswered.token_for(&spec.name, &key));
         let span = tracing::Span::current();
         let begun = match within(
             deadline,
@@ -352,18 +332,7 @@ impl Dispatcher {
         ctx: CallContext,
         deadline: Option<(Instant, Duration)>,
     ) -> Result<Dispatched> {
-        let plan = if claim.recovered {
-            match idem.on_unknown_outcome.clone().unwrap_or_default() {
-                OnUnknownOutcome::Rerun => Plan::Run,
-                OnUnknownOutcome::Refuse => Plan::Refuse(format!(
-                    "attempt {} took the call over from one whose lease lapsed before it recorded an outcome, and the tool refuses to run again",
-                    claim.attempt
-                )),
-                OnUnknownOutcome::Reconcile(read) => Plan::Reconcile(read),
-            }
-        } else {
-            Plan::Run
-        };
+        let plan = resolve::plan(idem, &claim);
         // While the store cannot take the result, the dispatch waits for it as long as the
         // lease (its heartbeat keeps the call from being taken over meanwhile), within its
         // timeout; after that it answers, and the holder goes on in the background.
@@ -440,32 +409,7 @@ fn timed_out(name: &str, limit: Duration) -> Error {
 
 /// A remembered answer: the result, the failure, or the client's mark in their place.
 fn replayed(spec: &ToolSpec, r: Replay) -> Result<Dispatched> {
-    match Mark::of(r.response.as_ref()) {
-        Some(Mark::Unrecorded(why)) => Err(Error::new(
-            ErrorKind::Unrecorded,
-            format!("tool {} ran before, but its result could not be recorded", spec.name),
-        )
-        .with_detail(why)
-        .with_hint("The effect happened: look its result up where the tool acted. Forget the record (idem_forget) to let the call run again.")
-        .with_replayed()),
-        Some(Mark::OutcomeUnknown(why)) => Err(outcome_unknown(spec, why).with_replayed()),
-        None if r.succeeded => Ok(Dispatched::Replayed(r.response.unwrap_or(Value::Null))),
-        None => Err(Error::new(
-            spec.tool.failure_kind(),
-            format!("tool {} failed (remembered)", spec.name),
-        )
-        .with_response(r.response)
-        .with_replayed()),
-    }
-}
-
-fn outcome_unknown(spec: &ToolSpec, why: String) -> Error {
-    Error::new(
-        ErrorKind::OutcomeUnknown,
-        format!("the outcome of an earlier attempt of tool {} is unknown", spec.name),
-    )
-    .with_detail(why)
-    .with_hint("Find out whether the effect happened (the record's upstream key names the call upstream), then forget the record (idem_forget) to let the call run again.")
+    crate::replayed::replayed(&spec.name, spec.tool.failure_kind(), r)
 }
 
 fn unrecorded(spec: &ToolSpec, ran: &Ran, detail: &str) -> Error {
@@ -489,7 +433,7 @@ fn answer(spec: &ToolSpec, ran: Ran, recorded: Recorded) -> Result<Dispatched> {
         // leaves the call to run again, as an uncached failure does.
         (Ran::Failed(e), _) => Err(tool_failed(e)),
         (Ran::Panicked(message), _) => Err(Error::new(ErrorKind::ToolFailed, message)),
-        (Ran::Refused(why), _) => Err(outcome_unknown(spec, why)),
+        (Ran::Refused(why), _) => Err(outcome_unknown(&spec.name, why)),
         (Ran::Ok(v), Recorded::Yes) => Ok(Dispatched::Ran(v)),
         (Ran::Found(v), Recorded::Yes) => Ok(Dispatched::Replayed(v)),
         (ran, Recorded::LeaseLost) => {
@@ -510,44 +454,14 @@ fn answer(spec: &ToolSpec, ran: Ran, recorded: Recorded) -> Result<Dispatched> {
     }
 }
 
-/// The settings a call of `reg` runs with: the call's own (if any) over the tool's layered
-/// ones, an Explicit strategy without a supplier given its toolkit's, no strategy at all
-/// for a tool that no level gave settings (the framework's tool without `@Idempotent`),
-/// and refused if a tool that requires idempotency would not be deduplicated.
+/// The settings a call of `reg` runs with (see `resolve::settle`).
 fn settle(reg: &Registered, call: Option<&Idempotent>) -> Result<Idempotent> {
-    let spec = &reg.spec;
-    let mut idem = match call {
-        Some(call) => call.or(&reg.idem),
-        None => reg.idem.clone(),
-    };
-    if !reg.protected && idem.strategy.is_none() {
-        idem.strategy = Some(KeyStrategy::None);
-    }
-    if let Some(KeyStrategy::Explicit(None)) = idem.strategy {
-        let Some(supplier) = &reg.key_supplier else {
-            return Err(Error::invalid(format!(
-                "tool {} has an Explicit key strategy but no key supplier",
-                spec.name
-            ))
-            .with_hint("Give the tool one (Idempotent::key_supplier) or register it in a Toolkit with Toolkit::key_supplier."));
-        };
-        idem.strategy = Some(KeyStrategy::Explicit(Some(supplier.clone())));
-    }
-    idem.fingerprint_rule().check()?;
-    if spec.requires_idempotency() {
-        let strategy = idem.key_strategy();
-        if !strategy.deduplicates() {
-            return Err(Error::invalid(format!("tool {} requires idempotency but its key strategy is {strategy:?}", spec.name))
-                .with_detail(if reg.protected { "Its settings name a strategy that deduplicates nothing." } else { "It has no settings (Idempotent) of its own, from its toolkit, or from the dispatcher's defaults, so its calls would not be deduplicated." })
-                .with_hint("Give it settings with KeyStrategy::HashInput or KeyStrategy::Explicit (ToolSpec::idempotent(Idempotent::new()) is HashInput), or drop the Required hint if repeats are harmless."));
-        }
-        if idem.ttl.is_some_and(|t| t.is_zero()) {
-            return Err(Error::invalid(format!(
-                "tool {} requires idempotency but its ttl is zero",
-                spec.name
-            ))
-            .with_hint("Give it a positive ttl, long enough for every retry of a call."));
-        }
-    }
-    Ok(idem)
+    resolve::settle(
+        &reg.spec.name,
+        reg.spec.requires_idempotency(),
+        &reg.idem,
+        reg.protected,
+        reg.key_supplier.as_ref(),
+        call,
+    )
 }

@@ -44,7 +44,7 @@ pub(crate) enum Plan {
 
 impl Ran {
     /// What is stored for it, and whether it succeeded.
-    fn response(&self) -> (Option<Value>, bool) {
+    pub(crate) fn response(&self) -> (Option<Value>, bool) {
         match self {
             Ran::Ok(v) => (Some(v.clone()), true),
             Ran::Failed(e) => (e.response.clone(), false),
