@@ -80,9 +80,11 @@ async fn a_takeover_after_a_timed_out_attempt_gives_one_execution() {
     let web = Arc::new(WebExecutor::new(store.clone()));
     let name = unique("charge");
     web.register(
+        // The first attempt's timeout outlasts its claim and request on a loaded machine
+        // (the test waits for the service to hold it); the lease outlasts the timeout.
         Action::new(name.clone(), Method::POST, format!("{base}/charges")).idempotent(Idempotent {
-            timeout: Some(Duration::from_millis(300)),
-            lease: Some(Duration::from_millis(400)),
+            timeout: Some(Duration::from_secs(1)),
+            lease: Some(Duration::from_millis(1500)),
             ..Idempotent::default()
         }),
     )
@@ -94,9 +96,12 @@ async fn a_takeover_after_a_timed_out_attempt_gives_one_execution() {
     // Retried until the client's lease lapses, then taken over: the service answers 409
     // while its handler still runs, and the executor retries that too.
     let (w, n, i) = (web.clone(), name.clone(), input.clone());
+    // Patient attempts: one cut while it records the service's answer would answer
+    // Unrecorded, not a retry.
+    let patient = Idempotent::new().timeout(Duration::from_secs(20));
     let retried = tokio::spawn(async move {
         retry()
-            .run(|| async { Ok(w.execute(&n, i.clone()).await?.attempt()) })
+            .run(|| async { Ok(w.execute_with(&n, i.clone(), &patient).await?.attempt()) })
             .await
     });
     until("the takeover's request at the service", || {

@@ -13,7 +13,8 @@ pub async fn a_repeat_with_the_token_gets_the_claim_back(h: Harness) {
     let sc = h.scope("token");
     let token = BeginOptions {
         claim_token: Some(uuid::Uuid::new_v4()),
-        lease: Some(Duration::from_millis(300)),
+        // Long enough for the repeats below to find it held on a loaded machine.
+        lease: Some(Duration::from_millis(1500)),
         ..opts()
     };
     let first = claimed(h.begin(&sc, KEY, &token).await);

@@ -23,15 +23,16 @@ async fn until_absent(h: &Harness, scope: &str, key: &str, expires_at: SystemTim
 /// afresh: attempt 1, a new upstream key, a higher fence.
 pub async fn an_expired_record_is_claimed_afresh(h: Harness) {
     let sc = h.scope("expiry");
+    // A ttl long enough for the replay below to come before it ends on a loaded machine.
     let o = BeginOptions {
-        ttl: Some(Duration::from_millis(600)),
-        lease: Some(Duration::from_millis(300)),
+        ttl: Some(Duration::from_millis(2500)),
+        lease: Some(Duration::from_millis(1000)),
         ..opts()
     };
     let c = claimed(h.begin(&sc, KEY, &o).await);
     assert_eq!(
         between(c.lease_until, c.expires_at),
-        Duration::from_millis(300)
+        Duration::from_millis(1500)
     );
     h.complete(&sc, KEY, c.fence, Some(&json!({"sent": true})), true, None)
         .await

@@ -41,9 +41,11 @@ async fn one_takeover(
     let web = WebExecutor::new(store.clone());
     let name = unique_action("send");
     let path = format!("/slow/{method}-{which:?}");
+    // The first attempt's timeout must outlast its claim and request on a loaded machine
+    // (the test waits for the provider to hold it); the lease outlasts the timeout.
     let idem = Idempotent {
-        timeout: Some(Duration::from_millis(300)),
-        lease: Some(Duration::from_millis(400)),
+        timeout: Some(Duration::from_secs(1)),
+        lease: Some(Duration::from_millis(1500)),
         ..Idempotent::default()
     };
     web.register(
@@ -68,8 +70,16 @@ async fn one_takeover(
         max: Duration::from_secs(1),
         ..Retry::default()
     };
+    // The takeover's attempts are patient: one cut while it records its answer would answer
+    // Unrecorded, not a retry.
+    let patient = Idempotent::new().timeout(Duration::from_secs(20));
     let taken_over = retry
-        .run(|| async { Ok(web.execute(&name, input.clone()).await?.attempt()) })
+        .run(|| async {
+            Ok(web
+                .execute_with(&name, input.clone(), &patient)
+                .await?
+                .attempt())
+        })
         .await
         .unwrap();
     assert!(
