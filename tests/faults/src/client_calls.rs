@@ -16,8 +16,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use idempotency::{
@@ -31,6 +32,7 @@ use tokio::sync::watch;
 
 use crate::check::{Invariant, Violation};
 use crate::ledger;
+use pg_idempotency_tests as suite;
 
 /// How long a trial waits for something it is sure will happen before calling it a
 /// failure (generous: the machine may be loaded).
@@ -508,3 +510,128 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("a free port")
 }
+
+/// A private redis-server on a port of its own, keeping an append-only file synced at every
+/// write (a restart reloads what was acknowledged), in a folder of its own.
+pub struct PrivateRedis {
+    pub port: u16,
+    dir: std::path::PathBuf,
+    child: Option<Child>,
+}
+
+impl PrivateRedis {
+    /// None (and the test recorded as skipped) when redis-server is not installed.
+    pub fn start(name: &str) -> Option<PrivateRedis> {
+        if Command::new("redis-server").arg("--version").output().is_err() {
+            suite::skip(
+                suite::Skip::Missing,
+                "redis-server is not installed (scripts/setup.sh installs it as root)",
+            );
+            return None;
+        }
+        let dir = suite::root()
+            .join("target")
+            .join("faults")
+            .join(format!("redis-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut redis = PrivateRedis {
+            port: free_port(),
+            dir,
+            child: None,
+        };
+        redis.launch();
+        Some(redis)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// What the report names it by: `Redis <version>`.
+    pub fn version(&self) -> String {
+        let out = Command::new("redis-server").arg("--version").output();
+        let text = out.map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default();
+        let v = text
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("v="))
+            .unwrap_or("?");
+        format!("Redis {v}")
+    }
+
+    /// Starts the server (again, after `kill`) and waits until it answers.
+    pub fn launch(&mut self) {
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                self.dir.to_str().unwrap(),
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--logfile",
+                "redis.log",
+            ])
+            .spawn()
+            .expect("redis-server starts");
+        self.child = Some(child);
+        let until = Instant::now() + BOUND;
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < until, "redis-server did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Listening comes before the append-only file is loaded: ask until it answers.
+        let client = redis::Client::open(self.url()).unwrap();
+        while client
+            .get_connection()
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .is_err()
+        {
+            assert!(Instant::now() < until, "redis-server did not answer");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the server (SIGKILL: nothing more is written) and starts it again on the same
+    /// port and files.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.launch();
+    }
+
+    pub fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let ok = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "kill -{name} {pid}");
+    }
+
+    /// Kills the server (continued first if stopped).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+

@@ -23,7 +23,6 @@
 //! the record ends succeeded with the tool's result, and a retry replays it without running
 //! anything.
 
-use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,7 +32,7 @@ use idempotency::{
 };
 use pg_idempotency_faults::check::Invariant;
 use pg_idempotency_faults::client_calls::{
-    self, effects_of, Counting, EffectTool, Point, Provider, Verdict, BOUND,
+    effects_of, Counting, EffectTool, Point, PrivateRedis, Provider, Verdict, BOUND,
 };
 use pg_idempotency_faults::crash_server::{self, CrashServer};
 use pg_idempotency_faults::proxy::{Fault, Proxy, Trigger, Upstream};
@@ -487,117 +486,6 @@ async fn a_store_failure_after_the_effect_makes_no_second_effect_on_pg_store() {
     .unwrap();
 }
 
-/// A private redis-server on a port of its own, keeping an append-only file synced at every
-/// write (a restart reloads what was acknowledged), in a folder of its own.
-pub struct PrivateRedis {
-    pub port: u16,
-    dir: std::path::PathBuf,
-    child: Option<Child>,
-}
-
-impl PrivateRedis {
-    /// None (and the test recorded as skipped) when redis-server is not installed.
-    pub fn start(name: &str) -> Option<PrivateRedis> {
-        if Command::new("redis-server").arg("--version").output().is_err() {
-            suite::skip(
-                suite::Skip::Missing,
-                "redis-server is not installed (scripts/setup.sh installs it as root)",
-            );
-            return None;
-        }
-        let dir = suite::root()
-            .join("target")
-            .join("faults")
-            .join(format!("redis-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut redis = PrivateRedis {
-            port: client_calls::free_port(),
-            dir,
-            child: None,
-        };
-        redis.launch();
-        Some(redis)
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn launch(&mut self) {
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                self.dir.to_str().unwrap(),
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--logfile",
-                "redis.log",
-            ])
-            .spawn()
-            .expect("redis-server starts");
-        self.child = Some(child);
-        let until = Instant::now() + BOUND;
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < until, "redis-server did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // Listening comes before the append-only file is loaded: ask until it answers.
-        let client = redis::Client::open(self.url()).unwrap();
-        while client
-            .get_connection()
-            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-            .is_err()
-        {
-            assert!(Instant::now() < until, "redis-server did not answer");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Kills the server (SIGKILL: nothing more is written) and starts it again on the same
-    /// port and files.
-    pub fn restart(&mut self) {
-        self.kill();
-        self.launch();
-    }
-
-    pub fn signal(&self, name: &str) {
-        let pid = self.child.as_ref().expect("running").id();
-        let ok = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(pid.to_string())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        assert!(ok, "kill -{name} {pid}");
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-CONT", &child.id().to_string()])
-                .status();
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for PrivateRedis {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// The Redis faults of F11.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RedisFault {
@@ -690,16 +578,9 @@ async fn a_store_failure_after_the_effect_makes_no_second_effect_on_redis_store(
             }
         }
     }
-    let mut c = client.get_connection().unwrap();
-    let info: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
-    let version = info
-        .lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))
-        .unwrap_or("?")
-        .trim()
-        .to_string();
+    let version = redis.lock().unwrap().version();
     for t in &tallies {
-        t.write("RedisStore", &format!("(Redis {version})"));
+        t.write("RedisStore", &version);
     }
     drop(redis);
     tokio::task::spawn_blocking(move || suite::drop_database(&ledger_db))
