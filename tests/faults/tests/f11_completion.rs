@@ -522,16 +522,19 @@ async fn a_store_failure_after_the_effect_makes_no_second_effect_on_redis_store(
     for n in 0..report::trials(2) {
         for fault in [RedisFault::Paused, RedisFault::Restarted] {
             for (i, front) in [Front::Dispatcher, Front::Web].into_iter().enumerate() {
+                // A store that connects again after its connection broke, with a bound on
+                // every answer (a paused server never answers).
                 let config = redis::AsyncConnectionConfig::new()
-                    .set_response_timeout(Duration::from_millis(500));
-                let conn = client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await
-                    .unwrap();
-                let store = Counting::new(Arc::new(RedisStore::new(
-                    conn,
+                    .set_response_timeout(Duration::from_millis(500))
+                    .set_connection_timeout(Duration::from_millis(500));
+                let redis_store = RedisStore::connect(
+                    client.clone(),
+                    config,
                     format!("{}:", suite::scope("f11")),
-                )));
+                )
+                .await
+                .unwrap();
+                let store = Counting::new(Arc::new(redis_store));
                 let caller = Arc::new(Caller::new(front, store.clone(), &ledger_dsn, &provider));
                 let input = json!({"trial": n, "fault": format!("{fault:?}")});
                 let runs_before = runs_of(&caller);
