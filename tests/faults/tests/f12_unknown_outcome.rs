@@ -331,7 +331,7 @@ async fn an_unknown_outcome_is_decided_by_the_tool_on_pg_store() {
     let ledger_dsn = ledger_db("pg").await;
     // Two dispatchers, each with a pool of its own on the same database.
     let tally = every_choice(
-        "F12 unknown outcome decided: PgStore",
+        "F12 unknown outcome decided",
         || (pg_store(&server), pg_store(&server)),
         Duration::from_millis(1000),
         &ledger_dsn,
