@@ -192,8 +192,7 @@ impl RedisStore {
     /// A call's failure; a broken connection is noted, to be made again by the next call.
     fn failed(&self, e: redis::RedisError) -> Error {
         if e.is_connection_dropped() || e.is_io_error() || e.is_connection_refusal() {
-            self.broken
-                .store(true, std::sync::atomic::Ordering::SeqCst);
+            self.broken.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         redis_err(e)
     }
@@ -215,7 +214,9 @@ impl RedisStore {
         for a in args {
             call.arg(a);
         }
-        call.invoke_async(&mut conn).await.map_err(|e| self.failed(e))
+        call.invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.failed(e))
     }
 }
 

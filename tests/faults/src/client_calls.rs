@@ -15,14 +15,14 @@
 //!   result is recorded and replayed identically), for the tally.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use idempotency::{
-    Begin, BeginOptions, CallContext, Completed, IdempotencyStore, Record, Reconcile, Reconciled,
+    Begin, BeginOptions, CallContext, Completed, IdempotencyStore, Reconcile, Reconciled, Record,
     ScopeMetrics, Tool, ToolError,
 };
 use serde_json::{json, Value};
@@ -282,9 +282,12 @@ impl Tool for EffectTool {
 
     async fn call_with(&self, _input: Value, ctx: CallContext) -> Result<Value, ToolError> {
         self.runs.fetch_add(1, Ordering::SeqCst);
-        let (Some(key), Some(fence), Some(upstream_key)) = (ctx.key.clone(), ctx.fence, ctx.upstream_key)
+        let (Some(key), Some(fence), Some(upstream_key)) =
+            (ctx.key.clone(), ctx.fence, ctx.upstream_key)
         else {
-            return Err(ToolError::new("a deduplicated call has a key, a fence and an upstream key"));
+            return Err(ToolError::new(
+                "a deduplicated call has a key, a fence and an upstream key",
+            ));
         };
         self.contexts
             .lock()
@@ -350,7 +353,8 @@ impl Provider {
                 let Ok((mut sock, _)) = listener.accept().await else {
                     return;
                 };
-                let (gate, seen, executed, answers) = (g.clone(), s.clone(), x.clone(), answers.clone());
+                let (gate, seen, executed, answers) =
+                    (g.clone(), s.clone(), x.clone(), answers.clone());
                 tokio::spawn(async move {
                     let Some(request) = read_request(&mut sock).await else {
                         return;
@@ -452,7 +456,13 @@ pub struct Verdict {
 
 impl Verdict {
     /// Records a violation of `invariant` on `key` unless `holds`.
-    pub fn expect(&mut self, invariant: Invariant, key: &str, holds: bool, explanation: impl Into<String>) {
+    pub fn expect(
+        &mut self,
+        invariant: Invariant,
+        key: &str,
+        holds: bool,
+        explanation: impl Into<String>,
+    ) {
         if !holds {
             self.violations.push(Violation {
                 invariant,
@@ -522,7 +532,11 @@ pub struct PrivateRedis {
 impl PrivateRedis {
     /// None (and the test recorded as skipped) when redis-server is not installed.
     pub fn start(name: &str) -> Option<PrivateRedis> {
-        if Command::new("redis-server").arg("--version").output().is_err() {
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
             suite::skip(
                 suite::Skip::Missing,
                 "redis-server is not installed (scripts/setup.sh installs it as root)",
@@ -551,7 +565,9 @@ impl PrivateRedis {
     /// What the report names it by: `Redis <version>`.
     pub fn version(&self) -> String {
         let out = Command::new("redis-server").arg("--version").output();
-        let text = out.map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default();
+        let text = out
+            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+            .unwrap_or_default();
         let v = text
             .split_whitespace()
             .find_map(|w| w.strip_prefix("v="))
@@ -634,4 +650,3 @@ impl Drop for PrivateRedis {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
-

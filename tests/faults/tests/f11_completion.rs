@@ -380,9 +380,10 @@ async fn pg_trial(
                 .unwrap();
             caller.release();
             store
-                .until("the holder's completion fails while the server is down", |c| {
-                    c.failed_completions >= 1
-                })
+                .until(
+                    "the holder's completion fails while the server is down",
+                    |c| c.failed_completions >= 1,
+                )
                 .await;
             let s = server.clone();
             tokio::task::spawn_blocking(move || s.cluster.start_again())
@@ -456,7 +457,11 @@ async fn a_store_failure_after_the_effect_makes_no_second_effect_on_pg_store() {
     ];
     let started = Instant::now();
     for n in 0..report::trials(2) {
-        for fault in [Fault11::LostReply, Fault11::Stopped, Fault11::CrashMidCompletion] {
+        for fault in [
+            Fault11::LostReply,
+            Fault11::Stopped,
+            Fault11::CrashMidCompletion,
+        ] {
             for (i, front) in [Front::Dispatcher, Front::Web].into_iter().enumerate() {
                 let t = Instant::now();
                 let (verdict, store) =

@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use idempotency::{
-    Dispatched, Dispatcher, ErrorKind, IdempotencyStore, Idempotent, MemoryStore,
-    OnUnknownOutcome, PgStore, RedisStore, ToolSpec,
+    Dispatched, Dispatcher, ErrorKind, IdempotencyStore, Idempotent, MemoryStore, OnUnknownOutcome,
+    PgStore, RedisStore, ToolSpec,
 };
 use pg_idempotency_faults::check::Invariant;
 use pg_idempotency_faults::client_calls::{
@@ -92,9 +92,11 @@ async fn trial(
     // dispatch is dropped there, which ends the holder: nothing is recorded, no heartbeat.
     let doomed = EffectTool::new(ledger_dsn);
     let d1 = Arc::new(Dispatcher::new(first.clone()));
-    d1.register(
-        ToolSpec::new(&name, doomed.clone()).idempotent(settings(short_lease, None, ledger_dsn)),
-    )
+    d1.register(ToolSpec::new(&name, doomed.clone()).idempotent(settings(
+        short_lease,
+        None,
+        ledger_dsn,
+    )))
     .unwrap();
     let point = match choice {
         Choice::ReconcileNotFound => Point::BeforeEffect,
@@ -119,10 +121,11 @@ async fn trial(
     // Another dispatcher on the same store, with the choice under test.
     let tool = EffectTool::new(ledger_dsn);
     let d2 = Dispatcher::new(second.clone());
-    d2.register(
-        ToolSpec::new(&name, tool.clone())
-            .idempotent(settings(LONG_LEASE, Some(choice), ledger_dsn)),
-    )
+    d2.register(ToolSpec::new(&name, tool.clone()).idempotent(settings(
+        LONG_LEASE,
+        Some(choice),
+        ledger_dsn,
+    )))
     .unwrap();
     // Until the first holder's lease lapses, the call is in progress.
     let until = Instant::now() + BOUND;
@@ -166,7 +169,9 @@ async fn trial(
                 runs == 1 && effects.len() == 1,
                 format!("{choice:?}: {runs} runs of the takeover, effects {effects:?}"),
             );
-            verdict.recorded(second.as_ref(), &name, &key, &result).await;
+            verdict
+                .recorded(second.as_ref(), &name, &key, &result)
+                .await;
             let again = d2.dispatch(&name, input.clone()).await;
             verdict.expect(
                 Invariant::I2,
@@ -286,7 +291,10 @@ async fn every_choice(
             let (verdict, operations, unknown) =
                 trial(a, b, short_lease, ledger_dsn, choice, n).await;
             tally.add_counted(operations, unknown, 1, &verdict.violations);
-            eprintln!("{scenario}: trial {n} {choice:?}: {operations} operations, {:?}", t.elapsed());
+            eprintln!(
+                "{scenario}: trial {n} {choice:?}: {operations} operations, {:?}",
+                t.elapsed()
+            );
             verdict.assert_clean(&format!("{scenario}, trial {n}, {choice:?}"));
         }
     }
@@ -379,7 +387,8 @@ async fn an_unknown_outcome_is_decided_by_the_tool_on_redis_store() {
             // Two connections, one prefix: two services sharing one Redis.
             let prefix = format!("{}:", suite::scope("f12"));
             (
-                Arc::new(RedisStore::new(conns[0].clone(), prefix.clone())) as Arc<dyn IdempotencyStore>,
+                Arc::new(RedisStore::new(conns[0].clone(), prefix.clone()))
+                    as Arc<dyn IdempotencyStore>,
                 Arc::new(RedisStore::new(conns[1].clone(), prefix)) as Arc<dyn IdempotencyStore>,
             )
         },
