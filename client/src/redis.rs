@@ -46,7 +46,13 @@ const FORGET: &str = include_str!("redis_lua/forget.lua");
 const FIGURES: &str = "scope:";
 
 pub struct RedisStore {
-    conn: MultiplexedConnection,
+    conn: std::sync::RwLock<MultiplexedConnection>,
+    /// Where a connection that broke is made again (`RedisStore::connect`); None for a
+    /// store on the caller's connection (`RedisStore::new`), which stays broken.
+    reconnect: Option<(redis::Client, redis::AsyncConnectionConfig)>,
+    /// The last call found the connection broken: the next one connects again first.
+    broken: std::sync::atomic::AtomicBool,
+    reconnecting: tokio::sync::Mutex<()>,
     prefix: String,
     begin: Script,
     held: Script,
@@ -121,16 +127,74 @@ fn unexpected(answer: &str) -> Error {
 
 impl RedisStore {
     /// A store on the caller's connection; `prefix` keeps its keys apart from others on a
-    /// shared Redis (for example `"idem:"`).
+    /// shared Redis (for example `"idem:"`). A `MultiplexedConnection` does not connect
+    /// again once it broke (a Redis restart, a network cut): every later call fails, and a
+    /// holder cannot record the result of a tool that ran. [`RedisStore::connect`] makes a
+    /// store that connects again.
     pub fn new(conn: MultiplexedConnection, prefix: impl Into<String>) -> RedisStore {
+        RedisStore::on(conn, None, prefix.into())
+    }
+
+    /// A store on a connection of its own from `client` (with `config`: a response
+    /// timeout, say), made again by the first call after one found it broken (dropped, or
+    /// an I/O error), so that a holder's completion, retried under its fence, lands once
+    /// Redis is back.
+    pub async fn connect(
+        client: redis::Client,
+        config: redis::AsyncConnectionConfig,
+        prefix: impl Into<String>,
+    ) -> Result<RedisStore> {
+        let conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(redis_err)?;
+        Ok(RedisStore::on(conn, Some((client, config)), prefix.into()))
+    }
+
+    fn on(
+        conn: MultiplexedConnection,
+        reconnect: Option<(redis::Client, redis::AsyncConnectionConfig)>,
+        prefix: String,
+    ) -> RedisStore {
         RedisStore {
-            conn,
-            prefix: prefix.into(),
+            conn: std::sync::RwLock::new(conn),
+            reconnect,
+            broken: std::sync::atomic::AtomicBool::new(false),
+            reconnecting: tokio::sync::Mutex::new(()),
+            prefix,
             begin: Script::new(BEGIN),
             held: Script::new(HELD),
             lookup: Script::new(LOOKUP),
             forget: Script::new(FORGET),
         }
+    }
+
+    /// The connection for a call: made again first if the last call found it broken and
+    /// the store knows how.
+    async fn conn(&self) -> Result<MultiplexedConnection> {
+        use std::sync::atomic::Ordering;
+        if let Some((client, config)) = &self.reconnect {
+            if self.broken.load(Ordering::SeqCst) {
+                let _one = self.reconnecting.lock().await;
+                if self.broken.load(Ordering::SeqCst) {
+                    let fresh = client
+                        .get_multiplexed_async_connection_with_config(config)
+                        .await
+                        .map_err(redis_err)?;
+                    *self.conn.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+                    self.broken.store(false, Ordering::SeqCst);
+                }
+            }
+        }
+        Ok(self.conn.read().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    /// A call's failure; a broken connection is noted, to be made again by the next call.
+    fn failed(&self, e: redis::RedisError) -> Error {
+        if e.is_connection_dropped() || e.is_io_error() || e.is_connection_refusal() {
+            self.broken.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        redis_err(e)
     }
 
     fn key(&self, scope: &str, key: &str) -> String {
@@ -144,13 +208,15 @@ impl RedisStore {
     }
 
     async fn held(&self, scope: &str, key: &str, args: &[String]) -> Result<String> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn().await?;
         let mut call = self.held.key(self.key(scope, key));
         call.key(self.figures(scope));
         for a in args {
             call.arg(a);
         }
-        call.invoke_async(&mut conn).await.map_err(redis_err)
+        call.invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.failed(e))
     }
 }
 
@@ -167,7 +233,7 @@ impl IdempotencyStore for RedisStore {
             // Asked once the wait is over, an in_progress answer is the call's answer and
             // is counted; before, the call asks again after a pause.
             let last = tokio::time::Instant::now() >= deadline;
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn().await?;
             let raw: String = self
                 .begin
                 .key(self.key(scope, key))
@@ -185,7 +251,7 @@ impl IdempotencyStore for RedisStore {
                 .arg(UNKNOWN_MS)
                 .invoke_async(&mut conn)
                 .await
-                .map_err(redis_err)?;
+                .map_err(|e| self.failed(e))?;
             let a: Answer = serde_json::from_str(&raw)
                 .map_err(|e| Error::new(ErrorKind::Serialization, format!("redis answer: {e}")))?;
             return Ok(match a.o.as_str() {
@@ -323,13 +389,13 @@ impl IdempotencyStore for RedisStore {
 
     async fn lookup(&self, scope: &str, key: &str) -> Result<Option<Record>> {
         scope_and_key(scope, key)?;
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn().await?;
         let raw: Option<String> = self
             .lookup
             .key(self.key(scope, key))
             .invoke_async(&mut conn)
             .await
-            .map_err(redis_err)?;
+            .map_err(|e| self.failed(e))?;
         let Some(raw) = raw else { return Ok(None) };
         let s: Stored = serde_json::from_str(&raw)
             .map_err(|e| Error::new(ErrorKind::Serialization, format!("redis record: {e}")))?;
@@ -353,22 +419,22 @@ impl IdempotencyStore for RedisStore {
 
     async fn forget(&self, scope: &str, key: &str) -> Result<bool> {
         scope_and_key(scope, key)?;
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn().await?;
         let live: i64 = self
             .forget
             .key(self.key(scope, key))
             .invoke_async(&mut conn)
             .await
-            .map_err(redis_err)?;
+            .map_err(|e| self.failed(e))?;
         Ok(live == 1)
     }
 
     async fn metrics(&self) -> Result<Vec<ScopeMetrics>> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn().await?;
         let (secs, micros): (String, String) = redis::cmd("TIME")
             .query_async(&mut conn)
             .await
-            .map_err(redis_err)?;
+            .map_err(|e| self.failed(e))?;
         let now =
             secs.parse::<i64>().unwrap_or(0) * 1000 + micros.parse::<i64>().unwrap_or(0) / 1000;
         let (records, figures) = self.names(&mut conn).await?;
@@ -379,7 +445,7 @@ impl IdempotencyStore for RedisStore {
                 .arg(&names)
                 .query_async(&mut conn)
                 .await
-                .map_err(redis_err)?;
+                .map_err(|e| self.failed(e))?;
             for ((_, scope), raw) in batch.iter().zip(values) {
                 // Gone since the scan: expired or forgotten.
                 let Some(raw) = raw else { continue };
@@ -401,7 +467,7 @@ impl IdempotencyStore for RedisStore {
                 .arg(&name)
                 .query_async(&mut conn)
                 .await
-                .map_err(redis_err)?;
+                .map_err(|e| self.failed(e))?;
             let mut c = OutcomeCounts::default();
             for (field, n) in counts {
                 let n = n.max(0) as u64;
@@ -440,7 +506,7 @@ impl RedisStore {
                 .arg(1000)
                 .query_async(conn)
                 .await
-                .map_err(redis_err)?;
+                .map_err(|e| self.failed(e))?;
             // A key may come back twice from one scan.
             seen.extend(batch);
             if next == 0 {

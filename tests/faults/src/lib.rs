@@ -8,6 +8,7 @@ pub mod after_failover;
 pub mod check;
 pub mod check_expiry;
 pub mod check_kept;
+pub mod client_calls;
 pub mod client_process;
 pub mod crash_server;
 pub mod fake_clock;

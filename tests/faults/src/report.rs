@@ -57,6 +57,29 @@ impl Tally {
         }
     }
 
+    /// Adds one trial that has no history for the checker (calls through the Rust client's
+    /// dispatcher, whose store operations are counted rather than recorded one by one): how
+    /// many store operations it made, how many of them had an unknown outcome, the faults it
+    /// injected, and the violations its own checks found.
+    pub fn add_counted(
+        &mut self,
+        operations: usize,
+        indeterminate: usize,
+        faults: usize,
+        violations: &[Violation],
+    ) {
+        self.trials += 1;
+        self.faults += faults;
+        self.operations += operations;
+        self.indeterminate += indeterminate;
+        for v in violations {
+            *self
+                .violations
+                .entry(format!("{:?}", v.invariant))
+                .or_default() += 1;
+        }
+    }
+
     /// Appends the tally to the report file, when a full run asked for one. One line:
     /// scenario, backend, server version, trials, faults, operations, indeterminate, then
     /// I1..I6 counts; I5 is `-` when no trial had a record monitor (nothing checked it).
