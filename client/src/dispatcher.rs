@@ -23,6 +23,9 @@ use crate::toolkit::Toolkit;
 use crate::types::{Begin, BeginOptions, Claim, Replay};
 use crate::unanswered::Unanswered;
 
+mod listing;
+pub use listing::ToolInfo;
+
 /// What a dispatch did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Dispatched {

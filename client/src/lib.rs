@@ -16,6 +16,7 @@ mod holder;
 mod idempotent;
 mod lease;
 mod limits;
+mod macro_support;
 pub mod marks;
 mod memory;
 mod pg;
@@ -24,12 +25,14 @@ mod redis;
 mod retry;
 mod store;
 mod tool;
+mod tool_error;
 mod toolkit;
+mod typed;
 mod types;
 mod unanswered;
 mod web;
 
-pub use dispatcher::{Call, Dispatched, Dispatcher};
+pub use dispatcher::{Call, Dispatched, Dispatcher, ToolInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use idempotent::{
     Fingerprint, FingerprintFn, Idempotent, KeyStrategy, KeySupplier, OnUnknownOutcome,
@@ -43,8 +46,21 @@ pub use redis::RedisStore;
 pub use retry::{Attempt, Retry};
 pub use store::IdempotencyStore;
 pub use toolkit::Toolkit;
+pub use typed::{input_schema_of, typed_tool, ToolResult, TypedFn};
+/// `#[tool]`: an async function of a typed input made a tool, with its description, input
+/// schema and settings (the framework's `@Tool` and `@Idempotent`). See docs/client.md.
+pub use macros::tool;
 pub use types::*;
 pub use web::{Action, Params, UpstreamKey, WebExecutor};
+
+/// The schema crate typed tools derive their input's JSON Schema with
+/// (`#[derive(schemars::JsonSchema)]`).
+pub use schemars;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::macro_support::{is_call_context, is_tool_input};
+}
 
 /// The HTTP method type of web actions.
 pub use reqwest::Method;
