@@ -50,10 +50,24 @@ impl ToolError {
         self
     }
 
-    /// Any error, as a tool failure: a `ToolError` or an [`Error`] inside the box keeps
-    /// what it says (kind, response, retryability); any other is `ToolFailed` with its
-    /// message and the messages of its sources.
-    pub fn from_boxed(e: Box<dyn StdError + Send + Sync>) -> ToolError {
+    /// Any error, as a tool failure: a `ToolError` keeps what it says (kind, response,
+    /// retryability), whether it comes as itself, in a box, or in an `anyhow::Error` (the
+    /// `anyhow` feature, on by default); an [`Error`] keeps its message, response and
+    /// retryability; any other is `ToolFailed` with its message and its sources'.
+    pub fn of<E>(e: E) -> ToolError
+    where
+        E: Into<Box<dyn StdError + Send + Sync>> + 'static,
+    {
+        // Before boxing, since a box made by anyhow hides the error it holds.
+        #[cfg(feature = "anyhow")]
+        let e = match exactly::<anyhow::Error, E>(e) {
+            Ok(e) => return ToolError::from_anyhow(e),
+            Err(e) => e,
+        };
+        ToolError::from_boxed(e.into())
+    }
+
+    fn from_boxed(e: Box<dyn StdError + Send + Sync>) -> ToolError {
         let e = match e.downcast::<ToolError>() {
             Ok(tool_error) => return *tool_error,
             Err(e) => e,
@@ -62,6 +76,34 @@ impl ToolError {
             Ok(error) => ToolError::from(*error),
             Err(e) => ToolError::new(message_with_sources(&*e)),
         }
+    }
+
+    #[cfg(feature = "anyhow")]
+    fn from_anyhow(e: anyhow::Error) -> ToolError {
+        let e = match e.downcast::<ToolError>() {
+            Ok(tool_error) => return tool_error,
+            Err(e) => e,
+        };
+        match e.downcast::<Error>() {
+            Ok(error) => ToolError::from(error),
+            // `{:#}`: each context, then the error under it.
+            Err(e) => ToolError::new(format!("{e:#}")),
+        }
+    }
+}
+
+/// `e` as a `T`, if that is its type.
+#[cfg(feature = "anyhow")]
+fn exactly<T: 'static, E: 'static>(e: E) -> Result<T, E> {
+    let mut slot = Some(e);
+    let taken = (&mut slot as &mut dyn std::any::Any)
+        .downcast_mut::<Option<T>>()
+        .and_then(Option::take);
+    match (taken, slot) {
+        (Some(t), _) => Ok(t),
+        (None, Some(e)) => Err(e),
+        // The slot is emptied only when it held a T, and then `taken` has it.
+        (None, None) => unreachable!("an emptied slot whose value was not taken"),
     }
 }
 
@@ -132,6 +174,6 @@ impl From<Error> for ToolError {
 
 impl From<Box<dyn StdError + Send + Sync>> for ToolError {
     fn from(e: Box<dyn StdError + Send + Sync>) -> ToolError {
-        ToolError::from_boxed(e)
+        ToolError::of(e)
     }
 }

@@ -35,7 +35,7 @@ pub trait ToolResult {
 impl<O, E> ToolResult for std::result::Result<O, E>
 where
     O: Serialize,
-    E: Into<Box<dyn StdError + Send + Sync>>,
+    E: Into<Box<dyn StdError + Send + Sync>> + 'static,
 {
     fn into_tool_result(self) -> std::result::Result<Value, ToolError> {
         match self {
@@ -47,7 +47,7 @@ where
                 retry_after: None,
             }),
             // A ToolError comes back out of its box as it went in: kind, response and all.
-            Err(e) => Err(ToolError::from_boxed(e.into())),
+            Err(e) => Err(ToolError::of(e)),
         }
     }
 }
