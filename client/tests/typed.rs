@@ -109,6 +109,28 @@ async fn read_template_boxed(
     Ok(std::fs::read_to_string(input.template)?)
 }
 
+/// A failure of the caller's own type, with its cause as its source (as thiserror makes).
+#[derive(Debug)]
+struct Rendering(std::io::Error);
+
+impl std::fmt::Display for Rendering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("rendering the welcome email")
+    }
+}
+
+impl std::error::Error for Rendering {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// Render an email, failing with an error type of its own.
+#[idempotency::tool(read_only)]
+async fn render_email(input: Render) -> Result<String, Rendering> {
+    std::fs::read_to_string(input.template).map_err(Rendering)
+}
+
 /// Read a template, failing with anyhow's error and its context.
 #[idempotency::tool(read_only)]
 async fn read_template_anyhow(input: Render) -> anyhow::Result<String> {
@@ -263,19 +285,29 @@ async fn errors_through_question_mark_are_tool_failures(store: Arc<dyn Idempoten
         read_template_tool(),
         read_template_boxed_tool(),
         read_template_anyhow_tool(),
+        render_email_tool(),
     ] {
         d.register(spec).unwrap();
     }
     let missing = json!({"template": "/nonexistent/welcome.txt"});
+    let not_found = std::fs::read_to_string("/nonexistent/welcome.txt")
+        .unwrap_err()
+        .to_string();
     for tool in ["read_template", "read_template_boxed"] {
         let e = d.dispatch(tool, missing.clone()).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::ToolFailed, "{tool}");
-        assert!(
-            e.message.contains("No such file or directory"),
-            "{tool}: {}",
-            e.message
-        );
+        assert_eq!(e.message, not_found, "{tool}");
     }
+    // An error type of the tool's own: its message, then its source's.
+    let e = d
+        .dispatch("render_email", missing.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ToolFailed);
+    assert_eq!(
+        e.message,
+        format!("rendering the welcome email: {not_found}")
+    );
     // anyhow's context, then the error under it.
     let e = d
         .dispatch("read_template_anyhow", missing)
