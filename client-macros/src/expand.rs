@@ -24,12 +24,12 @@ pub fn expand(attr: ToolAttr, func: &ItemFn) -> syn::Result<TokenStream> {
         ));
     }
     let inputs = typed_inputs(func)?;
-    if let ReturnType::Default = sig.output {
+    let ReturnType::Type(_, output_ty) = &sig.output else {
         return Err(syn::Error::new(
             sig.ident.span(),
             "a tool returns `Result<O, E>` (O: serde::Serialize, E: any error): write `-> Result<..>`",
         ));
-    }
+    };
     let (input_ty, ctx_ty) = inputs;
 
     let fn_ident = &sig.ident;
@@ -74,6 +74,10 @@ pub fn expand(attr: ToolAttr, func: &ItemFn) -> syn::Result<TokenStream> {
         }
     });
 
+    let output_check = quote_spanned! {output_ty.span()=>
+        ::idempotency::__private::is_tool_result::<#output_ty>();
+    };
+
     let vis = &func.vis;
     let ctor = format_ident!("{}_tool", fn_ident.to_string().trim_start_matches("r#"));
     let doc = format!(
@@ -86,6 +90,7 @@ pub fn expand(attr: ToolAttr, func: &ItemFn) -> syn::Result<TokenStream> {
         #vis fn #ctor() -> ::idempotency::ToolSpec {
             #input_check
             #ctx_check
+            #output_check
             ::idempotency::ToolSpec::typed(#name, #fn_ident)
                 .description(#description)
                 #idempotent

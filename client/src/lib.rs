@@ -59,7 +59,7 @@ pub use schemars;
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::macro_support::{is_call_context, is_tool_input};
+    pub use crate::macro_support::{is_call_context, is_tool_input, is_tool_result};
 }
 
 /// The HTTP method type of web actions.

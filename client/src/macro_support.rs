@@ -25,3 +25,5 @@ pub trait IsCallContext {}
 impl IsCallContext for CallContext {}
 
 pub fn is_call_context<T: IsCallContext>() {}
+
+pub fn is_tool_result<T: crate::typed::ToolResult>() {}

@@ -55,6 +55,11 @@ where
 /// An async function that can be a typed tool: `Fn(I) -> Fut` or `Fn(I, CallContext) ->
 /// Fut`, `Fut` resolving to a [`ToolResult`]. `Args` tells the two shapes apart (it is
 /// `(I,)` or `(I, CallContext)`), as axum's handlers do; it is always inferred.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a typed tool's function",
+    label = "not a typed tool",
+    note = "a typed tool is an async function of one Deserialize input (and optionally the CallContext) that returns Result<O, E>, and its future is Send; a closure's parameters need their types written: |input: SendEmail, ctx: CallContext| async move {{ .. }}"
+)]
 pub trait TypedFn<Args>: Send + Sync + 'static {
     /// What the tool's JSON input is decoded into.
     type Input: DeserializeOwned + Send + 'static;

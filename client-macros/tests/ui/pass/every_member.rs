@@ -1,0 +1,78 @@
+use idempotency::{tool, CallContext, ToolError};
+use serde::{Deserialize, Serialize};
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct CreateIssue {
+    title: String,
+}
+
+#[derive(Serialize)]
+struct Created {
+    id: u64,
+}
+
+fn issue_key(issue: &CreateIssue) -> String {
+    issue.title.to_lowercase()
+}
+
+#[tool(
+    name = "create_issue",
+    description = "Create an issue in the tracker",
+    idempotent(
+        key = issue_key,
+        ttl_secs = 86_400,
+        on_cache_hit = return_cached_if_success,
+        cache_failures,
+        on_mismatch = ignore,
+        lease_secs = 30,
+        timeout_secs = 60,
+        wait_secs = 5
+    ),
+    required
+)]
+pub async fn create(input: CreateIssue, ctx: CallContext) -> Result<Created, ToolError> {
+    let _ = (input.title, ctx.attempt);
+    Ok(Created { id: 1 })
+}
+
+/// Place an order.
+#[tool(idempotent(strategy = explicit, cache_failures = true, on_cache_hit = fail_fast))]
+async fn place_order(input: String) -> Result<String, std::io::Error> {
+    Ok(input)
+}
+
+/// Search the tracker.
+#[tool(read_only)]
+async fn search(query: String) -> boxed::Result<Vec<String>> {
+    Ok(vec![query])
+}
+
+/// Every call anew, with a fresh key for the provider.
+#[tool(idempotent(strategy = uuid))]
+async fn notify(input: u32) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let _ = input;
+    Ok(())
+}
+
+/// Nothing remembered.
+#[tool(idempotent)]
+async fn plain(input: u32) -> Result<u32, String> {
+    Ok(input)
+}
+
+mod boxed {
+    pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+}
+
+fn main() {
+    let specs = [
+        create_tool(),
+        place_order_tool(),
+        search_tool(),
+        notify_tool(),
+        plain_tool(),
+    ];
+    assert_eq!(specs[0].name, "create_issue");
+    assert!(specs[0].requires_idempotency());
+    assert!(!specs[2].side_effect);
+}
