@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idempotency::*;
-use serde_json::{json, Value};
+use serde_json::json;
 
 type Demo = std::result::Result<(), Box<dyn std::error::Error>>;
 
@@ -20,25 +20,29 @@ fn pool(dsn: &str) -> std::result::Result<deadpool_postgres::Pool, Box<dyn std::
         .build()?)
 }
 
+/// The tool's input, decoded from the agent's JSON (a bad one is refused before anything is
+/// claimed).
+#[derive(serde::Deserialize)]
+struct Email {
+    to: String,
+    subject: String,
+}
+
 /// The tool: sends an email (a row in the outbox) after the provider's `delay`.
 fn send_email(pool: deadpool_postgres::Pool, delay: Duration) -> Arc<dyn Tool> {
-    tool_fn(move |input: Value| {
+    typed_tool(move |email: Email| {
         let pool = pool.clone();
         async move {
             tokio::time::sleep(delay).await;
-            let c = pool
-                .get()
-                .await
-                .map_err(|e| ToolError::new(e.to_string()))?;
+            let c = pool.get().await?;
             let id: i32 = c
                 .query_one(
                     "INSERT INTO outbox (recipient, subject) VALUES ($1, $2) RETURNING id",
-                    &[&input["to"].as_str(), &input["subject"].as_str()],
+                    &[&email.to, &email.subject],
                 )
-                .await
-                .map_err(|e| ToolError::new(e.to_string()))?
+                .await?
                 .get(0);
-            Ok(json!({"email_id": id}))
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(json!({"email_id": id}))
         }
     })
 }
@@ -76,10 +80,14 @@ async fn main() -> Demo {
     let store = Arc::new(PgStore::new(pool.clone()));
     store.check_installed().await?;
     let agent = Arc::new(Dispatcher::new(store.clone()));
-    agent.register(ToolSpec::new(
-        "send_email",
-        send_email(pool.clone(), Duration::from_millis(1500)),
-    ))?;
+    // Its settings (HashInput, the server's ttl): a tool without any is not deduplicated.
+    agent.register(
+        ToolSpec::new(
+            "send_email",
+            send_email(pool.clone(), Duration::from_millis(1500)),
+        )
+        .idempotent(Idempotent::new()),
+    )?;
 
     println!("\n1. The agent calls send_email; its retry loop calls it twice more.");
     let welcome = json!({"to": "ann@example.com", "subject": "Welcome"});
