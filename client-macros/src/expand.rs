@@ -23,14 +23,14 @@ pub fn expand(attr: ToolAttr, func: &ItemFn) -> syn::Result<TokenStream> {
             "a tool's function takes no generic parameters: its input's schema comes from its one input type",
         ));
     }
-    let inputs = typed_inputs(func)?;
+    let params = params(func)?;
     let ReturnType::Type(_, output_ty) = &sig.output else {
         return Err(syn::Error::new(
             sig.ident.span(),
             "a tool returns `Result<O, E>` (O: serde::Serialize, E: any error): write `-> Result<..>`",
         ));
     };
-    let (input_ty, ctx_ty) = inputs;
+    let (input_ty, ctx_ty) = (params.input, params.ctx);
 
     let fn_ident = &sig.ident;
     let name = match &attr.name {
@@ -83,15 +83,32 @@ pub fn expand(attr: ToolAttr, func: &ItemFn) -> syn::Result<TokenStream> {
     let doc = format!(
         "The tool `{name}` ({description}), ready for `Dispatcher::register`: [`{fn_ident}`] with its description, input schema and settings."
     );
+    // A function without shared state is the tool itself; one with it is called with a
+    // clone of the state each time, by a closure that owns it.
+    let (shared_param, tool) = match params.shared {
+        None => (quote! {}, quote! { #fn_ident }),
+        Some(shared_ty) => {
+            let ctx = ctx_ty.map(|_| quote! { , ctx });
+            let ctx_param = ctx_ty.map(|ty| quote! { , ctx: #ty });
+            (
+                quote! { shared: #shared_ty },
+                quote! {
+                    move |input: #input_ty #ctx_param| {
+                        #fn_ident(::idempotency::Shared(::std::clone::Clone::clone(&shared)), input #ctx)
+                    }
+                },
+            )
+        }
+    };
     Ok(quote! {
         #func
 
         #[doc = #doc]
-        #vis fn #ctor() -> ::idempotency::ToolSpec {
+        #vis fn #ctor(#shared_param) -> ::idempotency::ToolSpec {
             #input_check
             #ctx_check
             #output_check
-            ::idempotency::ToolSpec::typed(#name, #fn_ident)
+            ::idempotency::ToolSpec::typed(#name, #tool)
                 .description(#description)
                 #idempotent
                 #required
@@ -100,28 +117,54 @@ pub fn expand(attr: ToolAttr, func: &ItemFn) -> syn::Result<TokenStream> {
     })
 }
 
-/// The input's type and, if it takes one, the type of its second parameter (the call's
-/// context).
-fn typed_inputs(func: &ItemFn) -> syn::Result<(&Type, Option<&Type>)> {
+/// What the function takes: its shared state (the `T` of a first `Shared<T>`: a pool, a
+/// client), its input, and its call's context.
+struct Params<'f> {
+    shared: Option<&'f Type>,
+    input: &'f Type,
+    ctx: Option<&'f Type>,
+}
+
+fn params(func: &ItemFn) -> syn::Result<Params<'_>> {
     let mut types = Vec::new();
     for arg in &func.sig.inputs {
         match arg {
             FnArg::Receiver(r) => {
                 return Err(syn::Error::new(
                     r.span(),
-                    "a tool is a free function: a method has no value of its `self` to be called with. Build a ToolSpec::typed from a closure that holds it",
+                    "a tool is a free function, not a method: take what it needs as its first parameter, `Shared(pool): Shared<Pool>`, and `<name>_tool(pool)` builds it",
                 ))
             }
             FnArg::Typed(t) => types.push(&*t.ty),
         }
     }
-    match types.as_slice() {
-        [input] => Ok((input, None)),
-        [input, ctx] => Ok((input, Some(ctx))),
+    let (shared, rest) = match types.split_first() {
+        Some((first, rest)) if shared_of(first).is_some() => (shared_of(first), rest),
+        _ => (None, types.as_slice()),
+    };
+    match rest {
+        [input] => Ok(Params { shared, input, ctx: None }),
+        [input, ctx] => Ok(Params { shared, input, ctx: Some(ctx) }),
         _ => Err(syn::Error::new(
-            func.sig.inputs.span().join(func.sig.ident.span()).unwrap_or(func.sig.ident.span()),
-            "a tool takes its input, and may take its call's context: `async fn name(input: Input)` or `async fn name(input: Input, ctx: CallContext)`",
+            func.sig.ident.span(),
+            "a tool takes its input, and may take its shared state before it and its call's context after it: `async fn name(Shared(s): Shared<S>, input: Input, ctx: CallContext)`, each but the input optional",
         )),
+    }
+}
+
+/// `T` of a type written `Shared<T>` (the client's `idempotency::Shared`).
+fn shared_of(ty: &Type) -> Option<&Type> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    if last.ident != "Shared" {
+        return None;
+    }
+    match &last.arguments {
+        syn::PathArguments::AngleBracketed(args) if args.args.len() == 1 => match &args.args[0] {
+            syn::GenericArgument::Type(t) => Some(t),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

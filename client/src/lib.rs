@@ -46,7 +46,7 @@ pub use redis::RedisStore;
 pub use retry::{Attempt, Retry};
 pub use store::IdempotencyStore;
 pub use toolkit::Toolkit;
-pub use typed::{input_schema_of, typed_tool, ToolResult, TypedFn};
+pub use typed::{input_schema_of, typed_tool, Shared, ToolResult, TypedFn};
 /// `#[tool]`: an async function of a typed input made a tool, with its description, input
 /// schema and settings (the framework's `@Tool` and `@Idempotent`). See docs/client.md.
 pub use macros::tool;

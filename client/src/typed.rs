@@ -195,3 +195,11 @@ impl Idempotent {
         self.key_supplier(move |input| I::deserialize(input).ok().and_then(|i| f(&i).into()))
     }
 }
+
+/// What a `#[tool]` function needs besides its input (a pool, an HTTP client), as its
+/// first parameter: `async fn send_email(Shared(pool): Shared<Pool>, input: SendEmail)`.
+/// `send_email_tool(pool)` then builds the tool, which calls the function with a clone of
+/// it each time (so it is cheap to clone: a pool, an `Arc`), as axum's `State` does. (Not
+/// `State`: that name is a record's state.)
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Shared<T>(pub T);

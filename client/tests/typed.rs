@@ -4,6 +4,7 @@
 //! they are, and listed for an agent with its description and input schema.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -168,6 +169,25 @@ async fn charge_card_anyhow(input: Charge) -> anyhow::Result<u64> {
         retry_after: Some(Duration::from_secs(2)),
     }
     .into())
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct Visit {
+    page: String,
+}
+
+/// Count a visit: its counter is the tool's shared state, given when the tool is built.
+#[idempotency::tool(idempotent)]
+async fn count_visit(
+    Shared(visits): Shared<Arc<AtomicU32>>,
+    input: Visit,
+    ctx: CallContext,
+) -> Result<String, ToolError> {
+    let n = visits.fetch_add(1, Ordering::SeqCst) + 1;
+    Ok(format!(
+        "visit {n} of {} (attempt {})",
+        input.page, ctx.attempt
+    ))
 }
 
 /// A spec under a name of its own, so that runs and stores never share records.
@@ -348,6 +368,28 @@ async fn a_tool_error_keeps_what_it_says_through_any_error_type(store: Arc<dyn I
     }
 }
 
+async fn a_tool_with_shared_state_runs_once(store: Arc<dyn IdempotencyStore>) {
+    let visits = Arc::new(AtomicU32::new(0));
+    let (d, tool) = dispatcher(
+        store,
+        renamed(count_visit_tool(visits.clone()), "count_visit"),
+    );
+    let input = json!({"page": unique("/home")});
+    let page = input["page"].as_str().unwrap().to_string();
+    let first = format!("visit 1 of {page} (attempt 1)");
+    assert_eq!(
+        d.dispatch(&tool, input.clone()).await.unwrap(),
+        Dispatched::Ran(json!(first))
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            d.dispatch(&tool, input.clone()).await.unwrap(),
+            Dispatched::Replayed(json!(first))
+        );
+    }
+    assert_eq!(visits.load(Ordering::SeqCst), 1);
+}
+
 macro_rules! suite {
     ($store:ident, $make:expr) => {
         mod $store {
@@ -358,6 +400,10 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn three_calls() {
                 three_calls_run_once_and_replay_the_typed_output(store()).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn shared_state() {
+                a_tool_with_shared_state_runs_once(store()).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn bad_input() {

@@ -54,6 +54,16 @@ async fn notify(input: u32) -> Result<(), Box<dyn std::error::Error + Send + Syn
     Ok(())
 }
 
+/// With state of its own: built by `count_tool(counter)`.
+#[tool(idempotent)]
+async fn count(
+    idempotency::Shared(counter): idempotency::Shared<std::sync::Arc<std::sync::atomic::AtomicU32>>,
+    page: String,
+) -> Result<u32, ToolError> {
+    let _ = page;
+    Ok(counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
+}
+
 /// Nothing remembered.
 #[tool(idempotent)]
 async fn plain(input: u32) -> Result<u32, String> {
@@ -71,6 +81,7 @@ fn main() {
         search_tool(),
         notify_tool(),
         plain_tool(),
+        count_tool(Default::default()),
     ];
     assert_eq!(specs[0].name, "create_issue");
     assert!(specs[0].requires_idempotency());
