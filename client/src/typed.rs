@@ -201,5 +201,48 @@ impl Idempotent {
 /// `send_email_tool(pool)` then builds the tool, which calls the function with a clone of
 /// it each time (so it is cheap to clone: a pool, an `Arc`), as axum's `State` does. (Not
 /// `State`: that name is a record's state.)
+///
+/// ```no_run
+/// use deadpool_postgres::Pool;
+/// use idempotency::{tool, CallContext, Dispatcher, PgStore, Shared};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Deserialize, schemars::JsonSchema)]
+/// struct SendEmail {
+///     /// The recipient's address.
+///     to: String,
+///     subject: String,
+/// }
+///
+/// #[derive(Serialize)]
+/// struct Sent {
+///     email_id: i32,
+/// }
+///
+/// /// Send an email.
+/// #[tool(idempotent(ttl_secs = 86_400), required)]
+/// async fn send_email(
+///     Shared(pool): Shared<Pool>,
+///     input: SendEmail,
+///     ctx: CallContext,
+/// ) -> anyhow::Result<Sent> {
+///     ctx.ensure_lease()?;
+///     let row = pool
+///         .get()
+///         .await?
+///         .query_one(
+///             "INSERT INTO outbox (recipient, subject) VALUES ($1, $2) RETURNING id",
+///             &[&input.to, &input.subject],
+///         )
+///         .await?;
+///     Ok(Sent { email_id: row.get(0) })
+/// }
+///
+/// # fn agent(pool: Pool) -> idempotency::Result<()> {
+/// let agent = Dispatcher::new(std::sync::Arc::new(PgStore::new(pool.clone())));
+/// agent.register(send_email_tool(pool))?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Shared<T>(pub T);
