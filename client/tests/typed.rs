@@ -190,6 +190,17 @@ async fn count_visit(
     ))
 }
 
+/// A nested call's failure (here a mismatch), met through `?`.
+#[idempotency::tool(read_only)]
+async fn forward(input: Charge) -> Result<u64, idempotency::Error> {
+    Err(Error::new(
+        ErrorKind::Mismatch,
+        format!("the nested call of {} cents", input.cents),
+    )
+    .with_response(Some(json!({"nested": true})))
+    .with_retryable(true))
+}
+
 /// A spec under a name of its own, so that runs and stores never share records.
 fn renamed(mut spec: ToolSpec, name: &str) -> ToolSpec {
     spec.name = unique(name);
@@ -388,6 +399,21 @@ async fn a_tool_with_shared_state_runs_once(store: Arc<dyn IdempotencyStore>) {
         );
     }
     assert_eq!(visits.load(Ordering::SeqCst), 1);
+}
+
+/// A nested call's error fails this tool: its kind was the nested call's, not this one's.
+#[tokio::test]
+async fn a_nested_client_error_is_a_tool_failure() {
+    let d = Dispatcher::in_memory();
+    d.register(forward_tool()).unwrap();
+    let e = d
+        .dispatch("forward", json!({"cents": 5}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ToolFailed);
+    assert_eq!(e.message, "the nested call of 5 cents");
+    assert_eq!(e.response(), Some(&json!({"nested": true})));
+    assert!(e.retryable());
 }
 
 macro_rules! suite {
