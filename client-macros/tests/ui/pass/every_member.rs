@@ -1,14 +1,14 @@
-use idempotency::{tool, CallContext, ToolError};
+use idempotency::{tool, CallContext, KeyStrategy, OnCacheHit, OnMismatch, ToolError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Deserialize, schemars::JsonSchema)]
-struct CreateIssue {
-    title: String,
+pub struct CreateIssue {
+    pub title: String,
 }
 
 #[derive(Serialize)]
-struct Created {
-    id: u64,
+pub struct Created {
+    pub id: u64,
 }
 
 fn issue_key(issue: &CreateIssue) -> String {
@@ -86,4 +86,28 @@ fn main() {
     assert_eq!(specs[0].name, "create_issue");
     assert!(specs[0].requires_idempotency());
     assert!(!specs[2].side_effect);
+
+    // Each member lands on its setting.
+    let secs = std::time::Duration::from_secs;
+    let create = specs[0].idempotent.as_ref().unwrap();
+    let Some(KeyStrategy::Explicit(Some(key))) = &create.strategy else {
+        panic!("create_issue's own key supplier: {:?}", create.strategy);
+    };
+    assert_eq!(key(&serde_json::json!({"title": "Crash"})).as_deref(), Some("crash"));
+    assert_eq!(create.ttl, Some(secs(86_400)));
+    assert_eq!(create.on_cache_hit, Some(OnCacheHit::ReturnCachedIfSuccess));
+    assert_eq!(create.cache_failures, Some(true));
+    assert_eq!(create.on_mismatch, Some(OnMismatch::Ignore));
+    assert_eq!(
+        (create.lease, create.timeout, create.wait),
+        (Some(secs(30)), Some(secs(60)), Some(secs(5)))
+    );
+    let order = specs[1].idempotent.as_ref().unwrap();
+    assert!(matches!(order.strategy, Some(KeyStrategy::Explicit(None))));
+    assert_eq!(order.on_cache_hit, Some(OnCacheHit::FailFast));
+    assert!(specs[2].idempotent.is_none());
+    let notify = specs[3].idempotent.as_ref().unwrap();
+    assert!(matches!(notify.strategy, Some(KeyStrategy::Uuid)));
+    let plain = specs[4].idempotent.as_ref().unwrap();
+    assert!(plain.strategy.is_none() && plain.ttl.is_none());
 }
