@@ -12,14 +12,15 @@ cd "$ROOT"
 
 psql=("$(bindir_of pg18)/psql" -X -q -v ON_ERROR_STOP=1)
 
-# Part one: an agent in Rust (client/examples/agent_demo.rs) whose send_email tool runs
-# through the dispatcher and PgStore.
+# Part one: an agent in Rust (client/examples/agent_demo/) whose tools run through
+# PgStore: send_email exactly once in its transaction, a web action against an
+# authenticated API, and a typed tool taken over after a crash.
 "${psql[@]}" "$(conninfo pg18) dbname=postgres" -c "SET client_min_messages = warning" \
     -c "DROP DATABASE IF EXISTS pgidem_agent" -c "CREATE DATABASE pgidem_agent"
 "${psql[@]}" "$(conninfo pg18) dbname=pgidem_agent" -c "CREATE EXTENSION pg_idempotency"
-log "building the agent demo (client/examples/agent_demo.rs)"
+log "building the agent demo (client/examples/agent_demo/)"
 cargo build -q -p pg_idempotency_client --example agent_demo
-printf '\n\033[1m%s\033[0m\n' "An AI agent's send_email tool, in Rust (client/examples/agent_demo.rs)"
+printf '\n\033[1m%s\033[0m\n' "An AI agent's tools, in Rust (client/examples/agent_demo/)"
 cargo run -q -p pg_idempotency_client --example agent_demo -- "$(conninfo pg18) dbname=pgidem_agent"
 
 # Part two: the same guarantees from plain SQL, as any other service would use them.

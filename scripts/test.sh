@@ -9,8 +9,9 @@
 #                        (tests/faults/)
 # Layers 2 to 4 run twice per version: against the extension and against the portable SQL
 # variant (sql/), installed into a database where the extension is absent.
-# The Python and Node.js examples (examples/) run against both backends too; the canon
-# and protocol crates' own tests and a smoke run of the benchmark harness run once. The command ends
+# The Python and Node.js examples (examples/) run against both backends too; the canon,
+# protocol and client-macros crates' own tests and a smoke run of the benchmark harness
+# run once. The command ends
 # with one line: N passed, N failed, N skipped (scripts/results.py; under CI=true a skip
 # for something setup installs counts as failed).
 #
@@ -118,6 +119,7 @@ bench_smoke() {
 
 step libtest "canonical JSON (canon crate: vectors, numbers, properties)" cargo test -p pg_idempotency_canon
 step libtest "protocol (declarations, rendering, codes and words)" cargo test -p pg_idempotency_protocol
+step libtest "typed tools' attribute (client-macros: what it builds, what the compiler refuses)" cargo test -p pg_idempotency_client_macros
 
 for v in "${versions[@]}"; do
     step libtest "$v: #[pg_test] (Rust inside the server)" pg_tests "$v"

@@ -24,6 +24,9 @@ use crate::toolkit::Toolkit;
 use crate::types::{Begin, Claim, Replay};
 use crate::unanswered::Unanswered;
 
+mod listing;
+pub use listing::ToolInfo;
+
 /// What a dispatch did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Dispatched {

@@ -18,6 +18,7 @@ mod holder;
 mod idempotent;
 mod lease;
 mod limits;
+mod macro_support;
 pub mod marks;
 mod memory;
 mod pg;
@@ -29,19 +30,24 @@ mod retry;
 mod savepoint;
 mod store;
 mod tool;
+mod tool_error;
 mod toolkit;
 mod tx_tool;
+mod typed;
 mod types;
 mod unanswered;
 mod web;
 
-pub use dispatcher::{Call, Dispatched, Dispatcher};
+pub use dispatcher::{Call, Dispatched, Dispatcher, ToolInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use exactly_once::ExactlyOnce;
 pub use idempotent::{
     Fingerprint, FingerprintFn, Idempotent, KeyStrategy, KeySupplier, OnUnknownOutcome, Reconcile,
     ReconcileFn, Reconciled,
 };
+/// `#[tool]`: an async function of a typed input made a tool, with its description, input
+/// schema and settings (the framework's `@Tool` and `@Idempotent`). See docs/client.md.
+pub use macros::tool;
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};
 #[cfg(feature = "redis")]
@@ -51,8 +57,18 @@ pub use store::IdempotencyStore;
 pub use tool::{tool_fn, tool_fn_with, CallContext, IdempotencyHint, Tool, ToolError, ToolSpec};
 pub use toolkit::Toolkit;
 pub use tx_tool::{tx_tool_fn, tx_tool_fn_with, TxFuture, TxTool, TxToolSpec};
+pub use typed::{input_schema_of, typed_tool, Shared, ToolResult, TypedFn};
 pub use types::*;
 pub use web::{Action, Headers, Params, UpstreamKey, WebExecutor};
+
+/// The schema crate typed tools derive their input's JSON Schema with
+/// (`#[derive(schemars::JsonSchema)]`).
+pub use schemars;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::macro_support::{is_call_context, is_tool_input, is_tool_result};
+}
 
 /// The HTTP method type of web actions.
 pub use reqwest::Method;

@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -11,32 +10,7 @@ use serde_json::Value;
 use crate::error::{ErrorKind, Result};
 use crate::idempotent::Idempotent;
 use crate::lease::LeaseWatch;
-
-/// A tool's own failure: what to report (and, if its settings cache failures, replay).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolError {
-    /// `ToolFailed` unless the tool knows better (a web action reports `Http`).
-    pub kind: ErrorKind,
-    pub message: String,
-    pub response: Option<Value>,
-    /// Another attempt may succeed (a timeout upstream, a 503).
-    pub retryable: bool,
-    /// When the next attempt is worth making, if the tool was told (a provider's
-    /// `Retry-After`). `Retry` waits that long instead of its own backoff.
-    pub retry_after: Option<Duration>,
-}
-
-impl ToolError {
-    pub fn new(message: impl Into<String>) -> ToolError {
-        ToolError {
-            kind: ErrorKind::ToolFailed,
-            message: message.into(),
-            response: None,
-            retryable: false,
-            retry_after: None,
-        }
-    }
-}
+pub use crate::tool_error::ToolError;
 
 /// What a tool knows of the call it runs.
 #[derive(Debug, Clone, Default)]

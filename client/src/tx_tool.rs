@@ -169,17 +169,3 @@ impl From<tokio_postgres::Error> for ToolError {
         }
     }
 }
-
-impl From<Error> for ToolError {
-    /// A nested call's error, as the failure of the tool that made it (`?` on
-    /// `dispatch_in` inside a transactional tool).
-    fn from(e: Error) -> ToolError {
-        ToolError {
-            kind: e.kind,
-            message: e.to_string(),
-            response: e.response().cloned(),
-            retryable: e.retryable() || e.kind == ErrorKind::Contention,
-            retry_after: e.retry_after(),
-        }
-    }
-}

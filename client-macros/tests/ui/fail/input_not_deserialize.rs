@@ -1,0 +1,13 @@
+use idempotency::{tool, ToolError};
+
+struct SendEmail {
+    to: String,
+}
+
+/// Send an email.
+#[tool]
+async fn send_email(input: SendEmail) -> Result<String, ToolError> {
+    Ok(input.to)
+}
+
+fn main() {}

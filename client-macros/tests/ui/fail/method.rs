@@ -1,0 +1,13 @@
+use idempotency::{tool, ToolError};
+
+struct Mailer;
+
+impl Mailer {
+    /// Send an email.
+    #[tool]
+    async fn send_email(&self, to: String) -> Result<String, ToolError> {
+        Ok(to)
+    }
+}
+
+fn main() {}

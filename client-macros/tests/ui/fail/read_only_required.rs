@@ -1,0 +1,9 @@
+use idempotency::{tool, ToolError};
+
+/// Search.
+#[tool(read_only, required)]
+async fn search(query: String) -> Result<String, ToolError> {
+    Ok(query)
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use idempotency::tool;
+
+/// Send an email.
+#[tool]
+async fn send_email(to: String) -> String {
+    to
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use idempotency::{tool, ToolError};
+
+/// Send an email.
+#[tool]
+async fn send_email(to: String, subject: String) -> Result<String, ToolError> {
+    Ok(to + &subject)
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use idempotency::{tool, ToolError};
+
+/// Send an email.
+#[tool(idempotent(ttl = 86_400))]
+async fn send_email(to: String) -> Result<String, ToolError> {
+    Ok(to)
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use idempotency::{tool, ToolError};
+
+/// Place an order.
+#[tool(idempotent(strategy = HASH_INPUT))]
+async fn place_order(sku: String) -> Result<String, ToolError> {
+    Ok(sku)
+}
+
+fn main() {}
