@@ -153,19 +153,23 @@ pub(crate) fn start(
     let held_until = Instant::now() + length;
     let flag = ran.clone();
     let task = tokio::spawn(async move {
-        let heartbeat = tokio::spawn(keeper.run(held_until));
-        let _heartbeat = AbortOnDrop(heartbeat.abort_handle());
-        let result = match plan {
-            Plan::Run => run_tool(&held.scope, tool, input, ctx).await,
-            Plan::Refuse(why) => Ran::Refused(why),
-            Plan::Reconcile(read) => {
-                let call = Reconcile {
-                    input: input.clone(),
-                    key: held.key.clone(),
-                    upstream_key: held.claim.upstream_key,
-                    attempt: held.claim.attempt,
-                };
-                match read(call).await {
+        // The heartbeat beats in this task, beside the work; the tool runs in a task of its
+        // own (`run_tool`), so a tool that blocks its thread does not stop the heartbeat on
+        // a multi-threaded runtime.
+        let heartbeat = keeper.run(held_until);
+        tokio::pin!(heartbeat);
+        let work = async move {
+            let result = match plan {
+                Plan::Run => run_tool(&held.scope, tool, input, ctx).await,
+                Plan::Refuse(why) => Ran::Refused(why),
+                Plan::Reconcile(read) => {
+                    let call = Reconcile {
+                        input: input.clone(),
+                        key: held.key.clone(),
+                        upstream_key: held.claim.upstream_key,
+                        attempt: held.claim.attempt,
+                    };
+                    match read(call).await {
                     Ok(Reconciled::Found(v)) => Ran::Found(v),
                     Ok(Reconciled::NotFound) => run_tool(&held.scope, tool, input, ctx).await,
                     Ok(Reconciled::Unknown) => Ran::Refused(
@@ -176,14 +180,25 @@ pub(crate) fn start(
                         e.message
                     )),
                 }
+                }
+            };
+            flag.store(true, Ordering::SeqCst);
+            let _ = ran_tx.send(result.clone());
+            let recorded = record(&held, &result, &LeaseWatch::new(lease_rx)).await;
+            if let Recorded::Expired = recorded {
+                tracing::error!(scope = %held.scope, fence = held.claim.fence, "the result was never recorded: the store could not be reached until the record expired");
+            }
+            recorded
+        };
+        tokio::pin!(work);
+        let mut beating = true;
+        let recorded = loop {
+            tokio::select! {
+                recorded = &mut work => break recorded,
+                // The heartbeat ends only when the store refused the fence.
+                _ = &mut heartbeat, if beating => beating = false,
             }
         };
-        flag.store(true, Ordering::SeqCst);
-        let _ = ran_tx.send(result.clone());
-        let recorded = record(&held, &result, &LeaseWatch::new(lease_rx)).await;
-        if let Recorded::Expired = recorded {
-            tracing::error!(scope = %held.scope, fence = held.claim.fence, "the result was never recorded: the store could not be reached until the record expired");
-        }
         let _ = recorded_tx.send(recorded);
     });
     Running {
