@@ -74,7 +74,7 @@ impl Keeper {
         let period = (self.length / 3).max(Duration::from_millis(20));
         let again = (self.length / 10).clamp(Duration::from_millis(10), Duration::from_millis(250));
         let mut next = held_until
-            .checked_sub(self.length - period)
+            .checked_sub(self.length.saturating_sub(period))
             .unwrap_or_else(Instant::now);
         loop {
             tokio::time::sleep_until(next).await;

@@ -578,3 +578,21 @@ suite!(memory, Some(Arc::new(MemoryStore::new())));
 #[cfg(feature = "redis")]
 suite!(redis, redis_store().await);
 suite!(postgres, Some(Arc::new(PgStore::new(pool()))));
+
+/// A lease shorter than the heartbeat's shortest period (20 ms) still runs the call: the
+/// heartbeat's first beat is due at once rather than before the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_shorter_than_a_beat_runs_the_call() {
+    let store: Arc<dyn IdempotencyStore> = Arc::new(MemoryStore::new());
+    let (tool, sent) = (unique("send_email"), Arc::new(AtomicU32::new(0)));
+    let d = Dispatcher::new(store);
+    d.register(
+        ToolSpec::new(&tool, counting(sent.clone()))
+            .idempotent(Idempotent::new().lease(Duration::from_millis(5))),
+    )
+    .unwrap();
+    assert_eq!(
+        d.dispatch(&tool, json!({"n": 1})).await.unwrap(),
+        Dispatched::Ran(json!({"email_id": 1}))
+    );
+}
