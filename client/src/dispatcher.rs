@@ -449,6 +449,12 @@ fn answer(spec: &ToolSpec, ran: Ran, recorded: Recorded) -> Result<Dispatched> {
             &ran,
             &format!("The store cannot keep it ({cause}); a mark was recorded in its place, so every retry is told the effect happened (ErrorKind::Unrecorded) instead of running it again."),
         )),
+        // Only a failure is abandoned, and a failure is answered above.
+        (ran, Recorded::Abandoned) => Err(unrecorded(
+            spec,
+            &ran,
+            "Its claim was left to lapse: an attempt that takes it over decides by on_unknown_outcome.",
+        )),
         (ran, Recorded::Expired) => Err(unrecorded(
             spec,
             &ran,

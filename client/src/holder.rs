@@ -19,7 +19,7 @@ use crate::idempotent::{Reconcile, ReconcileFn, Reconciled};
 use crate::lease::{Keeper, LeaseState, LeaseWatch};
 use crate::marks::Mark;
 use crate::store::IdempotencyStore;
-use crate::tool::{CallContext, Tool, ToolError};
+use crate::tool::{CallContext, FailureRecord, Tool, ToolError};
 use crate::types::Claim;
 
 /// What the tool did.
@@ -69,6 +69,9 @@ pub(crate) enum Recorded {
     Unstorable(Error),
     /// The record expired while the store could not be reached.
     Expired,
+    /// Left to lapse on purpose: the tool failed without knowing whether its effect
+    /// happened (`FailureRecord::Abandon`).
+    Abandoned,
 }
 
 /// What the holder owns.
@@ -231,6 +234,14 @@ async fn run_tool(scope: &str, tool: Arc<dyn Tool>, input: Value, ctx: CallConte
 /// cannot be reached: a repeat with the same fence is safe (the store answers the state it
 /// recorded). Never after the store refused the fence, and never past the record's expiry.
 async fn record(held: &Held, result: &Ran, lease: &LeaseWatch) -> Recorded {
+    let cache_failures = match result {
+        Ran::Failed(e) => match e.record {
+            FailureRecord::Policy => held.cache_failures,
+            FailureRecord::Release => Some(false),
+            FailureRecord::Abandon => return Recorded::Abandoned,
+        },
+        _ => held.cache_failures,
+    };
     let (mut response, succeeded) = result.response();
     let mut unstorable = None;
     let mut backoff = Duration::from_millis(20);
@@ -246,7 +257,7 @@ async fn record(held: &Held, result: &Ran, lease: &LeaseWatch) -> Recorded {
                 held.claim.fence,
                 response.as_ref(),
                 succeeded,
-                held.cache_failures,
+                cache_failures,
             )
             .await;
         match completed {

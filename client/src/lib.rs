@@ -54,7 +54,9 @@ pub use pg::{PgSource, PgStore};
 pub use redis::RedisStore;
 pub use retry::{Attempt, Retry};
 pub use store::IdempotencyStore;
-pub use tool::{tool_fn, tool_fn_with, CallContext, IdempotencyHint, Tool, ToolError, ToolSpec};
+pub use tool::{
+    tool_fn, tool_fn_with, CallContext, FailureRecord, IdempotencyHint, Tool, ToolError, ToolSpec,
+};
 pub use toolkit::Toolkit;
 pub use tx_tool::{tx_tool_fn, tx_tool_fn_with, TxFuture, TxTool, TxToolSpec};
 pub use typed::{input_schema_of, typed_tool, Shared, ToolResult, TypedFn};

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::error::{ErrorKind, Result};
 use crate::idempotent::Idempotent;
 use crate::lease::LeaseWatch;
-pub use crate::tool_error::ToolError;
+pub use crate::tool_error::{FailureRecord, ToolError};
 
 /// What a tool knows of the call it runs.
 #[derive(Debug, Clone, Default)]
@@ -59,6 +59,7 @@ impl CallContext {
                 response: None,
                 retryable: true,
                 retry_after: None,
+                record: FailureRecord::Policy,
             });
         }
         Ok(())

@@ -25,6 +25,26 @@ pub struct ToolError {
     /// When the next attempt is worth making, if the tool was told (a provider's
     /// `Retry-After`). `Retry` waits that long instead of its own backoff.
     pub retry_after: Option<Duration>,
+    /// What becomes of the call's claim: by default the settings' `cache_failures`
+    /// decide; a failure that says nothing of the call's outcome overrides them.
+    pub record: FailureRecord,
+}
+
+/// What a claimed call's failure does to its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailureRecord {
+    /// The call's `cache_failures` decide: remembered (replayed to every retry) or
+    /// released (a retry runs again).
+    #[default]
+    Policy,
+    /// Released whatever `cache_failures` say: the failure is not the call's answer (the
+    /// request never reached whoever acts, or was refused before it acted), so a retry
+    /// runs again.
+    Release,
+    /// Neither remembered nor released: the effect may have happened (the connection to
+    /// whoever acts broke after the request went out). The claim is left to lapse, and the
+    /// attempt that takes it over decides by `on_unknown_outcome`.
+    Abandon,
 }
 
 impl ToolError {
@@ -35,7 +55,20 @@ impl ToolError {
             response: None,
             retryable: false,
             retry_after: None,
+            record: FailureRecord::Policy,
         }
+    }
+
+    /// Released whatever the settings' `cache_failures` say ([`FailureRecord::Release`]).
+    pub fn release(mut self) -> ToolError {
+        self.record = FailureRecord::Release;
+        self
+    }
+
+    /// Left to lapse, neither remembered nor released ([`FailureRecord::Abandon`]).
+    pub fn abandon(mut self) -> ToolError {
+        self.record = FailureRecord::Abandon;
+        self
     }
 
     /// What the caller is answered with (and, cached, replayed).
@@ -175,6 +208,7 @@ impl From<Error> for ToolError {
             response: e.response().cloned(),
             retryable: e.retryable() || contention,
             retry_after: e.retry_after(),
+            record: FailureRecord::Policy,
         }
     }
 }

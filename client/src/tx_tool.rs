@@ -12,7 +12,7 @@ use tokio_postgres::Transaction;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::idempotent::Idempotent;
-use crate::tool::{CallContext, IdempotencyHint, ToolError};
+use crate::tool::{CallContext, FailureRecord, IdempotencyHint, ToolError};
 
 /// What a transactional tool's closure returns: a boxed future that may borrow the
 /// transaction (as sqlx's `transaction(|tx| Box::pin(async move { .. }))`).
@@ -166,6 +166,7 @@ impl From<tokio_postgres::Error> for ToolError {
             message: err.to_string(),
             retryable: contention,
             retry_after: None,
+            record: FailureRecord::Policy,
         }
     }
 }

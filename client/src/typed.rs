@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::idempotent::Idempotent;
-use crate::tool::{CallContext, Tool, ToolError, ToolSpec};
+use crate::tool::{CallContext, FailureRecord, Tool, ToolError, ToolSpec};
 
 type Running = Pin<Box<dyn Future<Output = std::result::Result<Value, ToolError>> + Send>>;
 
@@ -45,6 +45,7 @@ where
                 response: None,
                 retryable: false,
                 retry_after: None,
+                record: FailureRecord::Policy,
             }),
             // A ToolError comes back out of its box as it went in: kind, response and all.
             Err(e) => Err(ToolError::of(e)),
@@ -127,6 +128,7 @@ where
                 response: None,
                 retryable: false,
                 retry_after: None,
+                record: FailureRecord::Policy,
             }
         })?;
         self.f.run(input, ctx).await

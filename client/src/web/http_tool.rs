@@ -13,7 +13,7 @@ use super::headers::Headers;
 use super::retry_after;
 use super::unsafe_method;
 use crate::error::{Error, ErrorKind, Result};
-use crate::tool::{CallContext, Tool, ToolError};
+use crate::tool::{CallContext, FailureRecord, Tool, ToolError};
 
 /// The executor's HTTP client, shared with its actions, so that one given after they were
 /// registered (`WebExecutor::with_http_client`) is the one they use.
@@ -73,6 +73,7 @@ impl Tool for HttpTool {
             response: None,
             retryable: false,
             retry_after: None,
+            record: FailureRecord::Policy,
         })?;
         let http = self.http.read().unwrap_or_else(|p| p.into_inner()).clone();
         // The call's headers over the action's; both over the client's defaults, which
@@ -120,6 +121,7 @@ impl Tool for HttpTool {
             // way every time.
             retryable: !e.is_builder(),
             retry_after: None,
+            record: FailureRecord::Policy,
         })?;
         let status = resp.status();
         let advice = resp
@@ -133,6 +135,7 @@ impl Tool for HttpTool {
             response: None,
             retryable: true,
             retry_after: None,
+            record: FailureRecord::Policy,
         })?;
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         if status.is_success() {
@@ -146,6 +149,7 @@ impl Tool for HttpTool {
                 retryable,
                 // Advice on when to come back matters only to an answer worth retrying.
                 retry_after: advice.filter(|_| retryable),
+                record: FailureRecord::Policy,
             })
         }
     }
@@ -180,6 +184,7 @@ fn header_value(action: &str, key: &str) -> std::result::Result<HeaderValue, Too
         response: None,
         retryable: false,
         retry_after: None,
+        record: FailureRecord::Policy,
     }
     };
     if !fits {

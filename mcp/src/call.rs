@@ -1,0 +1,231 @@
+//! A deduplicated `tools/call`: its key and scope, the settings it runs with, and the
+//! answer the MCP client gets for each way it can end.
+
+use std::sync::Arc;
+
+use idempotency::{
+    Call, Dispatched, Error, ErrorKind, Fingerprint, Idempotent, KeyStrategy, OnUnknownOutcome,
+};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData, ServerResult};
+use rmcp::service::RequestContext;
+use rmcp::{Peer, RoleClient, RoleServer};
+use serde_json::{json, Value};
+
+use crate::answer::{self, code, How, Marked, ProxyError};
+use crate::forward_tool::{Forwarding, Passed, Slot};
+use crate::key::{self, Key};
+use crate::policy::{Policy, Unknown};
+use crate::proxy::Proxy;
+use crate::reconcile;
+use crate::scope::scope_of;
+use crate::upstream::ProgressMap;
+
+pub struct Upstream<'a> {
+    pub peer: &'a Peer<RoleClient>,
+    pub progress: &'a Arc<ProgressMap>,
+}
+
+pub async fn deduplicated(
+    proxy: &Proxy,
+    up: Upstream<'_>,
+    params: CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    principal: &str,
+    header_key: Option<&str>,
+    policy: &Policy,
+) -> Result<CallToolResponse, ErrorData> {
+    let name = params.name.to_string();
+    let arguments = Value::Object(params.arguments.clone().unwrap_or_default());
+    let chosen = key::choose(
+        &context.meta.0 .0,
+        header_key,
+        policy.strategy,
+        policy.key_field.as_deref(),
+        &arguments,
+    )
+    .map_err(|e| answer::invalid_params(e.message, e.hint))?;
+    let scope = scope_of(&proxy.server, &name, principal);
+    let (key, fingerprint) = match chosen {
+        Key::None => {
+            // `strategy = "uuid"` and no key named: nothing to deduplicate on.
+            let result = crate::upstream::forward(
+                up.peer,
+                up.progress,
+                rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+                    params,
+                )),
+                context,
+            )
+            .await?;
+            return response_of(result);
+        }
+        Key::Client { key, .. } => (key, Fingerprint::WholeInput),
+        Key::Field(key) => (key, Fingerprint::ByStrategy),
+        Key::HashInput => {
+            let hash = canon::hash_value(&arguments).map_err(|e| {
+                answer::invalid_params(
+                    format!("the arguments have no canonical JSON form: {e}"),
+                    "Send arguments that are valid JSON (no lone surrogates).".into(),
+                )
+            })?;
+            (canon::key_of(&hash), Fingerprint::WholeInput)
+        }
+    };
+    proxy
+        .ensure_registered(&scope)
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    let slot = Slot::default();
+    let forwarding = Forwarding {
+        peer: up.peer.clone(),
+        progress: up.progress.clone(),
+        name: name.clone(),
+        meta: context.meta.clone(),
+        cancelled: context.ct.clone(),
+        max_result_bytes: policy.max_result_bytes,
+        oversize: policy.oversize,
+        slot: slot.clone(),
+    };
+    let settings = settings(policy, &key, fingerprint, up.peer);
+    let call = Call::new().idempotent(settings).extension(forwarding);
+    let dispatched = proxy
+        .dispatcher
+        .dispatch_call(&scope, arguments, call)
+        .await;
+    let mark = |how| Marked {
+        scope: &scope,
+        key: Some(&key),
+        how,
+    };
+    // The server's own answer, where the record holds something else.
+    if let Some(passed) = slot.take() {
+        return match passed {
+            Passed::Result(ServerResult::CallToolResult(r)) => Ok(CallToolResponse::Complete(
+                answer::marked(r, mark(How::Ran)),
+            )),
+            Passed::Result(other) => response_of(other),
+            Passed::Error(e) => Err(e),
+        };
+    }
+    match dispatched {
+        Ok(Dispatched::Ran(v)) => Ok(complete(&v, mark(How::Ran))?),
+        Ok(Dispatched::Replayed(v)) => Ok(complete(&v, mark(How::Replayed))?),
+        Ok(Dispatched::InProgress { retry_after }) => Err(ProxyError {
+            code: code::IN_PROGRESS,
+            kind: "in_progress",
+            message: format!("another attempt of this {name} call is running"),
+            detail: Some(format!("It was still running after this request waited {:?}.", policy.wait)),
+            hint: Some("Retry with the same key after retryAfterMs: the retry gets the first attempt's result.".into()),
+            retry_after: Some(retry_after),
+            scope: Some(&scope),
+            key: Some(&key),
+        }
+        .into_error()),
+        Err(e) => failed(e, &name, &scope, &key),
+    }
+}
+
+/// The settings a call runs with: the policy's, with the key the proxy chose.
+fn settings(
+    policy: &Policy,
+    key: &str,
+    fingerprint: Fingerprint,
+    peer: &Peer<RoleClient>,
+) -> Idempotent {
+    let key = key.to_string();
+    let mut idem = Idempotent::new()
+        .strategy(KeyStrategy::explicit(move |_| Some(key.clone())))
+        .fingerprint(fingerprint)
+        .wait(policy.wait);
+    idem.ttl = policy.ttl;
+    idem.lease = policy.lease;
+    idem.on_cache_hit = policy.on_cache_hit;
+    idem.cache_failures = policy.cache_failures;
+    idem.on_mismatch = policy.on_mismatch;
+    idem.on_unknown_outcome = Some(match &policy.on_unknown_outcome {
+        Unknown::Rerun => OnUnknownOutcome::Rerun,
+        Unknown::Refuse => OnUnknownOutcome::Refuse,
+        Unknown::Reconcile(rule) => {
+            let (peer, rule) = (peer.clone(), rule.clone());
+            return idem.reconcile(move |call| reconcile::read(peer.clone(), rule.clone(), call));
+        }
+    });
+    idem
+}
+
+fn complete(stored: &Value, m: Marked<'_>) -> Result<CallToolResponse, ErrorData> {
+    Ok(CallToolResponse::Complete(answer::marked(
+        answer::result_of(stored)?,
+        m,
+    )))
+}
+
+fn response_of(result: ServerResult) -> Result<CallToolResponse, ErrorData> {
+    match result {
+        ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+        ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
+        ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+        other => Err(ErrorData::internal_error(
+            format!("the upstream server answered tools/call with {other:?}"),
+            None,
+        )),
+    }
+}
+
+/// A dispatch that did not end in a result.
+fn failed(e: Error, name: &str, scope: &str, key: &str) -> Result<CallToolResponse, ErrorData> {
+    let how = if e.replayed() {
+        How::Replayed
+    } else {
+        How::Ran
+    };
+    let m = Marked {
+        scope,
+        key: Some(key),
+        how,
+    };
+    let error = |code: i32, kind: &str| {
+        Err(ProxyError {
+            code,
+            kind,
+            message: e.to_string(),
+            detail: e.detail().map(str::to_string),
+            hint: e.hint().map(str::to_string),
+            retry_after: e.retry_after(),
+            scope: Some(scope),
+            key: Some(key),
+        }
+        .into_error())
+    };
+    match e.kind {
+        // The tool's `isError` result, from this run or remembered.
+        ErrorKind::ToolFailed if e.response().is_some() => complete(e.response().unwrap(), m),
+        ErrorKind::Mismatch => error(code::KEY_REUSED, "key_reused"),
+        ErrorKind::RepeatRefused => error(code::FAILED_BEFORE, "failed_before"),
+        ErrorKind::OutcomeUnknown => error(code::OUTCOME_UNKNOWN, "outcome_unknown"),
+        // The effect happened now, and its result exists: the client gets it.
+        ErrorKind::Unrecorded | ErrorKind::LeaseLost if !e.replayed() && e.response().is_some() => {
+            tracing::warn!(tool = name, scope, error = %e, "the result is passed on, but not recorded");
+            complete(e.response().unwrap(), m)
+        }
+        ErrorKind::Unrecorded => error(code::UNRECORDED, "unrecorded"),
+        ErrorKind::Pool
+        | ErrorKind::Database
+        | ErrorKind::NotInstalled
+        | ErrorKind::NotPermitted
+        | ErrorKind::Contention
+        | ErrorKind::Timeout => {
+            tracing::error!(tool = name, scope, error = %e, "the store cannot be reached: the call was not sent");
+            error(code::STORE_UNAVAILABLE, "store_unavailable")
+        }
+        ErrorKind::InvalidArgument | ErrorKind::Uncanonicalizable | ErrorKind::ResponseTooLarge => {
+            Err(ErrorData::invalid_params(
+                e.to_string(),
+                Some(json!({"kind": "invalid", "detail": e.detail(), "hint": e.hint()})),
+            ))
+        }
+        _ => Err(ErrorData::internal_error(
+            e.to_string(),
+            Some(json!({"kind": "proxy_error", "detail": e.detail(), "hint": e.hint()})),
+        )),
+    }
+}

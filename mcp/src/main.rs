@@ -1,0 +1,92 @@
+//! `pg-idempotency-mcp`: the MCP proxy's command line. See docs/mcp.md.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Result;
+use clap::Parser;
+use idempotency_mcp::config::{Config, FrontTransport};
+use idempotency_mcp::proxy::Proxy;
+use idempotency_mcp::upstream::Target;
+use idempotency_mcp::{front, store};
+
+/// An MCP proxy that makes the tool calls of the server behind it safe to retry: calls of
+/// tools with an effect are deduplicated in PostgreSQL (pg_idempotency).
+#[derive(Parser, Debug)]
+#[command(name = "pg-idempotency-mcp", version)]
+struct Cli {
+    /// The configuration file (TOML); every option below overrides it.
+    #[arg(short, long)]
+    config: Option<PathBuf>,
+    /// The database with pg_idempotency (a libpq connection string or postgres:// URL).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Serve Streamable HTTP on this address instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// The upstream server's name: the first part of every scope.
+    #[arg(long)]
+    name: Option<String>,
+    /// Reach the upstream server over Streamable HTTP at this URL.
+    #[arg(long, value_name = "URL")]
+    upstream_url: Option<String>,
+    /// The identity calls are made for (stdio; HTTP requests that name none).
+    #[arg(long)]
+    principal: Option<String>,
+    /// The upstream server's command and arguments, started as a child process.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    // stdout carries the protocol on stdio: logs go to stderr.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PGIDEM_MCP_LOG")
+                .unwrap_or_else(|_| "warn,pg_idempotency_mcp=info,idempotency_mcp=info".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let mut config = match &cli.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if let Some(url) = cli.database_url {
+        config.database.url = Some(url);
+    }
+    if let Some(addr) = cli.http {
+        config.front.transport = FrontTransport::Http;
+        config.front.listen = Some(addr);
+    }
+    if let Some(name) = cli.name {
+        config.upstream.name = Some(name);
+    }
+    if let Some(p) = cli.principal {
+        config.front.principal = Some(p);
+    }
+    if let Some(url) = cli.upstream_url {
+        config.upstream.url = Some(url);
+        config.upstream.command = None;
+    }
+    if let Some((program, args)) = cli.command.split_first() {
+        config.upstream.command = Some(program.clone());
+        config.upstream.args = args.to_vec();
+        config.upstream.url = None;
+    }
+    config.check()?;
+    let target = Target::of(&config.upstream)?;
+    let store = store::connect(&config.database).await?;
+    let transport = config.front.transport;
+    let proxy = Arc::new(Proxy::new(config, target, store));
+    match transport {
+        FrontTransport::Stdio => front::serve_stdio(proxy).await,
+        FrontTransport::Http => {
+            tokio::select! {
+                served = front::serve_http(proxy, None) => served,
+                _ = tokio::signal::ctrl_c() => Ok(()),
+            }
+        }
+    }
+}

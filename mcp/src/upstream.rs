@@ -1,0 +1,267 @@
+//! The upstream server: started as a child process (stdio) or reached over Streamable
+//! HTTP, one connection per front session, initialized with the front client's own
+//! `initialize` parameters so that the server sees the client's capabilities (sampling,
+//! elicitation, roots). What the server asks of the client, and tells it, is relayed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result};
+use rmcp::model::{
+    ClientConfig, ClientRequest, ClientResult, ErrorData, GetMeta, NumberOrString, ProgressToken,
+    ServerNotification, ServerRequest,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{Peer, RoleClient, RoleServer, Service, ServiceExt};
+
+use crate::config;
+
+/// How to reach the upstream server.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Command {
+        program: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: Option<String>,
+    },
+    Url {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl Target {
+    pub fn of(u: &config::Upstream) -> Result<Target> {
+        if let Some(url) = &u.url {
+            return Ok(Target::Url {
+                url: url.clone(),
+                headers: u.headers.clone().into_iter().collect(),
+            });
+        }
+        let Some(program) = &u.command else {
+            anyhow::bail!("no upstream server: give [upstream] command (a server to start) or url (one to reach over Streamable HTTP), or the server's command after `--`");
+        };
+        Ok(Target::Command {
+            program: program.clone(),
+            args: u.args.clone(),
+            env: u.env.clone().into_iter().collect(),
+            cwd: u.cwd.clone(),
+        })
+    }
+}
+
+/// Upstream progress tokens (the proxy's own, one per forwarded request) to the front
+/// client's.
+#[derive(Default)]
+pub struct ProgressMap(Mutex<HashMap<ProgressToken, ProgressToken>>);
+
+impl ProgressMap {
+    pub fn insert(&self, upstream: ProgressToken, front: ProgressToken) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(upstream, front);
+    }
+    pub fn remove(&self, upstream: &ProgressToken) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(upstream);
+    }
+    fn front_of(&self, upstream: &ProgressToken) -> Option<ProgressToken> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(upstream)
+            .cloned()
+    }
+}
+
+/// The proxy's client side: relays the upstream server's requests and notifications to the
+/// front client.
+pub struct Relay {
+    front: Peer<RoleServer>,
+    info: ClientConfig,
+    progress: Arc<ProgressMap>,
+}
+
+pub type Connection = RunningService<RoleClient, Relay>;
+
+pub async fn connect(
+    target: &Target,
+    front: Peer<RoleServer>,
+    info: ClientConfig,
+    progress: Arc<ProgressMap>,
+) -> Result<Connection> {
+    let relay = Relay {
+        front,
+        info,
+        progress,
+    };
+    match target {
+        Target::Command {
+            program,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            cmd.envs(env.iter().cloned());
+            if let Some(dir) = cwd {
+                cmd.current_dir(dir);
+            }
+            let transport = TokioChildProcess::new(cmd)
+                .with_context(|| format!("cannot start the upstream server {program:?}"))?;
+            relay
+                .serve(transport)
+                .await
+                .with_context(|| format!("the upstream server {program:?} did not initialize"))
+        }
+        Target::Url { url, headers } => {
+            let mut custom = HashMap::new();
+            for (name, value) in headers {
+                custom.insert(
+                    http::HeaderName::try_from(name.as_str())
+                        .with_context(|| format!("upstream header name {name:?}"))?,
+                    http::HeaderValue::try_from(value.as_str())
+                        .with_context(|| format!("upstream header {name} value"))?,
+                );
+            }
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(custom);
+            let transport = StreamableHttpClientTransport::from_config(config);
+            relay
+                .serve(transport)
+                .await
+                .with_context(|| format!("the upstream server at {url} did not initialize"))
+        }
+    }
+}
+
+fn unreachable_front(e: rmcp::ServiceError) -> ErrorData {
+    match e {
+        rmcp::ServiceError::McpError(e) => e,
+        other => ErrorData::internal_error(
+            format!("the MCP client behind the proxy could not be reached: {other}"),
+            None,
+        ),
+    }
+}
+
+impl Service<RoleClient> for Relay {
+    async fn handle_request(
+        &self,
+        mut request: ServerRequest,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ClientResult, ErrorData> {
+        if let ServerRequest::PingRequest(_) = request {
+            return Ok(ClientResult::empty(()));
+        }
+        *request.get_meta_mut() = context.meta;
+        let handle = self
+            .front
+            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+            .await
+            .map_err(unreachable_front)?;
+        let id = handle.id.clone();
+        tokio::select! {
+            answer = handle.await_response() => answer.map_err(unreachable_front),
+            _ = context.ct.cancelled() => {
+                // The server cancelled what it asked: the client is told so too.
+                let _ = self.front.notify_cancelled(rmcp::model::CancelledNotificationParam::new(Some(id), Some("cancelled by the upstream server".into()))).await;
+                Err(ErrorData::internal_error("cancelled", None))
+            }
+        }
+    }
+
+    async fn handle_notification(
+        &self,
+        mut notification: ServerNotification,
+        context: NotificationContext<RoleClient>,
+    ) -> Result<(), ErrorData> {
+        if let ServerNotification::ProgressNotification(p) = &mut notification {
+            match self.progress.front_of(&p.params.progress_token) {
+                Some(front) => p.params.progress_token = front,
+                // Progress of a request the front client did not ask progress of.
+                None => return Ok(()),
+            }
+        }
+        if let ServerNotification::CancelledNotification(_) = notification {
+            // The server cancels its own requests to the client (handled above); a
+            // cancellation of a client's request is never sent by a server.
+            return Ok(());
+        }
+        *notification.get_meta_mut() = context.meta;
+        self.front
+            .send_notification(notification)
+            .await
+            .map_err(unreachable_front)
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+}
+
+/// A progress token as the upstream gave it, for logs.
+pub fn token_text(t: &ProgressToken) -> String {
+    match &t.0 {
+        NumberOrString::Number(n) => n.to_string(),
+        NumberOrString::String(s) => s.to_string(),
+    }
+}
+
+/// Forwards a request the proxy does not handle itself, as is (its `_meta` included), and
+/// relays the progress it reports; a cancellation from the front client is passed on.
+pub async fn forward(
+    peer: &Peer<RoleClient>,
+    progress: &ProgressMap,
+    mut request: ClientRequest,
+    context: &RequestContext<RoleServer>,
+) -> Result<rmcp::model::ServerResult, ErrorData> {
+    let front_token = context.meta.get_progress_token();
+    *request.get_meta_mut() = context.meta.clone();
+    let handle = peer
+        .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+        .await
+        .map_err(upstream_error)?;
+    let token = handle.progress_token.clone();
+    if let Some(front) = front_token {
+        progress.insert(token.clone(), front);
+    }
+    let id = handle.id.clone();
+    let answer = tokio::select! {
+        answer = handle.await_response() => answer.map_err(upstream_error),
+        _ = context.ct.cancelled() => {
+            cancel_upstream(peer, id).await;
+            Err(ErrorData::internal_error("cancelled by the client", None))
+        }
+    };
+    progress.remove(&token);
+    answer
+}
+
+pub async fn cancel_upstream(peer: &Peer<RoleClient>, id: rmcp::model::RequestId) {
+    let _ = peer
+        .notify_cancelled(rmcp::model::CancelledNotificationParam::new(
+            Some(id),
+            Some("cancelled by the client".into()),
+        ))
+        .await;
+}
+
+/// An upstream failure as the front client is answered: the server's own JSON-RPC error
+/// as it sent it, or an error saying the server cannot be reached.
+pub fn upstream_error(e: rmcp::ServiceError) -> ErrorData {
+    match e {
+        rmcp::ServiceError::McpError(e) => e,
+        other => ErrorData::internal_error(
+            format!("the upstream MCP server cannot be reached: {other}"),
+            Some(serde_json::json!({"kind": "upstream_unreachable"})),
+        ),
+    }
+}
