@@ -45,7 +45,7 @@ async fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PGIDEM_MCP_LOG")
-                .unwrap_or_else(|_| "warn,pg_idempotency_mcp=info,idempotency_mcp=info".into()),
+                .unwrap_or_else(|_| "warn,rmcp=error,pg_idempotency_mcp=info,idempotency_mcp=info".into()),
         )
         .init();
     let cli = Cli::parse();

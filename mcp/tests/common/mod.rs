@@ -1,0 +1,294 @@
+//! What the proxy's tests run: the proxy binary, in front of the counting server (ours,
+//! written with the official Python SDK: tests/mcp-parts/counting_server.py) or the
+//! reference servers from npm, against the database under test (`PGIDEM_DSN`, the
+//! extension or the portable SQL). The parts come from scripts/mcp-parts.sh; a test whose
+//! part is missing records itself skipped with the reason.
+
+#![allow(dead_code)] // each test binary uses its own part of it
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use pg_idempotency_tests::{skip, Skip};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorData, RequestMetaObject};
+use rmcp::service::RunningService;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Map, Value};
+
+/// Where scripts/mcp-parts.sh put the parts.
+pub struct Parts {
+    pub dir: PathBuf,
+    pub python: Option<PathBuf>,
+    pub node_bin: Option<PathBuf>,
+    pub node_dir: Option<PathBuf>,
+}
+
+impl Parts {
+    pub fn find() -> Parts {
+        let root = pg_idempotency_tests::root();
+        let out = std::process::Command::new("bash")
+            .arg(root.join("scripts/mcp-parts.sh"))
+            .arg("paths")
+            .output()
+            .expect("scripts/mcp-parts.sh paths runs");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let get = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}=")))
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        Parts {
+            dir: get("MCP_PARTS_DIR").unwrap_or_else(|| root.join("tests/mcp-parts")),
+            python: get("MCP_PYTHON"),
+            node_bin: get("MCP_NODE_BIN"),
+            node_dir: get("MCP_NODE_DIR"),
+        }
+    }
+
+    /// The Python SDK's interpreter, or the test is recorded skipped.
+    pub fn python_or_skip() -> Option<(Parts, PathBuf)> {
+        let parts = Parts::find();
+        match parts.python.clone() {
+            Some(p) => Some((parts, p)),
+            None => {
+                skip(Skip::Missing, "the MCP Python SDK is not installed (scripts/mcp-parts.sh installs it into target/mcp-venv; it needs python3 3.10 or later with venv)");
+                None
+            }
+        }
+    }
+
+    /// The npm parts (the TypeScript SDK, the reference servers), or the test is skipped.
+    pub fn node_or_skip() -> Option<(Parts, PathBuf)> {
+        let parts = Parts::find();
+        match parts.node_bin.clone() {
+            Some(p) => Some((parts, p)),
+            None => {
+                skip(Skip::Missing, "the npm MCP parts are not installed (scripts/mcp-parts.sh installs them with npm ci; it needs node and npm)");
+                None
+            }
+        }
+    }
+}
+
+/// A folder of this test's own.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(pg_idempotency_tests::scope(&format!("pgidem-mcp-{name}")));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The counting server's effect log and hold folder.
+pub struct Counting {
+    pub dir: PathBuf,
+    pub log: PathBuf,
+    pub hold: PathBuf,
+    pub script: PathBuf,
+    pub python: PathBuf,
+}
+
+impl Counting {
+    pub fn new(parts: &Parts, python: &Path, name: &str) -> Counting {
+        let dir = temp_dir(name);
+        let hold = dir.join("hold");
+        std::fs::create_dir_all(&hold).unwrap();
+        Counting {
+            log: dir.join("effects.jsonl"),
+            hold,
+            script: parts.dir.join("counting_server.py"),
+            python: python.to_path_buf(),
+            dir,
+        }
+    }
+
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("COUNTING_LOG".into(), self.log.display().to_string()),
+            ("COUNTING_HOLD_DIR".into(), self.hold.display().to_string()),
+        ]
+    }
+
+    /// The `[upstream]` table that starts it over stdio.
+    pub fn upstream_stdio(&self, name: &str) -> String {
+        format!(
+            "[upstream]\nname = {}\ncommand = {}\nargs = [{}]\n",
+            toml_str(name),
+            toml_str(&self.python.display().to_string()),
+            toml_str(&self.script.display().to_string())
+        )
+    }
+
+    pub fn effects(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    pub fn count(&self, kind: &str) -> usize {
+        self.effects().iter().filter(|e| e["kind"] == kind).count()
+    }
+
+    /// Waits until a held call announced itself.
+    pub async fn held(&self, id: &str) {
+        let marker = self.hold.join(format!("held-{id}"));
+        wait_for(&format!("the call {id} to be held"), || marker.exists()).await;
+    }
+
+    pub fn release(&self) {
+        std::fs::write(self.hold.join("release"), b"go").unwrap();
+    }
+}
+
+pub fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// Polls `check` every 20 ms, up to a minute (generous for a loaded machine).
+pub async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "waited a minute for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A proxy configuration file: the database under test, then `rest`.
+pub fn write_config(dir: &Path, rest: &str) -> PathBuf {
+    let path = dir.join(format!("proxy-{}.toml", pg_idempotency_tests::scope("c")));
+    let text = format!(
+        "[database]\nurl = {}\npool_size = 4\n\n{rest}",
+        toml_str(&pg_idempotency_tests::dsn())
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+pub fn proxy_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_pg-idempotency-mcp")
+}
+
+pub type Client = RunningService<RoleClient, ()>;
+
+/// An rmcp client that started the proxy over stdio (as an MCP host does).
+pub async fn stdio_client(config: &Path, env: &[(String, String)]) -> Client {
+    let mut cmd = tokio::process::Command::new(proxy_bin());
+    cmd.arg("--config").arg(config);
+    cmd.envs(env.iter().cloned());
+    ().serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .expect("the proxy initializes over stdio")
+}
+
+/// The proxy serving Streamable HTTP, as a process of its own.
+pub struct HttpProxy {
+    pub child: tokio::process::Child,
+    pub url: String,
+    pub port: u16,
+}
+
+impl HttpProxy {
+    pub async fn start(config: &Path, env: &[(String, String)]) -> HttpProxy {
+        let port = free_port();
+        let mut cmd = tokio::process::Command::new(proxy_bin());
+        cmd.arg("--config")
+            .arg(config)
+            .arg("--http")
+            .arg(format!("127.0.0.1:{port}"))
+            .envs(env.iter().cloned())
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let child = cmd.spawn().unwrap();
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        wait_for("the proxy to listen", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        })
+        .await;
+        HttpProxy { child, url, port }
+    }
+
+    pub async fn client(&self) -> Client {
+        http_client(&self.url, &[]).await
+    }
+
+    pub async fn kill(&mut self) {
+        self.child.kill().await.unwrap();
+    }
+}
+
+pub async fn http_client(url: &str, headers: &[(&str, &str)]) -> Client {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut custom = std::collections::HashMap::new();
+    for (k, v) in headers {
+        custom.insert(
+            http::HeaderName::try_from(*k).unwrap(),
+            http::HeaderValue::try_from(*v).unwrap(),
+        );
+    }
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(custom);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("the proxy initializes over HTTP")
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `tools/call`'s params: the tool, its arguments, and `_meta` if any.
+pub fn params(tool: &str, args: Value, meta: Option<Value>) -> CallToolRequestParams {
+    let mut p = CallToolRequestParams::new(tool.to_string());
+    p.arguments = args.as_object().cloned();
+    if let Some(Value::Object(m)) = meta {
+        p.meta = Some(RequestMetaObject::from(m));
+    }
+    p
+}
+
+/// Calls a tool; a JSON-RPC error comes back as `Err`.
+pub async fn call(client: &Client, tool: &str, args: Value, meta: Option<Value>) -> Result<CallToolResult, ErrorData> {
+    match client.call_tool(params(tool, args, meta)).await {
+        Ok(r) => Ok(r),
+        Err(rmcp::ServiceError::McpError(e)) => Err(e),
+        Err(other) => panic!("the call did not get an answer: {other}"),
+    }
+}
+
+/// The proxy's mark on a result.
+pub fn mark(r: &CallToolResult) -> Value {
+    r.meta
+        .as_ref()
+        .and_then(|m| m.0.get("pg-idempotency/call").cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// The result without the proxy's mark: what the upstream answered.
+pub fn unmarked(r: &CallToolResult) -> Value {
+    let mut v = serde_json::to_value(r).unwrap();
+    if let Some(meta) = v.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.remove("pg-idempotency/call");
+        if meta.is_empty() {
+            v.as_object_mut().unwrap().remove("_meta");
+        }
+    }
+    v
+}
+
+pub fn key_meta(key: &str) -> Option<Value> {
+    Some(json!({"pg-idempotency/key": key}))
+}
+
+pub fn structured(r: &CallToolResult) -> Map<String, Value> {
+    r.structured_content
+        .clone()
+        .and_then(|v| v.as_object().cloned())
+        .unwrap_or_default()
+}
