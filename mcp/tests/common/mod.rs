@@ -6,6 +6,8 @@
 
 #![allow(dead_code)] // each test binary uses its own part of it
 
+pub mod lossy;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
