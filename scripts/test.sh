@@ -4,9 +4,9 @@
 #   1. #[pg_test]       Rust internals inside the server  (cargo pgrx test)
 #   2. golden SQL        the SQL surface                   (pg_regress)
 #   3. isolation specs   sessions racing on one key        (pg_isolation_regress)
-#   4. behaviour suite   tests/, the client's suites and the HTTP layer's (server/)
-#                        against the private cluster, and the fault suite's short runs
-#                        (tests/faults/)
+#   4. behaviour suite   tests/, the client's suites, the HTTP layer's (server/) and the
+#                        MCP proxy's (mcp/) against the private cluster, and the fault
+#                        suite's short runs (tests/faults/)
 # Layers 2 to 4 run twice per version: against the extension and against the portable SQL
 # variant (sql/), installed into a database where the extension is absent.
 # The Python and Node.js examples (examples/) run against both backends too; the canon,
@@ -103,10 +103,12 @@ behaviour_suite() {
     fi
     # The Node.js provider the web executor is tested against (client/tests/web_upstream.rs).
     "$ROOT/scripts/upstream-node.sh" || return 1
+    # The MCP proxy's real parts: the official SDKs' clients and the reference servers.
+    "$ROOT/scripts/mcp-parts.sh" || return 1
     env "${redis[@]}" PGIDEM_DSN="$(conninfo "$version") dbname=pgidem_it" PGIDEM_BINDIR="$bindir" \
         PGIDEM_BACKEND="$backend" \
         cargo test --no-fail-fast -p pg_idempotency_tests -p pg_idempotency_client -p pg_idempotency_server \
-        -p pg_idempotency_faults --features pg_idempotency_client/redis -- --test-threads 4
+        -p pg_idempotency_faults -p pg_idempotency_mcp --features pg_idempotency_client/redis -- --test-threads 4
 }
 
 bench_smoke() {
@@ -126,7 +128,7 @@ for v in "${versions[@]}"; do
     step setup "$v: build, install and start the private cluster" serve "$v"
     for b in "${BACKENDS[@]}"; do
         step self "$v ($b): golden SQL and isolation specs" "$ROOT/scripts/test-sql.sh" "$v" "$b"
-        step libtest "$v ($b): behaviour suite (tests/, client/, server/, tests/faults/)" behaviour_suite "$v" "$b"
+        step libtest "$v ($b): behaviour suite (tests/, client/, server/, mcp/, tests/faults/)" behaviour_suite "$v" "$b"
         step self "$v ($b): Python and Node.js examples" "$ROOT/scripts/test-examples.sh" "$v" "$b"
     done
     if [ "$v" = pg18 ]; then step one "benchmark harness smoke run" bench_smoke; fi
