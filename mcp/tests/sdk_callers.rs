@@ -50,6 +50,21 @@ async fn run_calls(
     dir: &Path,
     env: &[(String, String)],
 ) -> Vec<Value> {
+    let (ok, lines, stderr) = try_calls(caller, node_dir, to, headers, calls, dir, env).await;
+    assert!(ok, "the caller failed: {lines:?}\n{stderr}");
+    lines
+}
+
+/// As `run_calls`, whether or not the caller's session survived: (exit 0, lines, stderr).
+async fn try_calls(
+    caller: &[String],
+    node_dir: Option<&Path>,
+    to: &[String],
+    headers: &[&str],
+    calls: &[Value],
+    dir: &Path,
+    env: &[(String, String)],
+) -> (bool, Vec<Value>, String) {
     let file = dir.join(format!("{}.jsonl", pg_idempotency_tests::scope("calls")));
     let lines: Vec<String> = calls.iter().map(|c| c.to_string()).collect();
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
@@ -66,19 +81,13 @@ async fn run_calls(
     }
     let out = cmd.output().await.unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the caller failed ({}): {}\n{}",
-        out.status,
-        stdout,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    let lines = stdout
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap())
         .filter(|v: &Value| v.get("progress").is_none())
-        .collect()
+        .collect();
+    (out.status.success(), lines, String::from_utf8_lossy(&out.stderr).to_string())
 }
 
 fn wire_mark(v: &Value) -> &Value {
@@ -250,4 +259,92 @@ async fn server_filesystem_behind_the_proxy() {
     assert_eq!(wire_mark(&out[4])["replayed"], true);
     assert_eq!(wire_unmarked(&out[4]), wire_unmarked(&out[3]));
     assert!(root.join("final.txt").exists() && !root.join("draft.txt").exists());
+}
+
+const RECONCILE: &str = "\n[tools.send_email]\nlease = \"2s\"\nwait = \"60s\"\non_unknown_outcome = { reconcile = { tool = \"find_email\", arguments = { message_id = \"/message_id\" } } }\n";
+
+fn held_send(id: &str) -> Value {
+    json!({"tool": "send_email", "args": {"to": "a@x", "subject": "s", "message_id": id, "hold": true}, "meta": {"pg-idempotency/key": id}})
+}
+
+/// The Python SDK's client over HTTP; the proxy it reached is killed mid-call; its retry
+/// (a new session, the same key) reaches another replica, which reconciles: one email.
+#[tokio::test]
+async fn python_sdk_the_proxy_killed() {
+    let Some((parts, command)) = caller_command(Caller::Python) else { return };
+    let Some((_, python)) = Parts::python_or_skip() else { return };
+    let c = Counting::new(&parts, &python, "sdk-proxy-killed");
+    let name = pg_idempotency_tests::scope("mail");
+    let config = write_config(&c.dir, &format!("{}{RECONCILE}", c.upstream_stdio(&name)));
+    let mut a = HttpProxy::start(&config, &c.env()).await;
+    let b = HttpProxy::start(&config, &c.env()).await;
+    let first = tokio::spawn({
+        let (command, dir, env, url) = (command.clone(), c.dir.clone(), c.env(), a.url.clone());
+        let node_dir = parts.node_dir.clone();
+        async move {
+            try_calls(&command, node_dir.as_deref(), &["--http".into(), url], &[], &[held_send("spk-1")], &dir, &env).await
+        }
+    });
+    c.held("spk-1").await;
+    a.kill().await;
+    let (survived, _, _) = first.await.unwrap();
+    assert!(!survived, "the caller's session died with the proxy");
+    c.release();
+    let out = run_calls(&command, parts.node_dir.as_deref(), &["--http".into(), b.url.clone()], &[], &[held_send("spk-1")], &c.dir, &c.env()).await;
+    assert_eq!(wire_mark(&out[0])["replayed"], true, "{out:?}");
+    assert_eq!(out[0]["structuredContent"]["found"], true, "{out:?}");
+    assert_eq!(c.count("send_email"), 1, "{:#?}", c.effects());
+}
+
+/// The TypeScript SDK's client over stdio; the server behind the proxy is killed mid-call:
+/// the caller is told the outcome is unknown, and its retry (a new proxy process, the same
+/// key) reconciles: one email.
+#[tokio::test]
+async fn typescript_sdk_the_upstream_killed() {
+    let Some((parts, command)) = caller_command(Caller::TypeScript) else { return };
+    let Some((_, python)) = Parts::python_or_skip() else { return };
+    let c = Counting::new(&parts, &python, "sdk-upstream-killed");
+    let name = pg_idempotency_tests::scope("mail");
+    let config = write_config(&c.dir, &format!("{}{RECONCILE}", c.upstream_stdio(&name)));
+    let (to, _) = front(Front::Stdio, &config, &c.env()).await;
+    let first = tokio::spawn({
+        let (command, dir, env, to) = (command.clone(), c.dir.clone(), c.env(), to.clone());
+        let node_dir = parts.node_dir.clone();
+        async move { try_calls(&command, node_dir.as_deref(), &to, &[], &[held_send("tuk-1")], &dir, &env).await }
+    });
+    c.held("tuk-1").await;
+    let marker: Value = serde_json::from_str(&std::fs::read_to_string(c.hold.join("held-tuk-1")).unwrap()).unwrap();
+    let killed = std::process::Command::new("kill").arg("-9").arg(marker["pid"].to_string()).status().unwrap();
+    assert!(killed.success());
+    let (_, lines, stderr) = first.await.unwrap();
+    assert_eq!(lines[0]["error"]["code"], idempotency_mcp::answer::code::UPSTREAM_LOST, "{lines:?} {stderr}");
+    c.release();
+    let out = run_calls(&command, parts.node_dir.as_deref(), &to, &[], &[held_send("tuk-1")], &c.dir, &c.env()).await;
+    assert_eq!(wire_mark(&out[0])["replayed"], true, "{out:?}");
+    assert_eq!(out[0]["structuredContent"]["found"], true);
+    assert_eq!(c.count("send_email"), 1, "{:#?}", c.effects());
+}
+
+/// Both SDKs' clients over HTTP through a hop that loses the first answer: the retry with
+/// the same key replays it. One email per key.
+#[tokio::test]
+async fn sdk_callers_the_answer_lost() {
+    for caller in [Caller::Python, Caller::TypeScript] {
+        let Some((parts, command)) = caller_command(caller) else { return };
+        let Some((_, python)) = Parts::python_or_skip() else { return };
+        let c = Counting::new(&parts, &python, &format!("sdk-lost-{caller:?}"));
+        let name = pg_idempotency_tests::scope("mail");
+        let config = write_config(&c.dir, &c.upstream_stdio(&name));
+        let proxy = HttpProxy::start(&config, &c.env()).await;
+        let lossy = common::lossy::Lossy::start(proxy.port).await;
+        let to = vec!["--http".to_string(), format!("http://127.0.0.1:{}/mcp", lossy.port), "--timeout".into(), "20".into()];
+        let send = json!({"tool": "send_email", "args": {"to": "a@x", "subject": "s"}, "meta": {"pg-idempotency/key": "lost-1"}});
+        let (_, lines, _) = try_calls(&command, parts.node_dir.as_deref(), &to, &[], &[send.clone()], &c.dir, &c.env()).await;
+        assert!(lossy.lost.load(std::sync::atomic::Ordering::SeqCst), "{caller:?}: nothing was lost");
+        assert!(lines.first().map_or(true, |l| l.get("error").is_some()), "{caller:?} got the lost answer: {lines:?}");
+        let out = run_calls(&command, parts.node_dir.as_deref(), &to, &[], &[send], &c.dir, &c.env()).await;
+        assert_eq!(wire_mark(&out[0])["replayed"], true, "{caller:?}: {out:?}");
+        assert_eq!(out[0]["structuredContent"]["sent"], 1);
+        assert_eq!(c.count("send_email"), 1, "{caller:?}");
+    }
 }

@@ -25,7 +25,8 @@ Tools:
         hold: with COUNTING_HOLD_DIR set, AFTER the effect is logged the call creates
         <dir>/held-<message_id or n> and polls (20 ms) until <dir>/release exists, then answers.
         Reports progress when the caller asked for it: 0/1 "sending" first, 0.5/1 "held" once held.
-    find_email(message_id) -> {"found": bool, "sent": n | null}; read-only (the reconcile read).
+    find_email(message_id) -> {"found": bool, "sent": n | null, "to", "message_id"}; read-only (the
+        reconcile read: when found, its answer has send_email's shape).
     count_emails() -> {"count": send_email effects, "effects": all effects}; read-only.
     reject(reason) -> a tool error result (isError: true, the reason as text); logs an effect
         of kind "reject" first, so repeats can be counted.
@@ -101,6 +102,8 @@ class Sent(TypedDict):
 class Found(TypedDict):
     found: bool
     sent: int | None
+    to: str | None
+    message_id: str | None
 
 
 class Count(TypedDict):
@@ -145,13 +148,13 @@ async def send_email(
 
 @server.tool(
     annotations=ToolAnnotations(read_only_hint=True),
-    description="Whether an email with this message_id was sent, and its effect ordinal.",
+    description="Whether an email with this message_id was sent; when it was, the email as send_email answered it (its ordinal, to, message_id), so that its answer can stand for send_email's.",
 )
 def find_email(message_id: str) -> Found:
     for effect in _read_effects():
         if effect.get("kind") == "send_email" and effect.get("message_id") == message_id:
-            return {"found": True, "sent": effect["n"]}
-    return {"found": False, "sent": None}
+            return {"found": True, "sent": effect["n"], "to": effect.get("to"), "message_id": message_id}
+    return {"found": False, "sent": None, "to": None, "message_id": None}
 
 
 @server.tool(
