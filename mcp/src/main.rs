@@ -44,8 +44,9 @@ async fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PGIDEM_MCP_LOG")
-                .unwrap_or_else(|_| "warn,rmcp=error,pg_idempotency_mcp=info,idempotency_mcp=info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("PGIDEM_MCP_LOG").unwrap_or_else(|_| {
+                "warn,rmcp=error,pg_idempotency_mcp=info,idempotency_mcp=info".into()
+            }),
         )
         .init();
     let cli = Cli::parse();

@@ -11,31 +11,45 @@ use serde_json::json;
 /// result exactly, marked as replays.
 #[tokio::test]
 async fn repeats_run_once_and_replay_exactly() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "repeats");
     let name = pg_idempotency_tests::scope("mail");
     let config = write_config(&c.dir, &c.upstream_stdio(&name));
     let client = stdio_client(&config, &c.env()).await;
     let args = json!({"to": "ada@example.com", "subject": "hello"});
-    let first = call(&client, "send_email", args.clone(), None).await.unwrap();
+    let first = call(&client, "send_email", args.clone(), None)
+        .await
+        .unwrap();
     assert_eq!(mark(&first)["replayed"], false, "{first:?}");
     assert_eq!(structured(&first)["sent"], 1);
     for _ in 0..2 {
-        let again = call(&client, "send_email", args.clone(), None).await.unwrap();
+        let again = call(&client, "send_email", args.clone(), None)
+            .await
+            .unwrap();
         assert_eq!(mark(&again)["replayed"], true);
         assert_eq!(mark(&again)["key"], mark(&first)["key"]);
         assert_eq!(unmarked(&again), unmarked(&first));
     }
     assert_eq!(c.count("send_email"), 1);
     // Other arguments are another call.
-    let other = call(&client, "send_email", json!({"to": "bob@example.com", "subject": "hello"}), None)
-        .await
-        .unwrap();
+    let other = call(
+        &client,
+        "send_email",
+        json!({"to": "bob@example.com", "subject": "hello"}),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(mark(&other)["replayed"], false);
     assert_eq!(c.count("send_email"), 2);
     // The upstream was told the call's stable key.
     let effects = c.effects();
-    assert_eq!(effects[0]["meta"]["pg-idempotency/upstream"]["key"], mark(&first)["key"]);
+    assert_eq!(
+        effects[0]["meta"]["pg-idempotency/upstream"]["key"],
+        mark(&first)["key"]
+    );
     assert!(effects[0]["meta"]["pg-idempotency/upstream"]["upstreamKey"].is_string());
     client.cancel().await.unwrap();
 }
@@ -44,31 +58,56 @@ async fn repeats_run_once_and_replay_exactly() {
 /// with other arguments is refused; the JSON-RPC id plays no part.
 #[tokio::test]
 async fn keys_from_meta() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "meta");
     let name = pg_idempotency_tests::scope("mail");
     let config = write_config(&c.dir, &c.upstream_stdio(&name));
     let client = stdio_client(&config, &c.env()).await;
     let args = json!({"to": "ada@example.com", "subject": "hi"});
-    let first = call(&client, "send_email", args.clone(), key_meta("k-1")).await.unwrap();
-    assert_eq!(mark(&first)["key"], "k-1");
-    let sep = call(&client, "send_email", args.clone(), Some(json!({"idempotencyKey": "k-1"})))
+    let first = call(&client, "send_email", args.clone(), key_meta("k-1"))
         .await
         .unwrap();
+    assert_eq!(mark(&first)["key"], "k-1");
+    let sep = call(
+        &client,
+        "send_email",
+        args.clone(),
+        Some(json!({"idempotencyKey": "k-1"})),
+    )
+    .await
+    .unwrap();
     assert_eq!(mark(&sep)["replayed"], true);
     // A new key is a new call, even with the same arguments.
-    let second = call(&client, "send_email", args.clone(), key_meta("k-2")).await.unwrap();
+    let second = call(&client, "send_email", args.clone(), key_meta("k-2"))
+        .await
+        .unwrap();
     assert_eq!(mark(&second)["replayed"], false);
     assert_eq!(c.count("send_email"), 2);
     // The same key, other arguments: refused, nothing sent.
-    let reused = call(&client, "send_email", json!({"to": "eve@example.com", "subject": "hi"}), key_meta("k-1"))
-        .await
-        .unwrap_err();
-    assert_eq!(reused.code.0, idempotency_mcp::answer::code::KEY_REUSED, "{reused:?}");
+    let reused = call(
+        &client,
+        "send_email",
+        json!({"to": "eve@example.com", "subject": "hi"}),
+        key_meta("k-1"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        reused.code.0,
+        idempotency_mcp::answer::code::KEY_REUSED,
+        "{reused:?}"
+    );
     assert_eq!(reused.data.as_ref().unwrap()["kind"], "key_reused");
     // A blank key, or two different keys: invalid params, nothing sent.
-    for meta in [json!({"pg-idempotency/key": " "}), json!({"pg-idempotency/key": "a", "idempotencyKey": "b"})] {
-        let bad = call(&client, "send_email", args.clone(), Some(meta)).await.unwrap_err();
+    for meta in [
+        json!({"pg-idempotency/key": " "}),
+        json!({"pg-idempotency/key": "a", "idempotencyKey": "b"}),
+    ] {
+        let bad = call(&client, "send_email", args.clone(), Some(meta))
+            .await
+            .unwrap_err();
         assert_eq!(bad.code, rmcp::model::ErrorCode::INVALID_PARAMS, "{bad:?}");
         assert!(bad.data.as_ref().unwrap()["hint"].is_string());
     }
@@ -80,7 +119,9 @@ async fn keys_from_meta() {
 /// replays (the framework's EXPLICIT); a call without it is refused.
 #[tokio::test]
 async fn explicit_key_field() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "explicit");
     let name = pg_idempotency_tests::scope("mail");
     let rest = format!(
@@ -89,18 +130,33 @@ async fn explicit_key_field() {
     );
     let config = write_config(&c.dir, &rest);
     let client = stdio_client(&config, &c.env()).await;
-    let first = call(&client, "send_email", json!({"to": "a@x", "subject": "s", "message_id": "m-1"}), None)
-        .await
-        .unwrap();
+    let first = call(
+        &client,
+        "send_email",
+        json!({"to": "a@x", "subject": "s", "message_id": "m-1"}),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(mark(&first)["key"], "m-1");
-    let edited = call(&client, "send_email", json!({"to": "a@x", "subject": "s (edited)", "message_id": "m-1"}), None)
-        .await
-        .unwrap();
+    let edited = call(
+        &client,
+        "send_email",
+        json!({"to": "a@x", "subject": "s (edited)", "message_id": "m-1"}),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(mark(&edited)["replayed"], true);
     assert_eq!(unmarked(&edited), unmarked(&first));
-    let missing = call(&client, "send_email", json!({"to": "a@x", "subject": "s"}), None)
-        .await
-        .unwrap_err();
+    let missing = call(
+        &client,
+        "send_email",
+        json!({"to": "a@x", "subject": "s"}),
+        None,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(missing.code, rmcp::model::ErrorCode::INVALID_PARAMS);
     assert_eq!(c.count("send_email"), 1);
     client.cancel().await.unwrap();
@@ -110,10 +166,15 @@ async fn explicit_key_field() {
 /// the configuration overrides an annotation.
 #[tokio::test]
 async fn reads_pass_and_the_listing_shows_the_policy() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "listing");
     let name = pg_idempotency_tests::scope("mail");
-    let rest = format!("{}\n[tools.reject]\nmode = \"pass\"\n", c.upstream_stdio(&name));
+    let rest = format!(
+        "{}\n[tools.reject]\nmode = \"pass\"\n",
+        c.upstream_stdio(&name)
+    );
     let config = write_config(&c.dir, &rest);
     let client = stdio_client(&config, &c.env()).await;
     let tools = client.list_all_tools().await.unwrap();
@@ -134,15 +195,26 @@ async fn reads_pass_and_the_listing_shows_the_policy() {
     assert!(!count_text.contains("Safe to retry"));
     assert_eq!(policy("reject").0["decidedBy"], "config");
     // A read runs every time, unmarked.
-    call(&client, "send_email", json!({"to": "a@x", "subject": "s"}), None).await.unwrap();
+    call(
+        &client,
+        "send_email",
+        json!({"to": "a@x", "subject": "s"}),
+        None,
+    )
+    .await
+    .unwrap();
     for _ in 0..2 {
-        let r = call(&client, "count_emails", json!({}), None).await.unwrap();
+        let r = call(&client, "count_emails", json!({}), None)
+            .await
+            .unwrap();
         assert!(mark(&r).is_null());
         assert_eq!(structured(&r)["count"], 1);
     }
     // A tool the configuration passes runs every time though it has an effect.
     for _ in 0..2 {
-        call(&client, "reject", json!({"reason": "no"}), None).await.unwrap();
+        call(&client, "reject", json!({"reason": "no"}), None)
+            .await
+            .unwrap();
     }
     assert_eq!(c.count("reject"), 2);
     client.cancel().await.unwrap();
@@ -151,16 +223,25 @@ async fn reads_pass_and_the_listing_shows_the_policy() {
 /// An `isError` result follows cache_failures; a JSON-RPC error is never kept.
 #[tokio::test]
 async fn failures_follow_cache_failures_and_errors_are_never_kept() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "failures");
     let name = pg_idempotency_tests::scope("mail");
-    let rest = format!("{}\n[tools.reject]\ncache_failures = true\n", c.upstream_stdio(&name));
+    let rest = format!(
+        "{}\n[tools.reject]\ncache_failures = true\n",
+        c.upstream_stdio(&name)
+    );
     let config = write_config(&c.dir, &rest);
     let client = stdio_client(&config, &c.env()).await;
-    let first = call(&client, "reject", json!({"reason": "card declined"}), None).await.unwrap();
+    let first = call(&client, "reject", json!({"reason": "card declined"}), None)
+        .await
+        .unwrap();
     assert_eq!(first.is_error, Some(true));
     assert_eq!(mark(&first)["replayed"], false);
-    let again = call(&client, "reject", json!({"reason": "card declined"}), None).await.unwrap();
+    let again = call(&client, "reject", json!({"reason": "card declined"}), None)
+        .await
+        .unwrap();
     assert_eq!(again.is_error, Some(true));
     assert_eq!(mark(&again)["replayed"], true);
     assert_eq!(unmarked(&again), unmarked(&first));
@@ -168,9 +249,14 @@ async fn failures_follow_cache_failures_and_errors_are_never_kept() {
     // rpc_error is deduplicated (no annotations say otherwise), but its JSON-RPC error is
     // never kept: each repeat reaches the server, and gets the server's own error.
     for _ in 0..2 {
-        let e = call(&client, "rpc_error", json!({"code": -32010, "message": "busy", "effect": true}), None)
-            .await
-            .unwrap_err();
+        let e = call(
+            &client,
+            "rpc_error",
+            json!({"code": -32010, "message": "busy", "effect": true}),
+            None,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(e.code.0, -32010);
         assert_eq!(e.message, "busy");
     }
@@ -178,10 +264,15 @@ async fn failures_follow_cache_failures_and_errors_are_never_kept() {
     client.cancel().await.unwrap();
     // Without cache_failures (the default), a failed call runs again.
     let c2 = Counting::new(&parts, &python, "failures-default");
-    let config = write_config(&c2.dir, &c2.upstream_stdio(&pg_idempotency_tests::scope("mail")));
+    let config = write_config(
+        &c2.dir,
+        &c2.upstream_stdio(&pg_idempotency_tests::scope("mail")),
+    );
     let client = stdio_client(&config, &c2.env()).await;
     for _ in 0..2 {
-        let r = call(&client, "reject", json!({"reason": "declined"}), None).await.unwrap();
+        let r = call(&client, "reject", json!({"reason": "declined"}), None)
+            .await
+            .unwrap();
         assert_eq!(mark(&r)["replayed"], false);
     }
     assert_eq!(c2.count("reject"), 2);
@@ -192,10 +283,15 @@ async fn failures_follow_cache_failures_and_errors_are_never_kept() {
 /// wait it is told to retry, with retryAfterMs.
 #[tokio::test]
 async fn a_duplicate_waits_then_replays() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "wait");
     let name = pg_idempotency_tests::scope("mail");
-    let rest = format!("{}\n[tools.send_email]\nwait = \"60s\"\n", c.upstream_stdio(&name));
+    let rest = format!(
+        "{}\n[tools.send_email]\nwait = \"60s\"\n",
+        c.upstream_stdio(&name)
+    );
     let config = write_config(&c.dir, &rest);
     let first_client = stdio_client(&config, &c.env()).await;
     let second_client = stdio_client(&config, &c.env()).await;
@@ -243,17 +339,25 @@ async fn wait_waiting() {
         if waiting {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "waited a minute for the duplicate to wait");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "waited a minute for the duplicate to wait"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
 
 #[tokio::test]
 async fn a_short_wait_is_told_to_retry() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "short-wait");
     let name = pg_idempotency_tests::scope("mail");
-    let rest = format!("{}\n[tools.send_email]\nwait = \"50ms\"\n", c.upstream_stdio(&name));
+    let rest = format!(
+        "{}\n[tools.send_email]\nwait = \"50ms\"\n",
+        c.upstream_stdio(&name)
+    );
     let config = write_config(&c.dir, &rest);
     let first_client = stdio_client(&config, &c.env()).await;
     let second_client = stdio_client(&config, &c.env()).await;
@@ -263,14 +367,22 @@ async fn a_short_wait_is_told_to_retry() {
         async move { call(&first_client, "send_email", args, None).await }
     });
     c.held("w-2").await;
-    let busy = call(&second_client, "send_email", args.clone(), None).await.unwrap_err();
-    assert_eq!(busy.code.0, idempotency_mcp::answer::code::IN_PROGRESS, "{busy:?}");
+    let busy = call(&second_client, "send_email", args.clone(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        busy.code.0,
+        idempotency_mcp::answer::code::IN_PROGRESS,
+        "{busy:?}"
+    );
     let data = busy.data.unwrap();
     assert_eq!(data["kind"], "in_progress");
     assert!(data["retryAfterMs"].as_u64().is_some(), "{data}");
     c.release();
     first.await.unwrap().unwrap();
-    let after = call(&second_client, "send_email", args, None).await.unwrap();
+    let after = call(&second_client, "send_email", args, None)
+        .await
+        .unwrap();
     assert_eq!(mark(&after)["replayed"], true);
     assert_eq!(c.count("send_email"), 1);
 }
@@ -278,16 +390,24 @@ async fn a_short_wait_is_told_to_retry() {
 /// The principal is in the scope: the same call from two principals is two calls.
 #[tokio::test]
 async fn principals_never_share_a_call() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "principals");
     let name = pg_idempotency_tests::scope("mail");
     let args = json!({"to": "a@x", "subject": "s"});
     let mut marks = Vec::new();
     for principal in ["tenant-a", "tenant-b", "tenant-a"] {
-        let rest = format!("[front]\nprincipal = {}\n{}", toml_str(principal), c.upstream_stdio(&name));
+        let rest = format!(
+            "[front]\nprincipal = {}\n{}",
+            toml_str(principal),
+            c.upstream_stdio(&name)
+        );
         let config = write_config(&c.dir, &rest);
         let client = stdio_client(&config, &c.env()).await;
-        let r = call(&client, "send_email", args.clone(), None).await.unwrap();
+        let r = call(&client, "send_email", args.clone(), None)
+            .await
+            .unwrap();
         marks.push(mark(&r));
         client.cancel().await.unwrap();
     }

@@ -15,7 +15,8 @@ fn policy(choice: &str) -> String {
     format!("\n[tools.send_email]\nlease = \"2s\"\nwait = \"60s\"\non_unknown_outcome = {choice}\n")
 }
 
-const RECONCILE: &str = "{ reconcile = { tool = \"find_email\", arguments = { message_id = \"/message_id\" } } }";
+const RECONCILE: &str =
+    "{ reconcile = { tool = \"find_email\", arguments = { message_id = \"/message_id\" } } }";
 
 fn held_args(id: &str) -> Value {
     json!({"to": "a@x", "subject": "s", "message_id": id, "hold": true})
@@ -39,7 +40,11 @@ async fn the_proxy_killed_mid_call_reconcile() {
 async fn the_proxy_killed_mid_call_refuse() {
     proxy_killed("refuse", "\"refuse\"", |r| {
         let e = r.expect_err("a takeover under refuse is refused");
-        assert_eq!(e.code.0, idempotency_mcp::answer::code::OUTCOME_UNKNOWN, "{e:?}");
+        assert_eq!(
+            e.code.0,
+            idempotency_mcp::answer::code::OUTCOME_UNKNOWN,
+            "{e:?}"
+        );
     })
     .await;
 }
@@ -49,7 +54,9 @@ async fn proxy_killed(
     choice: &str,
     check: impl FnOnce(Result<rmcp::model::CallToolResult, rmcp::model::ErrorData>),
 ) {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, &format!("proxy-killed-{name}"));
     let server = pg_idempotency_tests::scope("mail");
     let rest = format!("{}{}", c.upstream_stdio(&server), policy(choice));
@@ -84,7 +91,9 @@ async fn proxy_killed(
 /// (same key) reconnects, waits for the lease, takes the call over and asks the read tool.
 #[tokio::test]
 async fn the_upstream_killed_mid_call() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "upstream-killed");
     let server = pg_idempotency_tests::scope("mail");
     let rest = format!("{}{}", c.upstream_stdio(&server), policy(RECONCILE));
@@ -101,18 +110,29 @@ async fn the_upstream_killed_mid_call() {
     });
     c.held(id).await;
     let marker: Value =
-        serde_json::from_str(&std::fs::read_to_string(c.hold.join(format!("held-{id}"))).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(c.hold.join(format!("held-{id}"))).unwrap())
+            .unwrap();
     let pid = marker["pid"].as_i64().unwrap();
-    let killed = std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status().unwrap();
+    let killed = std::process::Command::new("kill")
+        .arg("-9")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
     assert!(killed.success());
     match first.await.unwrap() {
         Err(rmcp::ServiceError::McpError(e)) => {
-            assert_eq!(e.code.0, idempotency_mcp::answer::code::UPSTREAM_LOST, "{e:?}")
+            assert_eq!(
+                e.code.0,
+                idempotency_mcp::answer::code::UPSTREAM_LOST,
+                "{e:?}"
+            )
         }
         other => panic!("the call whose server died answered {other:?}"),
     }
     c.release();
-    let retry = call(&client, "send_email", held_args(id), key_meta(id)).await.unwrap();
+    let retry = call(&client, "send_email", held_args(id), key_meta(id))
+        .await
+        .unwrap();
     assert_eq!(mark(&retry)["replayed"], true);
     assert_eq!(structured(&retry)["found"], true);
     assert_eq!(c.count("send_email"), 1, "{:#?}", c.effects());
@@ -123,7 +143,9 @@ async fn the_upstream_killed_mid_call() {
 /// same key replays it.
 #[tokio::test]
 async fn the_answer_lost_on_the_way_to_the_client() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "answer-lost");
     let server = pg_idempotency_tests::scope("mail");
     let config = write_config(&c.dir, &c.upstream_stdio(&server));
@@ -138,7 +160,9 @@ async fn the_answer_lost_on_the_way_to_the_client() {
     assert!(lost.is_err(), "the answer reached the client: {lost:?}");
     assert!(lossy.lost.load(std::sync::atomic::Ordering::SeqCst));
     let retry_client = http_client(&format!("http://127.0.0.1:{}/mcp", lossy.port), &[]).await;
-    let retry = call(&retry_client, "send_email", args, key_meta("lost-1")).await.unwrap();
+    let retry = call(&retry_client, "send_email", args, key_meta("lost-1"))
+        .await
+        .unwrap();
     assert_eq!(mark(&retry)["replayed"], true);
     assert_eq!(structured(&retry)["sent"], 1);
     assert_eq!(c.count("send_email"), 1);

@@ -12,7 +12,9 @@ use serde_json::json;
 /// without a token the proxy knows is refused before MCP.
 #[tokio::test]
 async fn header_key_and_bearer_principals() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "http-front");
     let name = pg_idempotency_tests::scope("mail");
     let rest = format!(
@@ -24,24 +26,50 @@ async fn header_key_and_bearer_principals() {
     env.push(("TENANT_B_TOKEN".into(), "token-b".into()));
     let mut proxy = HttpProxy::start(&config, &env).await;
     let args = json!({"to": "a@x", "subject": "s"});
-    let a = http_client(&proxy.url, &[("authorization", "Bearer token-a"), ("idempotency-key", "h-1")]).await;
+    let a = http_client(
+        &proxy.url,
+        &[
+            ("authorization", "Bearer token-a"),
+            ("idempotency-key", "h-1"),
+        ],
+    )
+    .await;
     let first = call(&a, "send_email", args.clone(), None).await.unwrap();
     assert_eq!(mark(&first)["key"], "h-1");
     assert_eq!(mark(&first)["scope"], format!("{name}/send_email@tenant-a"));
     // Another session of the same principal, the same header: a replay, though the
     // arguments' hash would be the same too, the key is the header's.
-    let a2 = http_client(&proxy.url, &[("authorization", "Bearer token-a"), ("idempotency-key", "h-1")]).await;
+    let a2 = http_client(
+        &proxy.url,
+        &[
+            ("authorization", "Bearer token-a"),
+            ("idempotency-key", "h-1"),
+        ],
+    )
+    .await;
     let again = call(&a2, "send_email", args.clone(), None).await.unwrap();
     assert_eq!(mark(&again)["replayed"], true);
     assert_eq!(unmarked(&again), unmarked(&first));
     // The same header from another principal: another call.
-    let b = http_client(&proxy.url, &[("authorization", "Bearer token-b"), ("idempotency-key", "h-1")]).await;
+    let b = http_client(
+        &proxy.url,
+        &[
+            ("authorization", "Bearer token-b"),
+            ("idempotency-key", "h-1"),
+        ],
+    )
+    .await;
     let theirs = call(&b, "send_email", args.clone(), None).await.unwrap();
     assert_eq!(mark(&theirs)["replayed"], false);
-    assert_eq!(mark(&theirs)["scope"], format!("{name}/send_email@tenant-b"));
+    assert_eq!(
+        mark(&theirs)["scope"],
+        format!("{name}/send_email@tenant-b")
+    );
     assert_eq!(c.count("send_email"), 2);
     // A `_meta` key goes over the header.
-    let meta = call(&a, "send_email", args.clone(), key_meta("m-1")).await.unwrap();
+    let meta = call(&a, "send_email", args.clone(), key_meta("m-1"))
+        .await
+        .unwrap();
     assert_eq!(mark(&meta)["key"], "m-1");
     assert_eq!(c.count("send_email"), 3);
     // No token, or a wrong one: 401 with a Bearer challenge.
@@ -68,7 +96,9 @@ async fn header_key_and_bearer_principals() {
 /// The upstream server reached over Streamable HTTP.
 #[tokio::test]
 async fn an_upstream_over_http() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "http-upstream");
     let port = free_port();
     let mut server = tokio::process::Command::new(&c.python)
@@ -91,13 +121,18 @@ async fn an_upstream_over_http() {
     let config = write_config(&c.dir, &rest);
     let client = stdio_client(&config, &[]).await;
     let args = json!({"to": "a@x", "subject": "over http"});
-    let first = call(&client, "send_email", args.clone(), None).await.unwrap();
+    let first = call(&client, "send_email", args.clone(), None)
+        .await
+        .unwrap();
     let again = call(&client, "send_email", args, None).await.unwrap();
     assert_eq!(mark(&again)["replayed"], true);
     assert_eq!(unmarked(&again), unmarked(&first));
     assert_eq!(c.count("send_email"), 1);
     // The server saw the call's stable key in _meta.
-    assert_eq!(c.effects()[0]["meta"]["pg-idempotency/upstream"]["key"], mark(&first)["key"]);
+    assert_eq!(
+        c.effects()[0]["meta"]["pg-idempotency/upstream"]["key"],
+        mark(&first)["key"]
+    );
     client.cancel().await.unwrap();
     server.kill().await.unwrap();
 }
@@ -106,11 +141,16 @@ async fn an_upstream_over_http() {
 /// released (the record is gone), and a retry with the same key runs.
 #[tokio::test]
 async fn a_cancelled_call_releases_its_claim() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "cancel");
     let name = pg_idempotency_tests::scope("mail");
     // Failures are kept: a cancellation is not one, and must leave no record.
-    let rest = format!("{}\n[tools.send_email]\ncache_failures = true\n", c.upstream_stdio(&name));
+    let rest = format!(
+        "{}\n[tools.send_email]\ncache_failures = true\n",
+        c.upstream_stdio(&name)
+    );
     let config = write_config(&c.dir, &rest);
     let client = stdio_client(&config, &c.env()).await;
     let scope = format!("{name}/send_email@local");
@@ -119,7 +159,11 @@ async fn a_cancelled_call_releases_its_claim() {
         .unwrap();
     tokio::spawn(conn);
     let slow = json!({"to": "a@x", "subject": "s", "slow_ms": 60000});
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params("send_email", slow.clone(), key_meta("c-1"))));
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params(
+        "send_email",
+        slow.clone(),
+        key_meta("c-1"),
+    )));
     let handle = client
         .peer()
         .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
@@ -128,16 +172,36 @@ async fn a_cancelled_call_releases_its_claim() {
     // Claimed, in progress upstream.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     while state(&db, &scope).await.as_deref() != Some("in_progress") {
-        assert!(tokio::time::Instant::now() < deadline, "the call was never claimed");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call was never claimed"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    handle.cancel(Some("the user changed their mind".into())).await.unwrap();
+    handle
+        .cancel(Some("the user changed their mind".into()))
+        .await
+        .unwrap();
     while state(&db, &scope).await.is_some() {
-        assert!(tokio::time::Instant::now() < deadline, "the cancelled call's claim was never released");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cancelled call's claim was never released"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert_eq!(c.count("send_email"), 0, "the server stopped before its effect");
-    let retry = call(&client, "send_email", json!({"to": "a@x", "subject": "s"}), key_meta("c-2")).await.unwrap();
+    assert_eq!(
+        c.count("send_email"),
+        0,
+        "the server stopped before its effect"
+    );
+    let retry = call(
+        &client,
+        "send_email",
+        json!({"to": "a@x", "subject": "s"}),
+        key_meta("c-2"),
+    )
+    .await
+    .unwrap();
     assert_eq!(mark(&retry)["replayed"], false);
     client.cancel().await.unwrap();
 }
@@ -146,7 +210,9 @@ async fn a_cancelled_call_releases_its_claim() {
 /// retry the effect happened, and `"release"` lets a retry run again.
 #[tokio::test]
 async fn an_oversized_result() {
-    let Some((parts, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "oversize");
     let name = pg_idempotency_tests::scope("mail");
     let rest = format!(
@@ -156,13 +222,25 @@ async fn an_oversized_result() {
     let config = write_config(&c.dir, &rest);
     let client = stdio_client(&config, &c.env()).await;
     let args = json!({"to": "a@x", "subject": "big"});
-    let first = call(&client, "send_email", args.clone(), None).await.unwrap();
-    assert_eq!(structured(&first)["sent"], 1, "the first caller gets the server's result");
+    let first = call(&client, "send_email", args.clone(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        structured(&first)["sent"],
+        1,
+        "the first caller gets the server's result"
+    );
     let retry = call(&client, "send_email", args, None).await.unwrap_err();
-    assert_eq!(retry.code.0, idempotency_mcp::answer::code::UNRECORDED, "{retry:?}");
+    assert_eq!(
+        retry.code.0,
+        idempotency_mcp::answer::code::UNRECORDED,
+        "{retry:?}"
+    );
     assert_eq!(c.count("send_email"), 1);
     for _ in 0..2 {
-        let r = call(&client, "reject", json!({"reason": "a long reason"}), None).await.unwrap();
+        let r = call(&client, "reject", json!({"reason": "a long reason"}), None)
+            .await
+            .unwrap();
         assert_eq!(r.is_error, Some(true));
         assert_eq!(mark(&r)["replayed"], false);
     }

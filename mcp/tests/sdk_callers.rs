@@ -87,7 +87,11 @@ async fn try_calls(
         .map(|l| serde_json::from_str(l).unwrap())
         .filter(|v: &Value| v.get("progress").is_none())
         .collect();
-    (out.status.success(), lines, String::from_utf8_lossy(&out.stderr).to_string())
+    (
+        out.status.success(),
+        lines,
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
 }
 
 fn wire_mark(v: &Value) -> &Value {
@@ -107,7 +111,11 @@ fn wire_unmarked(v: &Value) -> Value {
 
 /// Where the caller reaches the proxy: its command line over stdio, or a proxy serving
 /// HTTP (kept alive by the returned guard).
-async fn front(front: Front, config: &Path, env: &[(String, String)]) -> (Vec<String>, Option<HttpProxy>) {
+async fn front(
+    front: Front,
+    config: &Path,
+    env: &[(String, String)],
+) -> (Vec<String>, Option<HttpProxy>) {
     match front {
         Front::Stdio => (
             vec![
@@ -129,14 +137,27 @@ async fn front(front: Front, config: &Path, env: &[(String, String)]) -> (Vec<St
 /// The counting server behind the proxy; three identical calls from an official SDK's
 /// client, a key in `_meta` (and on HTTP, one in the Idempotency-Key header): one email.
 async fn counting(caller: Caller, via: Front) {
-    let Some((parts, command)) = caller_command(caller) else { return };
-    let Some((_, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, command)) = caller_command(caller) else {
+        return;
+    };
+    let Some((_, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, &format!("sdk-{caller:?}-{via:?}"));
     let name = pg_idempotency_tests::scope("mail");
     let config = write_config(&c.dir, &c.upstream_stdio(&name));
     let (to, proxy) = front(via, &config, &c.env()).await;
     let send = json!({"tool": "send_email", "args": {"to": "a@x", "subject": "s"}, "meta": {"pg-idempotency/key": "sdk-1"}});
-    let out = run_calls(&command, parts.node_dir.as_deref(), &to, &[], &[send.clone(), send.clone(), send], &c.dir, &c.env()).await;
+    let out = run_calls(
+        &command,
+        parts.node_dir.as_deref(),
+        &to,
+        &[],
+        &[send.clone(), send.clone(), send],
+        &c.dir,
+        &c.env(),
+    )
+    .await;
     assert_eq!(out.len(), 3, "{out:?}");
     assert_eq!(wire_mark(&out[0])["replayed"], false, "{out:?}");
     assert_eq!(wire_mark(&out[0])["key"], "sdk-1");
@@ -149,7 +170,16 @@ async fn counting(caller: Caller, via: Front) {
     if let Front::Http = via {
         // The header names the call when `_meta` does not.
         let plain = json!({"tool": "send_email", "args": {"to": "b@x", "subject": "s"}});
-        let out = run_calls(&command, parts.node_dir.as_deref(), &to, &["Idempotency-Key: hdr-1"], &[plain.clone(), plain], &c.dir, &c.env()).await;
+        let out = run_calls(
+            &command,
+            parts.node_dir.as_deref(),
+            &to,
+            &["Idempotency-Key: hdr-1"],
+            &[plain.clone(), plain],
+            &c.dir,
+            &c.env(),
+        )
+        .await;
         assert_eq!(wire_mark(&out[0])["key"], "hdr-1");
         assert_eq!(wire_mark(&out[1])["replayed"], true);
         assert_eq!(c.count("send_email"), 2);
@@ -186,8 +216,12 @@ fn node_bin_tool(bin: &Path, name: &str) -> String {
 /// repeat with an empty list); `read_graph` (readOnlyHint) passes.
 #[tokio::test]
 async fn server_memory_behind_the_proxy() {
-    let Some((parts, node_bin)) = Parts::node_or_skip() else { return };
-    let Some((_, command)) = caller_command(Caller::TypeScript) else { return };
+    let Some((parts, node_bin)) = Parts::node_or_skip() else {
+        return;
+    };
+    let Some((_, command)) = caller_command(Caller::TypeScript) else {
+        return;
+    };
     let dir = temp_dir("memory");
     let memory = dir.join("memory.jsonl");
     let name = pg_idempotency_tests::scope("memory");
@@ -202,11 +236,28 @@ async fn server_memory_behind_the_proxy() {
     let create = json!({"tool": "create_entities", "args": {"entities": [{"name": "ada", "entityType": "person", "observations": ["wrote the first program"]}]}});
     let observe = json!({"tool": "add_observations", "args": {"observations": [{"entityName": "ada", "contents": ["born 1815"]}]}});
     let read = json!({"tool": "read_graph", "args": {}});
-    let out = run_calls(&command, parts.node_dir.as_deref(), &to, &[], &[create.clone(), create, observe.clone(), observe, read], &dir, &[]).await;
+    let out = run_calls(
+        &command,
+        parts.node_dir.as_deref(),
+        &to,
+        &[],
+        &[create.clone(), create, observe.clone(), observe, read],
+        &dir,
+        &[],
+    )
+    .await;
     assert_eq!(out.len(), 5, "{out:?}");
     assert_eq!(wire_mark(&out[1])["replayed"], true);
-    assert_eq!(wire_unmarked(&out[1]), wire_unmarked(&out[0]), "the first answer, not the server's empty one");
-    assert!(out[0].to_string().contains("wrote the first program"), "{}", out[0]);
+    assert_eq!(
+        wire_unmarked(&out[1]),
+        wire_unmarked(&out[0]),
+        "the first answer, not the server's empty one"
+    );
+    assert!(
+        out[0].to_string().contains("wrote the first program"),
+        "{}",
+        out[0]
+    );
     assert_eq!(wire_mark(&out[3])["replayed"], true);
     assert_eq!(wire_unmarked(&out[3]), wire_unmarked(&out[2]));
     assert!(out[2].to_string().contains("born 1815"), "{}", out[2]);
@@ -218,7 +269,10 @@ async fn server_memory_behind_the_proxy() {
         .collect();
     let entities: Vec<&Value> = lines.iter().filter(|l| l["type"] == "entity").collect();
     assert_eq!(entities.len(), 1, "{lines:?}");
-    assert_eq!(entities[0]["observations"], json!(["wrote the first program", "born 1815"]));
+    assert_eq!(
+        entities[0]["observations"],
+        json!(["wrote the first program", "born 1815"])
+    );
 }
 
 /// server-filesystem behind the proxy, called by the Python client: an `edit_file` that
@@ -227,8 +281,12 @@ async fn server_memory_behind_the_proxy() {
 /// file".
 #[tokio::test]
 async fn server_filesystem_behind_the_proxy() {
-    let Some((parts, node_bin)) = Parts::node_or_skip() else { return };
-    let Some((_, command)) = caller_command(Caller::Python) else { return };
+    let Some((parts, node_bin)) = Parts::node_or_skip() else {
+        return;
+    };
+    let Some((_, command)) = caller_command(Caller::Python) else {
+        return;
+    };
     let dir = temp_dir("filesystem");
     let root = dir.join("files");
     std::fs::create_dir_all(&root).unwrap();
@@ -248,7 +306,16 @@ async fn server_filesystem_behind_the_proxy() {
     let (to, _proxy) = front(Front::Stdio, &config, &[]).await;
     let edit = json!({"tool": "edit_file", "args": {"path": notes.display().to_string(), "edits": [{"oldText": "hello", "newText": "hello hello"}]}});
     let moved = json!({"tool": "move_file", "args": {"source": root.join("draft.txt").display().to_string(), "destination": root.join("final.txt").display().to_string()}});
-    let out = run_calls(&command, parts.node_dir.as_deref(), &to, &[], &[edit.clone(), edit.clone(), edit, moved.clone(), moved], &dir, &[]).await;
+    let out = run_calls(
+        &command,
+        parts.node_dir.as_deref(),
+        &to,
+        &[],
+        &[edit.clone(), edit.clone(), edit, moved.clone(), moved],
+        &dir,
+        &[],
+    )
+    .await;
     assert_eq!(out.len(), 5, "{out:?}");
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "hello hello\n");
     for i in [1, 2] {
@@ -271,8 +338,12 @@ fn held_send(id: &str) -> Value {
 /// (a new session, the same key) reaches another replica, which reconciles: one email.
 #[tokio::test]
 async fn python_sdk_the_proxy_killed() {
-    let Some((parts, command)) = caller_command(Caller::Python) else { return };
-    let Some((_, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, command)) = caller_command(Caller::Python) else {
+        return;
+    };
+    let Some((_, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "sdk-proxy-killed");
     let name = pg_idempotency_tests::scope("mail");
     let config = write_config(&c.dir, &format!("{}{RECONCILE}", c.upstream_stdio(&name)));
@@ -282,7 +353,16 @@ async fn python_sdk_the_proxy_killed() {
         let (command, dir, env, url) = (command.clone(), c.dir.clone(), c.env(), a.url.clone());
         let node_dir = parts.node_dir.clone();
         async move {
-            try_calls(&command, node_dir.as_deref(), &["--http".into(), url], &[], &[held_send("spk-1")], &dir, &env).await
+            try_calls(
+                &command,
+                node_dir.as_deref(),
+                &["--http".into(), url],
+                &[],
+                &[held_send("spk-1")],
+                &dir,
+                &env,
+            )
+            .await
         }
     });
     c.held("spk-1").await;
@@ -290,7 +370,16 @@ async fn python_sdk_the_proxy_killed() {
     let (survived, _, _) = first.await.unwrap();
     assert!(!survived, "the caller's session died with the proxy");
     c.release();
-    let out = run_calls(&command, parts.node_dir.as_deref(), &["--http".into(), b.url.clone()], &[], &[held_send("spk-1")], &c.dir, &c.env()).await;
+    let out = run_calls(
+        &command,
+        parts.node_dir.as_deref(),
+        &["--http".into(), b.url.clone()],
+        &[],
+        &[held_send("spk-1")],
+        &c.dir,
+        &c.env(),
+    )
+    .await;
     assert_eq!(wire_mark(&out[0])["replayed"], true, "{out:?}");
     assert_eq!(out[0]["structuredContent"]["found"], true, "{out:?}");
     assert_eq!(c.count("send_email"), 1, "{:#?}", c.effects());
@@ -301,8 +390,12 @@ async fn python_sdk_the_proxy_killed() {
 /// key) reconciles: one email.
 #[tokio::test]
 async fn typescript_sdk_the_upstream_killed() {
-    let Some((parts, command)) = caller_command(Caller::TypeScript) else { return };
-    let Some((_, python)) = Parts::python_or_skip() else { return };
+    let Some((parts, command)) = caller_command(Caller::TypeScript) else {
+        return;
+    };
+    let Some((_, python)) = Parts::python_or_skip() else {
+        return;
+    };
     let c = Counting::new(&parts, &python, "sdk-upstream-killed");
     let name = pg_idempotency_tests::scope("mail");
     let config = write_config(&c.dir, &format!("{}{RECONCILE}", c.upstream_stdio(&name)));
@@ -310,16 +403,45 @@ async fn typescript_sdk_the_upstream_killed() {
     let first = tokio::spawn({
         let (command, dir, env, to) = (command.clone(), c.dir.clone(), c.env(), to.clone());
         let node_dir = parts.node_dir.clone();
-        async move { try_calls(&command, node_dir.as_deref(), &to, &[], &[held_send("tuk-1")], &dir, &env).await }
+        async move {
+            try_calls(
+                &command,
+                node_dir.as_deref(),
+                &to,
+                &[],
+                &[held_send("tuk-1")],
+                &dir,
+                &env,
+            )
+            .await
+        }
     });
     c.held("tuk-1").await;
-    let marker: Value = serde_json::from_str(&std::fs::read_to_string(c.hold.join("held-tuk-1")).unwrap()).unwrap();
-    let killed = std::process::Command::new("kill").arg("-9").arg(marker["pid"].to_string()).status().unwrap();
+    let marker: Value =
+        serde_json::from_str(&std::fs::read_to_string(c.hold.join("held-tuk-1")).unwrap()).unwrap();
+    let killed = std::process::Command::new("kill")
+        .arg("-9")
+        .arg(marker["pid"].to_string())
+        .status()
+        .unwrap();
     assert!(killed.success());
     let (_, lines, stderr) = first.await.unwrap();
-    assert_eq!(lines[0]["error"]["code"], idempotency_mcp::answer::code::UPSTREAM_LOST, "{lines:?} {stderr}");
+    assert_eq!(
+        lines[0]["error"]["code"],
+        idempotency_mcp::answer::code::UPSTREAM_LOST,
+        "{lines:?} {stderr}"
+    );
     c.release();
-    let out = run_calls(&command, parts.node_dir.as_deref(), &to, &[], &[held_send("tuk-1")], &c.dir, &c.env()).await;
+    let out = run_calls(
+        &command,
+        parts.node_dir.as_deref(),
+        &to,
+        &[],
+        &[held_send("tuk-1")],
+        &c.dir,
+        &c.env(),
+    )
+    .await;
     assert_eq!(wire_mark(&out[0])["replayed"], true, "{out:?}");
     assert_eq!(out[0]["structuredContent"]["found"], true);
     assert_eq!(c.count("send_email"), 1, "{:#?}", c.effects());
@@ -330,19 +452,52 @@ async fn typescript_sdk_the_upstream_killed() {
 #[tokio::test]
 async fn sdk_callers_the_answer_lost() {
     for caller in [Caller::Python, Caller::TypeScript] {
-        let Some((parts, command)) = caller_command(caller) else { return };
-        let Some((_, python)) = Parts::python_or_skip() else { return };
+        let Some((parts, command)) = caller_command(caller) else {
+            return;
+        };
+        let Some((_, python)) = Parts::python_or_skip() else {
+            return;
+        };
         let c = Counting::new(&parts, &python, &format!("sdk-lost-{caller:?}"));
         let name = pg_idempotency_tests::scope("mail");
         let config = write_config(&c.dir, &c.upstream_stdio(&name));
         let proxy = HttpProxy::start(&config, &c.env()).await;
         let lossy = common::lossy::Lossy::start(proxy.port).await;
-        let to = vec!["--http".to_string(), format!("http://127.0.0.1:{}/mcp", lossy.port), "--timeout".into(), "20".into()];
+        let to = vec![
+            "--http".to_string(),
+            format!("http://127.0.0.1:{}/mcp", lossy.port),
+            "--timeout".into(),
+            "20".into(),
+        ];
         let send = json!({"tool": "send_email", "args": {"to": "a@x", "subject": "s"}, "meta": {"pg-idempotency/key": "lost-1"}});
-        let (_, lines, _) = try_calls(&command, parts.node_dir.as_deref(), &to, &[], &[send.clone()], &c.dir, &c.env()).await;
-        assert!(lossy.lost.load(std::sync::atomic::Ordering::SeqCst), "{caller:?}: nothing was lost");
-        assert!(lines.first().map_or(true, |l| l.get("error").is_some()), "{caller:?} got the lost answer: {lines:?}");
-        let out = run_calls(&command, parts.node_dir.as_deref(), &to, &[], &[send], &c.dir, &c.env()).await;
+        let (_, lines, _) = try_calls(
+            &command,
+            parts.node_dir.as_deref(),
+            &to,
+            &[],
+            &[send.clone()],
+            &c.dir,
+            &c.env(),
+        )
+        .await;
+        assert!(
+            lossy.lost.load(std::sync::atomic::Ordering::SeqCst),
+            "{caller:?}: nothing was lost"
+        );
+        assert!(
+            lines.first().map_or(true, |l| l.get("error").is_some()),
+            "{caller:?} got the lost answer: {lines:?}"
+        );
+        let out = run_calls(
+            &command,
+            parts.node_dir.as_deref(),
+            &to,
+            &[],
+            &[send],
+            &c.dir,
+            &c.env(),
+        )
+        .await;
         assert_eq!(wire_mark(&out[0])["replayed"], true, "{caller:?}: {out:?}");
         assert_eq!(out[0]["structuredContent"]["sent"], 1);
         assert_eq!(c.count("send_email"), 1, "{caller:?}");

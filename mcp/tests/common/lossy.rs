@@ -33,7 +33,9 @@ impl Lossy {
             let lost = lost.clone();
             async move {
                 while let Ok((client, _)) = listener.accept().await {
-                    let upstream = TcpStream::connect(("127.0.0.1", target_port)).await.unwrap();
+                    let upstream = TcpStream::connect(("127.0.0.1", target_port))
+                        .await
+                        .unwrap();
                     tokio::spawn(forward(client, upstream, armed.clone(), lost.clone()));
                 }
             }
@@ -42,7 +44,12 @@ impl Lossy {
     }
 }
 
-async fn forward(client: TcpStream, upstream: TcpStream, armed: Arc<AtomicBool>, lost: Arc<AtomicBool>) {
+async fn forward(
+    client: TcpStream,
+    upstream: TcpStream,
+    armed: Arc<AtomicBool>,
+    lost: Arc<AtomicBool>,
+) {
     let (mut cr, mut cw) = client.into_split();
     let (mut ur, mut uw) = upstream.into_split();
     let this_one = Arc::new(AtomicBool::new(false));

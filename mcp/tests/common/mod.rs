@@ -154,7 +154,10 @@ pub fn toml_str(s: &str) -> String {
 pub async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !check() {
-        assert!(tokio::time::Instant::now() < deadline, "waited a minute for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "waited a minute for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -231,7 +234,8 @@ pub async fn http_client(url: &str, headers: &[(&str, &str)]) -> Client {
             http::HeaderValue::try_from(*v).unwrap(),
         );
     }
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(custom);
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(custom);
     ().serve(StreamableHttpClientTransport::from_config(config))
         .await
         .expect("the proxy initializes over HTTP")
@@ -256,7 +260,12 @@ pub fn params(tool: &str, args: Value, meta: Option<Value>) -> CallToolRequestPa
 }
 
 /// Calls a tool; a JSON-RPC error comes back as `Err`.
-pub async fn call(client: &Client, tool: &str, args: Value, meta: Option<Value>) -> Result<CallToolResult, ErrorData> {
+pub async fn call<S: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
+    tool: &str,
+    args: Value,
+    meta: Option<Value>,
+) -> Result<CallToolResult, ErrorData> {
     match client.call_tool(params(tool, args, meta)).await {
         Ok(r) => Ok(r),
         Err(rmcp::ServiceError::McpError(e)) => Err(e),
