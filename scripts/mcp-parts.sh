@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real MCP parts the MCP proxy (pg-idempotency-mcp) is tested against, pinned:
 #   - tests/mcp-parts/node: @modelcontextprotocol/sdk (for ts_client.mjs) and the reference
-#     servers server-memory and server-filesystem, with `npm ci` from the committed
+#     servers server-memory, server-filesystem and server-everything, with `npm ci` from the committed
 #     package-lock.json, into tests/mcp-parts/node/node_modules;
 #   - the official Python SDK (mcp==2.3.0, dependencies pinned by
 #     tests/mcp-parts/python/constraints.txt) into a venv at target/mcp-venv, for
