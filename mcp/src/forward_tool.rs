@@ -105,11 +105,11 @@ async fn run(f: Forwarding, input: Value, ctx: &CallContext) -> Result<Value, To
         answer = handle.await_response() => answer,
         _ = f.cancelled.cancelled() => {
             cancel_upstream(&f.peer, id).await;
-            f.progress.remove(&token);
+            f.progress.forget_later(token.clone());
             return Err(ToolError::new("cancelled by the client before the server answered").release());
         }
     };
-    f.progress.remove(&token);
+    f.progress.forget_later(token.clone());
     match answer {
         Ok(ServerResult::CallToolResult(result)) => {
             let value = serde_json::to_value(&result).map_err(ToolError::from)?;

@@ -53,6 +53,9 @@ impl Target {
     }
 }
 
+/// How long a request's progress is still relayed after its answer.
+const PROGRESS_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Upstream progress tokens (the proxy's own, one per forwarded request) to the front
 /// client's.
 #[derive(Default)]
@@ -70,6 +73,17 @@ impl ProgressMap {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(upstream);
+    }
+
+    /// Forgets a request's token a while after its answer: rmcp hands notifications to their
+    /// handler in tasks of their own, so progress sent before the answer may be relayed
+    /// after it. Tokens are never reused (one per request), so a late removal is harmless.
+    pub fn forget_later(self: &Arc<Self>, upstream: ProgressToken) {
+        let map = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(PROGRESS_GRACE).await;
+            map.remove(&upstream);
+        });
     }
     fn front_of(&self, upstream: &ProgressToken) -> Option<ProgressToken> {
         self.0
@@ -219,7 +233,7 @@ pub fn token_text(t: &ProgressToken) -> String {
 /// relays the progress it reports; a cancellation from the front client is passed on.
 pub async fn forward(
     peer: &Peer<RoleClient>,
-    progress: &ProgressMap,
+    progress: &Arc<ProgressMap>,
     mut request: ClientRequest,
     context: &RequestContext<RoleServer>,
 ) -> Result<rmcp::model::ServerResult, ErrorData> {
@@ -241,7 +255,7 @@ pub async fn forward(
             Err(ErrorData::internal_error("cancelled by the client", None))
         }
     };
-    progress.remove(&token);
+    progress.forget_later(token);
     answer
 }
 
