@@ -99,10 +99,13 @@ pub async fn deduplicated(
     // The server's own answer, where the record holds something else.
     if let Some(passed) = slot.take() {
         return match passed {
-            Passed::Result(ServerResult::CallToolResult(r)) => Ok(CallToolResponse::Complete(
-                answer::marked(r, mark(How::Ran)),
-            )),
-            Passed::Result(other) => response_of(other),
+            Passed::Result(result) => match *result {
+                ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(answer::marked(
+                    r,
+                    mark(How::Ran),
+                ))),
+                other => response_of(other),
+            },
             Passed::Error(e) => Err(e),
         };
     }

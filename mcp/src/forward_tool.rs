@@ -53,7 +53,7 @@ pub struct Slot(Arc<Mutex<Option<Passed>>>);
 
 #[derive(Debug, Clone)]
 pub enum Passed {
-    Result(ServerResult),
+    Result(Box<ServerResult>),
     Error(ErrorData),
 }
 
@@ -117,7 +117,9 @@ async fn run(f: Forwarding, input: Value, ctx: &CallContext) -> Result<Value, To
             if size > f.max_result_bytes {
                 tracing::warn!(tool = %f.name, size, bound = f.max_result_bytes, oversize = ?f.oversize, "a result larger than the bound is passed on, not kept");
                 f.slot
-                    .put(Passed::Result(ServerResult::CallToolResult(result)));
+                    .put(Passed::Result(Box::new(ServerResult::CallToolResult(
+                        result,
+                    ))));
                 return match f.oversize {
                     Oversize::Mark => Ok(Mark::Unrecorded(format!(
                         "the result was {size} bytes, over the proxy's bound of {} bytes",
@@ -139,7 +141,7 @@ async fn run(f: Forwarding, input: Value, ctx: &CallContext) -> Result<Value, To
         }
         Ok(other) => {
             // Not the call's end (input required, a task to poll): passed on, not kept.
-            f.slot.put(Passed::Result(other));
+            f.slot.put(Passed::Result(Box::new(other)));
             Err(ToolError::new("an unfinished result").release())
         }
         Err(rmcp::ServiceError::McpError(e)) => {

@@ -475,7 +475,7 @@ async fn sdk_callers_the_answer_lost() {
             parts.node_dir.as_deref(),
             &to,
             &[],
-            &[send.clone()],
+            std::slice::from_ref(&send),
             &c.dir,
             &c.env(),
         )
@@ -485,7 +485,7 @@ async fn sdk_callers_the_answer_lost() {
             "{caller:?}: nothing was lost"
         );
         assert!(
-            lines.first().map_or(true, |l| l.get("error").is_some()),
+            lines.first().is_none_or(|l| l.get("error").is_some()),
             "{caller:?} got the lost answer: {lines:?}"
         );
         let out = run_calls(
