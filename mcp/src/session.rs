@@ -116,7 +116,16 @@ impl Session {
         }
         let (peer, _) = self.upstream(&context.peer).await.ok()?;
         match peer.list_all_tools().await {
-            Ok(tools) => self.remember_hints(&tools),
+            Ok(tools) => {
+                self.remember_hints(&tools);
+                // A tool the server does not list has no hint: remembered as such, so
+                // that its calls do not list the tools again each time.
+                self.read_only
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(name.to_string())
+                    .or_insert(None);
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot list the upstream tools for their annotations")
             }
