@@ -5,7 +5,7 @@
 //!
 //! - over stdio: the client starts the server, or the proxy, which starts the server;
 //! - over Streamable HTTP: the server listens on 127.0.0.1, or the proxy listens and
-//!   reaches the server over HTTP.
+//!   reaches that same server over HTTP.
 //!
 //! Through the proxy, a call is either new (other arguments each time: the key comes
 //! from them, the proxy's default) and goes on to the server between its claim and its
@@ -251,16 +251,23 @@ impl Run {
         Ok(Endpoint { client, log })
     }
 
-    async fn direct_http(&mut self) -> BenchResult<Endpoint> {
+    /// The counting server over HTTP, called directly; its port, for the proxies.
+    async fn direct_http(&mut self) -> BenchResult<(Endpoint, u16)> {
         let log = self.file("effects", "jsonl");
         let port = self.http_server(&log).await?;
         let client = http_client(&format!("http://127.0.0.1:{port}/mcp")).await?;
-        Ok(Endpoint { client, log })
+        Ok((Endpoint { client, log }, port))
     }
 
-    async fn proxy_http(&mut self, dsn: &str) -> BenchResult<Endpoint> {
-        let log = self.file("effects", "jsonl");
-        let upstream_port = self.http_server(&log).await?;
+    /// A proxy over HTTP in front of the server the direct calls reach (one process, one
+    /// effect log: the calls are one after another).
+    async fn proxy_http(
+        &mut self,
+        dsn: &str,
+        upstream: &Endpoint,
+        upstream_port: u16,
+    ) -> BenchResult<Endpoint> {
+        let log = upstream.log.clone();
         let config = self.config(
             dsn,
             &format!("url = \"http://127.0.0.1:{upstream_port}/mcp\"\n"),
@@ -428,15 +435,18 @@ async fn measure(run: &mut Run, dsns: &[(&str, &str)], plan: McpPlan) -> BenchRe
     let mut rows = Vec::new();
     for transport in ["stdio", "Streamable HTTP"] {
         let http = transport != "stdio";
-        let direct = if http {
-            run.direct_http().await?
+        // Over HTTP, the proxies reach the very server the direct calls do; over stdio each
+        // client starts its own (the proxy starts one of its own).
+        let (direct, port) = if http {
+            let (e, port) = run.direct_http().await?;
+            (e, Some(port))
         } else {
-            run.direct_stdio().await?
+            (run.direct_stdio().await?, None)
         };
         let mut proxies = Vec::new();
         for (backend, dsn) in dsns {
-            let p = if http {
-                run.proxy_http(dsn).await?
+            let p = if let Some(port) = port {
+                run.proxy_http(dsn, &direct, port).await?
             } else {
                 run.proxy_stdio(dsn).await?
             };
