@@ -20,6 +20,11 @@ if [ "${1:-}" = --smoke ]; then smoke=(--smoke); out="$TARGET/benchmarks-smoke.m
 "$ROOT/scripts/cluster.sh" pg18 start
 fresh_database pg18 pgidem_bench extension
 fresh_database pg18 pgidem_bench_portable portable
-cargo run --release -q -p pg_idempotency_bench -- --dsn "$(conninfo pg18) dbname=pgidem_bench" \
+# The mcp workload's parts: the Python SDK for the counting server (skipped without it),
+# and the proxy binary, found beside the benchmark's: both built in one cargo invocation
+# (apart, each would build the shared crates with other features, and the benchmark twice).
+"$ROOT/scripts/mcp-parts.sh"
+cargo build --release -q -p pg_idempotency_mcp -p pg_idempotency_bench
+"${CARGO_TARGET_DIR:-$TARGET}/release/pg_idempotency_bench" --dsn "$(conninfo pg18) dbname=pgidem_bench" \
     --portable-dsn "$(conninfo pg18) dbname=pgidem_bench_portable" "${smoke[@]}" --out "$out" "$@"
 log "wrote $out"

@@ -26,6 +26,7 @@ pub struct Stats {
     pub ops: u64,
     pub seconds: f64,
     pub p50: Duration,
+    pub p95: Duration,
     pub p99: Duration,
 }
 
@@ -165,12 +166,13 @@ static START: std::sync::LazyLock<u128> = std::sync::LazyLock::new(|| {
         .unwrap_or(0)
 });
 
-fn stats(mut latencies: Vec<Duration>, seconds: f64) -> Stats {
+pub fn stats(mut latencies: Vec<Duration>, seconds: f64) -> Stats {
     latencies.sort_unstable();
     Stats {
         ops: latencies.len() as u64,
         seconds,
         p50: percentile(&latencies, 0.5),
+        p95: percentile(&latencies, 0.95),
         p99: percentile(&latencies, 0.99),
     }
 }

@@ -24,7 +24,8 @@ struct Options {
     only: Vec<String>,
 }
 
-const WORKLOADS: &str = "calls, fsync, hot_key, hashing, portable, client, http, growth, churn";
+const WORKLOADS: &str =
+    "calls, fsync, hot_key, hashing, portable, client, http, mcp, growth, churn";
 
 fn options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
@@ -159,6 +160,36 @@ async fn run(o: &Options) -> BenchResult<()> {
             return Err(format!("'{}' completed no request", r.ours_name).into());
         }
         markdown.push_str(&report::http(&http));
+    }
+
+    if wanted("mcp") {
+        let mcp_plan = if o.smoke {
+            workloads::mcp::McpPlan {
+                warmup: 2,
+                calls: 4,
+                rounds: 2,
+                replay_keys: 2,
+            }
+        } else {
+            workloads::mcp::McpPlan {
+                warmup: 50,
+                calls: 1000,
+                rounds: 5,
+                replay_keys: 100,
+            }
+        };
+        let mut backends = vec![("extension", o.dsn.as_str())];
+        backends.extend(o.portable_dsn.as_deref().map(|p| ("portable SQL", p)));
+        let outcome = workloads::mcp::run(&backends, mcp_plan).await?;
+        match &outcome {
+            workloads::mcp::Outcome::Skipped(reason) => eprintln!("mcp: skipped: {reason}"),
+            workloads::mcp::Outcome::Measured { rows, .. } => {
+                if let Some(r) = rows.iter().find(|r| r.ours.ops == 0 || r.baseline.ops == 0) {
+                    return Err(format!("'{}' completed no call", r.ours_name).into());
+                }
+            }
+        }
+        markdown.push_str(&report::mcp(&outcome, mcp_plan));
     }
 
     if wanted("hot_key") {

@@ -207,3 +207,50 @@ pub fn http(rows: &[Row]) -> String {
     }
     s
 }
+
+/// The MCP proxy's section: each `tools/call` through the proxy beside the same call made
+/// directly to the server, over the same transport, and the time the proxy adds to it.
+pub fn mcp(
+    outcome: &crate::workloads::mcp::Outcome,
+    plan: crate::workloads::mcp::McpPlan,
+) -> String {
+    use crate::workloads::mcp::Outcome;
+    let mut s = String::new();
+    let _ = writeln!(s, "\n## MCP proxy\n");
+    let (python, rows) = match outcome {
+        Outcome::Skipped(reason) => {
+            let _ = writeln!(s, "Skipped: {reason}.");
+            return s;
+        }
+        Outcome::Measured { python, rows } => (python, rows),
+    };
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    let _ = writeln!(s, "`pg-idempotency-mcp` (the {profile} binary) in front of the counting server (tests/mcp-parts/counting_server.py: {python}), beside the same server called directly, over the same transport: an rmcp client calls `send_email`, whose effect is one fsync'd line in a log. Over stdio the client starts the server, or the proxy, which starts the server; over Streamable HTTP the server listens on 127.0.0.1, or the proxy listens there and reaches that same server over HTTP. A new call has other arguments each time (the proxy's key comes from them, its default) and goes on to the server between its claim and its completion; a replay repeats one of {} answered calls and does not reach the server. Each database has a proxy of its own: the extension's, and the portable SQL variant's. One client, one call after another: {} warm-up calls per side, then {} calls per side in {} rounds, direct and proxied alternating; the server's effect log is emptied before each call, outside its timing (the counting server counts the log's lines on every effect). Added is the proxied time minus the direct time at the same percentile; the ratio is direct / proxied in mean time per call (above 1: faster than calling the server directly).\n", plan.replay_keys, plan.warmup, plan.calls, plan.rounds);
+    let _ = writeln!(s, "- machine: {}\n", cpu());
+    let _ = writeln!(s, "| transport | call | calls/s | p50 ms | p95 ms | direct: calls/s | p50 ms | p95 ms | added p50 ms | added p95 ms | ratio |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let signed =
+        |a: Duration, b: Duration| format!("{:+.3}", (a.as_secs_f64() - b.as_secs_f64()) * 1000.0);
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} | {} | {} | {:.1} | {} | {} | {} | {} | {:.2}x |",
+            r.transport,
+            r.ours_name,
+            r.ours.ops_per_sec(),
+            ms(r.ours.p50),
+            ms(r.ours.p95),
+            r.baseline.ops_per_sec(),
+            ms(r.baseline.p50),
+            ms(r.baseline.p95),
+            signed(r.ours.p50, r.baseline.p50),
+            signed(r.ours.p95, r.baseline.p95),
+            r.ratio()
+        );
+    }
+    s
+}

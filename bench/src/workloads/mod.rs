@@ -7,6 +7,7 @@ pub mod growth;
 pub mod hashing;
 pub mod hot_key;
 pub mod http;
+pub mod mcp;
 
 use crate::harness::Stats;
 
