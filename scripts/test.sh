@@ -114,7 +114,11 @@ behaviour_suite() {
 bench_smoke() {
     fresh_database pg18 pgidem_bench extension &&
     fresh_database pg18 pgidem_bench_portable portable &&
-    cargo run -q -p pg_idempotency_bench -- --dsn "$(conninfo pg18) dbname=pgidem_bench" \
+    "$ROOT/scripts/mcp-parts.sh" &&
+    # The proxy and the bench in one build (one feature set for the crates they share); the
+    # bench finds the proxy beside itself.
+    cargo build -q -p pg_idempotency_mcp -p pg_idempotency_bench &&
+    "${CARGO_TARGET_DIR:-$TARGET}/debug/pg_idempotency_bench" --dsn "$(conninfo pg18) dbname=pgidem_bench" \
         --portable-dsn "$(conninfo pg18) dbname=pgidem_bench_portable" \
         --smoke --out "$TARGET/benchmarks-smoke.md"
 }
