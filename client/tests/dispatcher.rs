@@ -84,6 +84,7 @@ fn send_email(sent: Arc<AtomicU32>, steer: &Steer) -> Arc<dyn Tool> {
                     response: Some(json!({"error": "bounced"})),
                     retryable: true,
                     retry_after: None,
+                    record: Default::default(),
                 });
             }
             let n = sent.fetch_add(1, Ordering::SeqCst) + 1;

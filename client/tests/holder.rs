@@ -521,6 +521,50 @@ async fn two_tools_with_one_explicit_key_never_meet(store: Arc<dyn IdempotencySt
     );
 }
 
+/// A failure's `record` overrides `cache_failures`: `release()` leaves no record although
+/// failures are cached, `abandon()` leaves the claim running (to lapse for a takeover),
+/// and the default is remembered under `cache_failures(true)`.
+async fn a_failure_says_what_becomes_of_its_claim(store: Arc<dyn IdempotencyStore>) {
+    let d = Dispatcher::new(store.clone());
+    for how in ["policy", "release", "abandon"] {
+        let tool = unique(&format!("charge_{how}"));
+        let kind = how.to_string();
+        d.register(
+            ToolSpec::new(
+                &tool,
+                tool_fn(move |_| {
+                    let kind = kind.clone();
+                    async move {
+                        let e = ToolError::new("declined").with_response(json!({"declined": true}));
+                        Err(match kind.as_str() {
+                            "release" => e.release(),
+                            "abandon" => e.abandon(),
+                            _ => e,
+                        })
+                    }
+                }),
+            )
+            .idempotent(
+                Idempotent::new()
+                    .cache_failures(true)
+                    .lease(Duration::from_secs(30)),
+            ),
+        )
+        .unwrap();
+        let input = json!({"card": how});
+        let e = d.dispatch(&tool, input.clone()).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::ToolFailed, "{how}: {e:?}");
+        let record = store.lookup(&tool, &hash_key(&input)).await.unwrap();
+        let state = record.map(|r| r.state);
+        let expected = match how {
+            "policy" => Some(State::Failed),
+            "release" => None,
+            _ => Some(State::InProgress),
+        };
+        assert_eq!(state, expected, "{how}");
+    }
+}
+
 macro_rules! suite {
     ($store:ident, $make:expr) => {
         mod $store {
@@ -562,6 +606,12 @@ macro_rules! suite {
             async fn without_settings() {
                 if let Some(s) = store().await {
                     a_tool_without_settings_runs_every_time(s).await
+                }
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn failure_records() {
+                if let Some(s) = store().await {
+                    a_failure_says_what_becomes_of_its_claim(s).await
                 }
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -154,6 +154,7 @@ async fn charge_card(input: Charge) -> Result<u64, Box<dyn std::error::Error + S
         response: Some(json!({"status": 503})),
         retryable: true,
         retry_after: Some(Duration::from_secs(2)),
+        record: Default::default(),
     }
     .into())
 }
@@ -167,6 +168,7 @@ async fn charge_card_anyhow(input: Charge) -> anyhow::Result<u64> {
         response: Some(json!({"status": 503})),
         retryable: true,
         retry_after: Some(Duration::from_secs(2)),
+        record: Default::default(),
     }
     .into())
 }
