@@ -167,17 +167,10 @@ fn expect<T>(
 }
 
 fn optional<M: Default, P>(params: Option<P>) -> RequestOptionalParam<M, P> {
-    match params {
-        Some(p) => RequestOptionalParam::with_param(p),
-        None => {
-            let mut r = RequestOptionalParam::with_param(());
-            r.params = None;
-            RequestOptionalParam {
-                method: r.method,
-                params: None,
-                extensions: r.extensions,
-            }
-        }
+    RequestOptionalParam {
+        method: M::default(),
+        params,
+        extensions: Default::default(),
     }
 }
 
