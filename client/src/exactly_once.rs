@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio_postgres::Transaction;
 use tracing::Instrument;
 
-use crate::dispatcher::{tool_failed, Dispatched};
+use crate::call::{tool_failed, Dispatched};
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::{Plan, Ran};
 use crate::idempotent::{Idempotent, KeyStrategy, Reconcile, Reconciled};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::tool::ToolError;
+use crate::tool_error::ToolError;
 use crate::types::{OnCacheHit, OnMismatch};
 
 /// A function that names a call from its input (an order id, an issue title...).

@@ -11,6 +11,7 @@
 //! HTTP actions; [`ExactlyOnce`] for tools whose effect is a write to the same database,
 //! called inside the caller's transaction.
 
+mod call;
 mod dispatcher;
 mod error;
 mod exactly_once;
@@ -38,7 +39,8 @@ mod types;
 mod unanswered;
 mod web;
 
-pub use dispatcher::{Call, Dispatched, Dispatcher, ToolInfo};
+pub use call::{Call, Dispatched};
+pub use dispatcher::{Dispatcher, ToolInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use exactly_once::ExactlyOnce;
 pub use idempotent::{

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::dispatcher::Dispatched;
+use crate::call::Dispatched;
 use crate::error::{Error, ErrorKind, Result};
 use crate::marks::Mark;
 use crate::types::Replay;

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use crate::idempotent::{Idempotent, KeySupplier};
 use crate::tool::ToolSpec;
-use crate::web::Action;
 
 /// Members (`ToolSpec`s for a [`Dispatcher`](crate::Dispatcher), `Action`s for a
 /// [`WebExecutor`](crate::WebExecutor)) that share settings:
@@ -42,7 +41,7 @@ pub struct Toolkit<T = ToolSpec> {
 }
 
 impl<T> Toolkit<T> {
-    fn named(name: impl Into<String>) -> Toolkit<T> {
+    pub(crate) fn named(name: impl Into<String>) -> Toolkit<T> {
         Toolkit {
             name: name.into(),
             idempotent: None,
@@ -81,18 +80,8 @@ impl Toolkit<ToolSpec> {
     }
 }
 
-impl Toolkit<Action> {
-    /// The actions of one upstream service, for
-    /// [`WebExecutor::register_toolkit`](crate::WebExecutor::register_toolkit).
-    pub fn service(name: impl Into<String>) -> Toolkit<Action> {
-        Toolkit::named(name)
-    }
-
-    pub fn action(mut self, action: Action) -> Toolkit<Action> {
-        self.members.push(action);
-        self
-    }
-}
+// A toolkit of web actions (`Toolkit::service`) is built in web/action.rs, beside the
+// `Action` it holds: the tool model does not depend on the web executor.
 
 impl<T> std::fmt::Debug for Toolkit<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

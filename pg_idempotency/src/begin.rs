@@ -21,9 +21,10 @@ use crate::error::{ErrorKind, IdemError, IdemResult};
 use crate::estimates;
 use crate::ids;
 use crate::metrics::{self, Counter};
+use crate::policy_cache::ScopePolicy;
 use crate::request;
 use crate::roles;
-use crate::store::{self, Claim, Id, Record, ScopePolicy, State};
+use crate::store::{self, Claim, Id, Record, State};
 
 /// How many lost races a call tolerates before it gives up; each one means another session
 /// changed the record in the meantime.

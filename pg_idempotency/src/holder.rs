@@ -14,9 +14,10 @@ use crate::durability;
 use crate::entry::{composite, Args};
 use crate::error::{ErrorKind, IdemError, IdemResult};
 use crate::estimates;
+use crate::policy_cache::ScopePolicy;
 use crate::request;
 use crate::roles;
-use crate::store::{self, Completion, Id, Record, ScopePolicy, State};
+use crate::store::{self, Completion, Id, Record, State};
 
 const MAX_RACES: u32 = 1000;
 

@@ -1,4 +1,5 @@
-//! Each backend's copy of the scopes' policies, so that a call reads its policy from memory.
+//! A scope's policy ([`ScopePolicy`]) and each backend's copy of the scopes' policies, so
+//! that a call reads its policy from memory.
 //!
 //! `idem_set_policy` and `idem_drop_policy` send a relcache invalidation for the policies
 //! table when they commit; every backend drops its copy when it processes it (at its next
@@ -11,8 +12,17 @@ use std::collections::HashMap;
 
 use pgrx::pg_sys;
 
-use crate::store::ScopePolicy;
 use crate::{fetch, relations};
+
+/// Per-scope defaults set with `idem_set_policy`: each field applies where a call gives none.
+#[derive(Debug, Clone, Default)]
+pub struct ScopePolicy {
+    pub ttl: Option<i64>,
+    pub lease: Option<i64>,
+    pub on_cache_hit: Option<String>,
+    pub cache_failures: Option<bool>,
+    pub on_mismatch: Option<String>,
+}
 
 /// Enough for every scope of a real deployment; past it the copy starts over.
 const MAX_SCOPES: usize = 4096;

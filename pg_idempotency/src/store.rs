@@ -14,8 +14,9 @@ use pgrx::{pg_sys, PgOid};
 
 use crate::args::micros_interval;
 use crate::clock::Micros;
+use crate::policy_cache::{self, ScopePolicy};
 use crate::relations::Layout;
-use crate::{fetch, policy_cache, relations};
+use crate::{fetch, relations};
 
 /// A record's state, in the protocol's words (the table's CHECK allows only these).
 pub use protocol::State;
@@ -298,16 +299,6 @@ fn col_ts(t: &SpiTupleTable<'_>, n: usize) -> Option<Micros> {
 fn col<T: FromDatum + IntoDatum>(t: &SpiTupleTable<'_>, n: usize) -> Option<T> {
     t.get::<T>(n)
         .unwrap_or_else(|e| panic!("pg_idempotency: bad column {n}: {e}"))
-}
-
-/// Per-scope defaults set with `idem_set_policy`: each field applies where a call gives none.
-#[derive(Debug, Clone, Default)]
-pub struct ScopePolicy {
-    pub ttl: Option<i64>,
-    pub lease: Option<i64>,
-    pub on_cache_hit: Option<String>,
-    pub cache_failures: Option<bool>,
-    pub on_mismatch: Option<String>,
 }
 
 /// Which record: a (scope, key) in its owner's key space.

@@ -50,7 +50,8 @@ pub extern "C-unwind" fn idem_purge_worker_main(_arg: pg_sys::Datum) {
     pgrx::log!("{NAME} started: purging database \"{database}\"");
 
     let mut waited = Duration::ZERO;
-    let mut missing_logged = false;
+    // Whether the last run found no extension to purge.
+    let mut missing = false;
     let mut reported = None;
     loop {
         if !BackgroundWorker::wait_latch(Some(NAP)) || BackgroundWorker::sigterm_received() {
@@ -63,15 +64,15 @@ pub extern "C-unwind" fn idem_purge_worker_main(_arg: pg_sys::Datum) {
         }
         waited += NAP;
         let interval = gucs::purge_interval_secs();
-        if reported != Some(interval) {
-            report_interval(interval);
-            reported = Some(interval);
+        if interval != 0 && waited >= Duration::from_secs(interval) {
+            waited = Duration::ZERO;
+            missing = run_once(&database, missing);
         }
-        if interval == 0 || waited < Duration::from_secs(interval) {
-            continue;
+        let shown = Shown { interval, missing };
+        if reported != Some(shown) {
+            report(shown, &database);
+            reported = Some(shown);
         }
-        waited = Duration::ZERO;
-        run_once(&database, &mut missing_logged);
     }
     pgrx::log!("{NAME} stopping");
     // Exit code 1, not 0: the postmaster restarts a worker that exits with 1 unless the
@@ -81,11 +82,23 @@ pub extern "C-unwind" fn idem_purge_worker_main(_arg: pg_sys::Datum) {
     unsafe { pg_sys::proc_exit(1) };
 }
 
-/// Shows the interval in force as the worker's activity in pg_stat_activity (`query`), so
-/// that an operator, and a test, can see when a reload has been applied.
-fn report_interval(interval: u64) {
+/// What the worker shows as its activity: the interval in force, and whether its last run
+/// found the extension missing.
+#[derive(Clone, Copy, PartialEq)]
+struct Shown {
+    interval: u64,
+    missing: bool,
+}
+
+/// Shows `shown` as the worker's activity in pg_stat_activity (`query`), so that an
+/// operator, and a test, can see when a reload has been applied, and that the worker is
+/// waiting for the extension rather than purging.
+fn report(shown: Shown, database: &str) {
+    let Shown { interval, missing } = shown;
     let text = if interval == 0 {
         "idle: purging is off (pg_idempotency.purge_interval = 0)".to_string()
+    } else if missing {
+        format!("idle: pg_idempotency is not created in \"{database}\"; looking again every {interval} s (pg_idempotency.purge_interval)")
     } else {
         format!("idle: purging every {interval} s (pg_idempotency.purge_interval)")
     };
@@ -95,9 +108,10 @@ fn report_interval(interval: u64) {
     unsafe { pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_IDLE, text.as_ptr()) };
 }
 
-/// One run. An error (the extension dropped mid-purge, a lock timeout) is logged and the
-/// transaction rolled back; the worker carries on at its next interval instead of exiting.
-fn run_once(database: &str, missing_logged: &mut bool) {
+/// One run; whether it found the extension missing (`was_missing`: the run before did). An
+/// error (the extension dropped mid-purge, a lock timeout) is logged and the transaction
+/// rolled back; the worker carries on at its next interval instead of exiting.
+fn run_once(database: &str, was_missing: bool) -> bool {
     let outcome = PgTryBuilder::new(|| {
         if !extension_exists() {
             return None;
@@ -118,20 +132,20 @@ fn run_once(database: &str, missing_logged: &mut bool) {
     .execute();
     match outcome {
         None => {
-            if !*missing_logged {
+            if !was_missing {
                 pgrx::debug1!(
                     "{NAME}: extension pg_idempotency not created in \"{database}\" yet; waiting"
                 );
-                *missing_logged = true;
             }
+            true
         }
         Some(purged) => {
-            *missing_logged = false;
             if purged > 0 {
                 pgrx::log!("{NAME}: purged {purged} expired records in \"{database}\"");
             } else {
                 pgrx::debug1!("{NAME}: nothing to purge in \"{database}\"");
             }
+            false
         }
     }
 }

@@ -11,9 +11,12 @@ use crate::outcome::{fate, Fate};
 use crate::rule::Rule;
 use crate::stored::StoredResponse;
 
-/// The request extension of a claimed request (`axum::Extension<Claim>`).
+/// The claim a request holds, as its handler finds it among the request's extensions
+/// (`axum::Extension<RequestClaim>`): the store's scope and key, the attempt's fence, and
+/// how to complete the call in the handler's own transaction. Built from the client's
+/// [`idempotency::Claim`] (the store's answer to `begin`) when the layer claims the call.
 #[derive(Debug, Clone)]
-pub struct Claim {
+pub struct RequestClaim {
     /// The store's scope (principal and route) and the caller's key.
     pub scope: String,
     pub key: String,
@@ -32,7 +35,7 @@ pub struct Claim {
     pub(crate) in_transaction: Arc<AtomicBool>,
 }
 
-impl Claim {
+impl RequestClaim {
     /// Completes the call inside the handler's transaction, with the answer the handler is
     /// about to return: the handler's writes and the remembered answer commit together, or
     /// neither does (a rollback leaves the call to run again). An answer the layer would

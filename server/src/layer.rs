@@ -1,4 +1,5 @@
-//! The layer and its settings.
+//! The layer: a builder of its settings (settings.rs), and the tower `Layer` that hands
+//! them to each service.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -6,41 +7,13 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 use idempotency::IdempotencyStore;
+use protocol::settings::MAX_SCOPE_BYTES;
 use tower_layer::Layer;
 
 use crate::rule::Rule;
 use crate::scope::Scope;
 use crate::service::IdempotencyService;
-
-/// Names the caller and the route of a request; None refuses it (401): there is no
-/// anonymous fallback, under which every caller's keys would meet.
-pub type ScopeFn = dyn Fn(&http::request::Parts) -> Option<Scope> + Send + Sync;
-
-/// The layer's settings, shared by every request.
-pub(crate) struct Settings {
-    pub store: Arc<dyn IdempotencyStore>,
-    pub scope_of: Box<ScopeFn>,
-    pub rules: HashMap<String, Rule>,
-    pub default_rule: Rule,
-    pub methods: Vec<Method>,
-    pub wait: Duration,
-    pub lease: Option<Duration>,
-    pub ttl: Option<Duration>,
-    pub max_key_bytes: usize,
-    pub max_scope_bytes: usize,
-    pub max_body_bytes: usize,
-    pub max_response_bytes: usize,
-    pub mismatch_status: StatusCode,
-    pub fail_open: bool,
-    pub store_timeout: Duration,
-    pub unavailable_retry_after: Duration,
-}
-
-impl Settings {
-    pub fn rule_for(&self, route: &str) -> Rule {
-        self.rules.get(route).copied().unwrap_or(self.default_rule)
-    }
-}
+use crate::settings::Settings;
 
 /// A tower layer that makes the requests of its routes idempotent under `Idempotency-Key`.
 #[derive(Clone)]
@@ -65,7 +38,7 @@ impl IdempotencyLayer {
                 lease: None,
                 ttl: None,
                 max_key_bytes: 255,
-                max_scope_bytes: 128,
+                max_scope_bytes: MAX_SCOPE_BYTES.default as usize,
                 max_body_bytes: 1 << 20,
                 max_response_bytes: 256 << 10,
                 mismatch_status: StatusCode::UNPROCESSABLE_ENTITY,

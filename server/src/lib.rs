@@ -18,11 +18,17 @@ mod rule;
 mod run;
 mod scope;
 mod service;
+mod settings;
 
 pub use body::{RequestBody, ResponseBody};
-pub use claim::Claim;
-pub use layer::{IdempotencyLayer, ScopeFn};
+pub use claim::RequestClaim;
+/// The name of [`RequestClaim`] until 0.5.0, beside the client's `idempotency::Claim`
+/// (a store's answer to `begin`), which holds something else: kept so that handlers written
+/// against 0.5.0 build, with a warning that names the new one.
+#[deprecated(note = "renamed RequestClaim (idempotency::Claim is the client's begin answer)")]
+pub type Claim = RequestClaim;
+pub use layer::IdempotencyLayer;
 pub use outcome::{fate, Fate, Why};
 pub use rule::{ClientErrors, Presence, Rule};
-pub use scope::Scope;
+pub use scope::{Scope, ScopeFn};
 pub use service::IdempotencyService;

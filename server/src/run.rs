@@ -14,10 +14,10 @@ use tower_service::Service;
 
 use crate::answer;
 use crate::body::{BoxError, RequestBody, ResponseBody};
-use crate::claim::Claim;
-use crate::layer::Settings;
+use crate::claim::RequestClaim;
 use crate::outcome::{fate, Fate, Why};
 use crate::rule::Rule;
+use crate::settings::Settings;
 use crate::stored::StoredResponse;
 
 /// A request this attempt holds the key of.
@@ -52,7 +52,7 @@ where
     ResBody::Error: Into<BoxError>,
 {
     let in_transaction = Arc::new(AtomicBool::new(false));
-    req.extensions_mut().insert(Claim {
+    req.extensions_mut().insert(RequestClaim {
         scope: c.scope.clone(),
         key: c.key.clone(),
         fence: c.claim.fence,

@@ -44,6 +44,10 @@ impl Scope {
     }
 }
 
+/// Names the caller and the route of a request; None refuses it (401): there is no
+/// anonymous fallback, under which every caller's keys would meet.
+pub type ScopeFn = dyn Fn(&http::request::Parts) -> Option<Scope> + Send + Sync;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,10 +17,10 @@ use crate::answer;
 use crate::body::{buffer, BoxError, RequestBody, ResponseBody, Unread};
 use crate::fingerprint;
 use crate::key;
-use crate::layer::Settings;
 use crate::problem::Problem;
 use crate::rule::{Presence, Rule};
 use crate::run::{run_claimed, Claimed};
+use crate::settings::Settings;
 use crate::stored::StoredResponse;
 
 /// The layer's service around `S`.

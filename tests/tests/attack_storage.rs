@@ -341,15 +341,14 @@ fn a_user_cannot_set_the_limits_where_the_library_is_loaded() {
     assert_user_default_ttl_applies(&mut c);
     assert_default_limits_hold(&mut c);
 
-    // The limits do decide: raised by the superuser, the same long key is accepted (in the
-    // extension; the portable variant's limits live in its settings table).
-    if backend() == Backend::Portable {
-        return;
-    }
+    // The limits do decide: raised by the superuser, the same long key is accepted. The
+    // extension's limits are settings; the portable variant's live in its settings table.
+    let raise = match backend() {
+        Backend::Extension => "SET pg_idempotency.max_key_bytes = 1024",
+        Backend::Portable => "UPDATE idempotency.settings SET max_key_bytes = 1024",
+    };
     let mut admin = connect_to(&db.dsn);
-    admin
-        .batch_execute("SET pg_idempotency.max_key_bytes = 1024")
-        .unwrap();
+    admin.batch_execute(raise).unwrap();
     let long_key = "k".repeat(600);
     admin
         .query_one("SELECT outcome FROM idem_begin('limits', $1)", &[&long_key])

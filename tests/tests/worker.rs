@@ -101,12 +101,25 @@ fn the_worker_purges_survives_termination_and_follows_its_interval() {
         "no worker running"
     );
 
-    // Without the extension the worker waits, harmlessly.
-    c.batch_execute("DROP EXTENSION IF EXISTS pg_idempotency")
+    // Without the extension the worker waits, harmlessly. First a run that found it (the
+    // database may be new, or an earlier run left it dropped), so that the waiting shown
+    // next can only come from a run after the drop.
+    c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_idempotency")
         .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || worker_activity(&mut admin)
+            .contains("purging every 1 s")),
+        "the worker does not show that it found the extension: {}",
+        worker_activity(&mut admin)
+    );
     let pid = worker_pid(&mut admin).unwrap();
-    // What is checked is that time passes harmlessly: two of its 1 s runs find no extension.
-    std::thread::sleep(Duration::from_millis(2500));
+    c.batch_execute("DROP EXTENSION pg_idempotency").unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || worker_activity(&mut admin)
+            .contains(&format!("pg_idempotency is not created in \"{DB}\""))),
+        "no run of the worker found the extension missing: {}",
+        worker_activity(&mut admin)
+    );
     assert_eq!(
         worker_pid(&mut admin),
         Some(pid),

@@ -7,6 +7,7 @@ use super::headers::Headers;
 
 use crate::idempotent::Idempotent;
 use crate::tool::IdempotencyHint;
+use crate::toolkit::Toolkit;
 
 /// Where an action puts its input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +94,19 @@ impl Action {
         names: impl IntoIterator<Item = S>,
     ) -> Action {
         self.fingerprint_headers = names.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+impl Toolkit<Action> {
+    /// The actions of one upstream service, for
+    /// [`WebExecutor::register_toolkit`](crate::WebExecutor::register_toolkit).
+    pub fn service(name: impl Into<String>) -> Toolkit<Action> {
+        Toolkit::named(name)
+    }
+
+    pub fn action(mut self, action: Action) -> Toolkit<Action> {
+        self.members.push(action);
         self
     }
 }

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::action::Action;
 use super::headers::{self, Headers};
-use crate::dispatcher::Call;
+use crate::call::Call;
 use crate::error::Result;
 use crate::idempotent::{Fingerprint, Idempotent};
 

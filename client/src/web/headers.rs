@@ -5,7 +5,7 @@
 use http::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use serde_json::Value;
 
-use crate::dispatcher::Call;
+use crate::call::Call;
 use crate::error::Error;
 
 /// The executor sends this one itself: the call's key, the same on every attempt.

@@ -2,7 +2,7 @@
 //! test (server/tests/example_service.rs) serve the same thing.
 //!
 //! - `POST /charges {"amount": 500, "currency": "eur"}`: a transactional handler. The
-//!   charge row and the remembered answer commit in one transaction (`Claim::complete_in`),
+//!   charge row and the remembered answer commit in one transaction (`RequestClaim::complete_in`),
 //!   so a retry can never charge twice, even when the process dies between the two. A bad
 //!   amount answers 422 and is released: the caller may fix the body and retry with the
 //!   same key.
@@ -25,7 +25,7 @@ use bytes::Bytes;
 use deadpool_postgres::Pool;
 use idempotency::PgStore;
 use idempotency_server::stored::StoredResponse;
-use idempotency_server::{Claim, ClientErrors, IdempotencyLayer, Rule, Scope};
+use idempotency_server::{ClientErrors, IdempotencyLayer, RequestClaim, Rule, Scope};
 use serde_json::{json, Value};
 
 /// The example's own tables, beside the extension's.
@@ -129,7 +129,7 @@ fn server_error(error: impl std::fmt::Display) -> Response {
 /// Charges once per key: the row and the answer commit together.
 async fn charge(
     State(pool): State<Pool>,
-    Extension(claim): Extension<Claim>,
+    Extension(claim): Extension<RequestClaim>,
     headers: HeaderMap,
     Json(request): Json<Value>,
 ) -> Response {
@@ -191,7 +191,7 @@ async fn charge(
 /// the answer once the handler has returned it.
 async fn email(
     State(pool): State<Pool>,
-    Extension(claim): Extension<Claim>,
+    Extension(claim): Extension<RequestClaim>,
     headers: HeaderMap,
     Json(request): Json<Value>,
 ) -> Response {

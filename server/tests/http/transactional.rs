@@ -1,4 +1,4 @@
-//! A handler that completes the call inside its own transaction (`Claim::complete_in`):
+//! A handler that completes the call inside its own transaction (`RequestClaim::complete_in`):
 //! its write and the remembered answer commit together, or neither does.
 
 use axum::body::Body;
@@ -9,7 +9,7 @@ use axum::Router;
 use bytes::Bytes;
 use idempotency::State;
 use idempotency_server::stored::StoredResponse;
-use idempotency_server::{Claim, Rule};
+use idempotency_server::{RequestClaim, Rule};
 
 use crate::common::*;
 
@@ -17,7 +17,7 @@ use crate::common::*;
 /// the `x-mode` header says (not part of the fingerprint: a retry may change it).
 async fn pay(
     AxumState(pool): AxumState<deadpool_postgres::Pool>,
-    Extension(claim): Extension<Claim>,
+    Extension(claim): Extension<RequestClaim>,
     headers: HeaderMap,
 ) -> Response<Body> {
     let mode = headers

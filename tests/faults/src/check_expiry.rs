@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
-use crate::check::{Invariant, Violation};
+use crate::violation::{Invariant, Violation};
 use crate::history::{Op, Outcome, Poll, Run, SeenRecord};
 
 /// How much later than `expires_at` + the purge interval a record may still be seen. The

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::check::{Invariant, Violation};
+use crate::violation::{Invariant, Violation};
 use crate::history::{Event, FinalRecord, Op, Outcome, Run};
 
 /// Every acknowledged claim (I3) and stored completion (I2) that the final records lost.

@@ -21,3 +21,4 @@ pub mod replica;
 pub mod report;
 pub mod run;
 pub mod rust_client;
+pub mod violation;
