@@ -23,8 +23,8 @@ use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
-use crate::violation::{Invariant, Violation};
 use crate::history::{Op, Outcome, Poll, Run, SeenRecord};
+use crate::violation::{Invariant, Violation};
 
 /// How much later than `expires_at` + the purge interval a record may still be seen. The
 /// purge reads its clock once and deletes what had expired then: a record that expires

@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::violation::{Invariant, Violation};
 use crate::history::{Event, FinalRecord, Op, Outcome, Run};
+use crate::violation::{Invariant, Violation};
 
 /// Every acknowledged claim (I3) and stored completion (I2) that the final records lost.
 pub fn acknowledgements_kept(run: &Run) -> Vec<Violation> {
