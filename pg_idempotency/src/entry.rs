@@ -66,8 +66,8 @@ pub unsafe fn call(
     let result = unsafe {
         pg_sys::panic::pgrx_extern_c_guard(|| {
             // Every call, even one that reads no table, first checks that this library
-            // serves the database's schema (an error otherwise: relations::oids).
-            crate::relations::oids();
+            // serves the database's schema.
+            crate::relations::check_served(function.to_str().unwrap_or("pg_idempotency"));
             body(&Args(fcinfo))
         })
     };

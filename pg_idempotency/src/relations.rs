@@ -70,14 +70,14 @@ impl SchemaVersion {
 
 /// Refuses every call on a schema older than the window: this library no longer knows its
 /// records. The extension's update brings the schema into the window, records kept.
-fn refuse(found: SchemaVersion) -> ! {
+fn refuse(found: SchemaVersion, function: &'static str) -> ! {
     pgrx::pg_sys::panic::ErrorReport::new(
         pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
             "pg_idempotency's schema in this database is {}, older than this library serves",
             found.release()
         ),
-        "pg_idempotency",
+        function,
     )
     .set_detail(format!(
         "The installed library (pg_idempotency {}) serves the schemas of {} and later; this \
@@ -167,6 +167,12 @@ fn has_column(table: pg_sys::Oid, name: &CStr) -> bool {
 /// The storage objects' OIDs: an error when the extension's schema is incomplete, or older
 /// than this library serves (see [`SchemaVersion::OLDEST_SERVED`]).
 pub fn oids() -> Oids {
+    served(oids_unchecked(), "pg_idempotency")
+}
+
+/// The storage objects' OIDs, whichever schema they belong to (an error when it is
+/// incomplete).
+fn oids_unchecked() -> Oids {
     if !REGISTERED.get() {
         // SAFETY: `invalidated` is a plain function, valid for the backend's life, and is
         // registered once per backend (PostgreSQL's table of callbacks is small and never
@@ -177,7 +183,7 @@ pub fn oids() -> Oids {
         REGISTERED.set(true);
     }
     if let Some(o) = OIDS.get() {
-        return served(o);
+        return o;
     }
     // SAFETY: a 'static NUL-terminated name; a syscache lookup in the caller's transaction,
     // which raises an error if the schema is missing.
@@ -199,15 +205,22 @@ pub fn oids() -> Oids {
     OIDS.set(Some(o));
     // New objects: nothing remembered about the old ones applies.
     POLICY_EPOCH.set(POLICY_EPOCH.get().wrapping_add(1));
-    served(o)
+    o
 }
 
-/// `o`, when this library serves its schema; otherwise the call is refused.
-fn served(o: Oids) -> Oids {
+/// `o`, when this library serves its schema; otherwise the call is refused, the error
+/// located at `function`.
+fn served(o: Oids, function: &'static str) -> Oids {
     if o.schema < SchemaVersion::OLDEST_SERVED {
-        refuse(o.schema);
+        refuse(o.schema, function);
     }
     o
+}
+
+/// Refuses the call of SQL function `function` unless this library serves the database's
+/// schema: the first thing every call does (`entry::call`).
+pub fn check_served(function: &'static str) {
+    served(oids_unchecked(), function);
 }
 
 /// Changes whenever what a backend remembers about the policies may be stale.
