@@ -39,8 +39,8 @@ pub enum SchemaVersion {
 
 impl SchemaVersion {
     /// The oldest layout this library serves: the current one and the two releases before
-    /// it that changed the records (docs/installation.md, "Upgrading"). An older schema is
-    /// refused until its update runs, so the library carries no code for it.
+    /// it that changed the records (docs/installation.md, "Upgrading the extension"). An older
+    /// schema is refused until its update runs, so the library carries no code for it.
     pub const OLDEST_SERVED: SchemaVersion = SchemaVersion::V0_3;
 
     /// The release that made this layout.
