@@ -51,8 +51,8 @@ fn generate(f: &Function, out: &mut String) {
         .collect();
     let _ = writeln!(
         out,
-        "/// The arguments of `{}({})`, by name. One the called function does not declare \
-         (an older version's, served until `ALTER EXTENSION ... UPDATE`) reads as None.",
+        "/// The arguments of `{}({})`, by name. One beyond those the call passed (were a \
+         function to lack it) reads as None.",
         f.name,
         declared.join(", ")
     );

@@ -3,8 +3,9 @@
 #   pg18: staged in target/clusters/pg18/ext (extension_control_path, dynamic_library_path),
 #         nothing written outside the project;
 #   pg15: `cargo pgrx install` into the Debian server's folders (needs root).
-# The install scripts of released versions (pg_idempotency/sql/released/) go along, so
-# `CREATE EXTENSION pg_idempotency VERSION '0.1.0'` and the update from it can be tested.
+# The base install script of 0.1.0 (pg_idempotency/sql/released/) goes along: with the
+# upgrade scripts it installs every older release (`CREATE EXTENSION pg_idempotency
+# VERSION '0.3.0'` runs it and the update path), so the updates from them can be tested.
 # A running cluster is restarted, since the library is preloaded.
 #
 #   scripts/install-extension.sh <pg18|pg15>

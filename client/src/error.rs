@@ -27,7 +27,9 @@ pub enum ErrorKind {
     /// 42501: the role may not do this: it named another role's records without
     /// `idempotency_admin`, or it lacks `idempotency_user` (EXECUTE) altogether.
     NotPermitted,
-    /// The extension (or the portable SQL) is not installed where the store looks.
+    /// The extension (or the portable SQL) is not installed where the store looks, or not
+    /// ready: 55000, a schema older than the extension's library serves (run `ALTER
+    /// EXTENSION pg_idempotency UPDATE`), or a portable install without its limits row.
     NotInstalled,
     /// Getting a connection from the pool failed.
     Pool,

@@ -16,7 +16,7 @@ use crate::args::{self, micros_interval, OnCacheHit, OnMismatch};
 use crate::call_args::BeginArgs;
 use crate::clock::{self, Micros};
 use crate::durability;
-use crate::entry::{composite, result_columns, Args, Column};
+use crate::entry::{composite, Args, Column};
 use crate::error::{ErrorKind, IdemError, IdemResult};
 use crate::estimates;
 use crate::ids;
@@ -118,8 +118,6 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
         on_cache_hit: args::on_cache_hit(given.on_cache_hit.as_deref())?,
         on_mismatch: args::on_mismatch(given.on_mismatch.as_deref())?,
         wait: args::wait(given.wait)?,
-        // None from the 0.2.0 function (served until the extension's update): it has no
-        // token argument.
         claim_token: given.claim_token,
     };
     if let (Some(lease), Some(ttl)) = (call.lease, call.ttl) {
@@ -341,7 +339,7 @@ fn ts(m: Micros) -> Column {
 fn result(a: &Args, outcome: Outcome, key: &str) -> pg_sys::Datum {
     let text = |s: &str| s.into_datum();
     // outcome, fence, attempt, recovered, upstream_key, succeeded, response,
-    // lease_until, expires_at, retry_after, and from 0.2.0 on, key
+    // lease_until, expires_at, retry_after; then key
     let row: [Column; 10] = match outcome {
         Outcome::Claimed {
             fence,
@@ -397,6 +395,5 @@ fn result(a: &Args, outcome: Outcome, key: &str) -> pg_sys::Datum {
     let mut full: [Column; 11] = [None; 11];
     full[..10].copy_from_slice(&row);
     full[10] = text(key);
-    // The 0.1.0 result type (served until the extension's update) has no key column.
-    composite(a, &full[..result_columns(a).min(full.len())])
+    composite(a, &full)
 }

@@ -17,8 +17,9 @@ pub struct Args(pg_sys::FunctionCallInfo);
 impl Args {
     /// Argument `n` as a `T`, which must be the Rust form of the type that the function's
     /// SQL declaration gives that argument: only the structs generated from those
-    /// declarations (`call_args`) call this. An argument the called function does not have
-    /// (an older version's, until the extension's update) reads as NULL.
+    /// declarations (`call_args`) call this. An argument beyond those the call passed reads
+    /// as NULL (a function may gain arguments in an update; the schemas this library serves
+    /// all declare today's).
     pub fn get<T: FromDatum>(&self, n: usize) -> Option<T> {
         if n >= self.count() {
             return None;
@@ -62,7 +63,14 @@ pub unsafe fn call(
     // SAFETY: by this function's contract the frames above are PostgreSQL's and the
     // trivially-deallocated wrapper of `sql_function!`, as pgrx_extern_c_guard requires;
     // inside it, panics and PostgreSQL errors unwind the body's Rust frames normally.
-    let result = unsafe { pg_sys::panic::pgrx_extern_c_guard(|| body(&Args(fcinfo))) };
+    let result = unsafe {
+        pg_sys::panic::pgrx_extern_c_guard(|| {
+            // Every call, even one that reads no table, first checks that this library
+            // serves the database's schema.
+            crate::relations::check_served(function.to_str().unwrap_or("pg_idempotency"));
+            body(&Args(fcinfo))
+        })
+    };
     match result {
         Ok(datum) => datum,
         // SAFETY: every value of the body was dropped when the guard returned, and `err` is
@@ -166,14 +174,6 @@ fn split(columns: &[Column]) -> (Vec<pg_sys::Datum>, Vec<bool>) {
             None => (pg_sys::Datum::from(0usize), true),
         })
         .unzip()
-}
-
-/// How many columns the function's result row has (a result type may gain columns in an
-/// update of the extension, while the library serves the older one until the update runs).
-pub fn result_columns(args: &Args) -> usize {
-    // SAFETY: args.0 is the running call's fcinfo; result_tupdesc returns a non-null
-    // descriptor (it raises an error otherwise) that lives for the backend's life.
-    unsafe { (*result_tupdesc(args.0)).natts as usize }
 }
 
 /// SQL NULL as the function's result.

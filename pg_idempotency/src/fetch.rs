@@ -169,10 +169,10 @@ pub fn by_key<T>(
     // it; table and index are opened with AccessShareLock and closed with NoLock, keeping
     // the lock to the transaction's end as the executor does. The text scan keys point into
     // `texts`, which lives past index_endscan; there are no more keys than the index's key
-    // columns (records_pkey has 3, or 2 in a 0.1.0 schema whose callers pass 2;
-    // policies_pkey 1), so rd_indcollation has an entry for each. The slot is dropped after
-    // `read` has returned, and `Row` cannot outlive `read`. If an error is raised midway, the
-    // resource owner releases the snapshot, the relations and the buffer pin at abort.
+    // columns (records_pkey has 3, policies_pkey 1), so rd_indcollation has an entry for
+    // each. The slot is dropped after `read` has returned, and `Row` cannot outlive `read`.
+    // If an error is raised midway, the resource owner releases the snapshot, the relations
+    // and the buffer pin at abort.
     unsafe {
         // Earlier commands of this transaction (the caller's own writes) are visible, as
         // they would be to the next statement.

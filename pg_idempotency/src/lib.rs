@@ -26,6 +26,7 @@ mod metrics;
 mod policy;
 mod policy_cache;
 mod purge;
+mod record_columns;
 mod relations;
 mod request;
 mod roles;
@@ -67,10 +68,11 @@ entry::sql_function!(
     pg_finfo_idem_drop_policy,
     policy::idem_drop_policy
 );
+// Bound only by 0.1.0's script, which must still install on the way to an update.
 entry::sql_function!(
     idem_counters,
     pg_finfo_idem_counters,
-    metrics::idem_counters
+    relations::outside_window
 );
 entry::sql_function!(
     idem_owner_counters,

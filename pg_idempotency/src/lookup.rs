@@ -14,7 +14,6 @@ pub fn idem_lookup(a: &Args) -> IdemResult<pg_sys::Datum> {
     let given = LookupArgs::read(a);
     let scope = args::scope(given.scope)?;
     let key = args::key(given.key)?;
-    // No owner from the 0.1.0 function (served until the extension's update): it has none.
     let owner = roles::acting_owner(given.owner)?;
     let now = clock::now();
     let id = Id {

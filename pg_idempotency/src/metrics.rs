@@ -165,38 +165,16 @@ fn snapshot() -> Vec<(Option<pg_sys::Oid>, String, [i64; 4])> {
     out
 }
 
-fn counter_row(owner: Option<Column>, scope: &str, counts: [i64; 4]) -> Vec<Column> {
-    let mut row: Vec<Column> = owner.into_iter().collect();
-    row.push(scope.into_datum());
-    row.extend(counts.iter().map(|c| c.into_datum()));
-    row
-}
-
-/// `idempotency._idem_counters()` of 0.2.0: owner, scope, claimed, replay, in_progress,
+/// `idempotency._idem_counters()` (0.2.0 on): owner, scope, claimed, replay, in_progress,
 /// mismatch.
 pub fn idem_owner_counters(a: &Args) -> IdemResult<pg_sys::Datum> {
     let out: Vec<Vec<Column>> = snapshot()
         .into_iter()
         .map(|(owner, scope, counts)| {
-            counter_row(Some(owner.map(pg_sys::Datum::from)), &scope, counts)
+            let mut row = vec![owner.map(pg_sys::Datum::from), scope.into_datum()];
+            row.extend(counts.iter().map(|c| c.into_datum()));
+            row
         })
-        .collect();
-    Ok(rows(a, &out))
-}
-
-/// `idempotency._idem_counters()` of 0.1.0 (served until the extension's update): scope,
-/// claimed, replay, in_progress, mismatch, summed over owners.
-pub fn idem_counters(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let mut by_scope: std::collections::BTreeMap<String, [i64; 4]> = Default::default();
-    for (_, scope, counts) in snapshot() {
-        let sum = by_scope.entry(scope).or_default();
-        for (s, c) in sum.iter_mut().zip(counts) {
-            *s += c;
-        }
-    }
-    let out: Vec<Vec<Column>> = by_scope
-        .into_iter()
-        .map(|(scope, counts)| counter_row(None, &scope, counts))
         .collect();
     Ok(rows(a, &out))
 }

@@ -16,28 +16,88 @@ pub struct Oids {
     pub fence_seq: pg_sys::Oid,
     /// Citus is installed: the tables may be distributed, and only SQL reaches their rows.
     pub distributed: bool,
-    /// The records are keyed by (scope, key, owner): each role its own key space (0.2.0).
-    /// False while a 0.1.0 schema awaits `ALTER EXTENSION pg_idempotency UPDATE`: this
-    /// library then serves it as 0.1.0 did, one key space shared by every role.
-    pub owner_keyed: bool,
-    /// The records keep the claim's token and whether it was a takeover (0.3.0): a repeat
-    /// of one attempt gets its claim back. False for an older schema awaiting its update.
-    pub claim_tokens: bool,
-    /// The records keep when their running attempt claimed (0.5.0), which `retry_after`
-    /// counts from. False for an older schema awaiting its update: its creation time
-    /// stands in.
-    pub claim_times: bool,
+    /// The records' layout, as the catalogue shows it.
+    pub schema: SchemaVersion,
 }
 
-/// What the saved statements over the records must be made for: records keyed by owner
-/// (0.2.0), records with claim tokens (0.3.0), records with claim times (0.5.0).
-pub type Layout = (bool, bool, bool);
+/// The layouts of the records, one per release that changed them, oldest first (0.4.0 kept
+/// 0.3.0's). Read from the catalogue, so a schema awaiting `ALTER EXTENSION pg_idempotency
+/// UPDATE` is known for what it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SchemaVersion {
+    /// Records keyed by (scope, key): one key space shared by every role.
+    V0_1,
+    /// Keyed by (scope, key, owner): each role its own key space.
+    V0_2,
+    /// The records keep the claim's token and whether it was a takeover: a repeat of one
+    /// attempt gets its claim back.
+    V0_3,
+    /// The records keep when their running attempt claimed, which `retry_after` counts
+    /// from (before, the record's creation stands in).
+    V0_5,
+}
 
-impl Oids {
-    /// The layout of the records this schema has.
-    pub fn layout(&self) -> Layout {
-        (self.owner_keyed, self.claim_tokens, self.claim_times)
+impl SchemaVersion {
+    /// The oldest layout this library serves: the current one and the two releases before
+    /// it that changed the records (docs/installation.md, "Upgrading the extension"). An older
+    /// schema is refused until its update runs, so the library carries no code for it.
+    pub const OLDEST_SERVED: SchemaVersion = SchemaVersion::V0_3;
+
+    /// The release that made this layout.
+    pub fn release(self) -> &'static str {
+        match self {
+            SchemaVersion::V0_1 => "0.1.0",
+            SchemaVersion::V0_2 => "0.2.0",
+            SchemaVersion::V0_3 => "0.3.0",
+            SchemaVersion::V0_5 => "0.5.0",
+        }
     }
+
+    /// Which layout the records have: the key index's width, then the columns each release
+    /// added.
+    fn of(records: pg_sys::Oid, records_pkey: pg_sys::Oid) -> SchemaVersion {
+        if key_columns(records_pkey) < 3 {
+            SchemaVersion::V0_1
+        } else if !has_column(records, c"claim_token") {
+            SchemaVersion::V0_2
+        } else if !has_column(records, c"claimed_at") {
+            SchemaVersion::V0_3
+        } else {
+            SchemaVersion::V0_5
+        }
+    }
+}
+
+/// Refuses every call on a schema older than the window: this library no longer knows its
+/// records. The extension's update brings the schema into the window, records kept.
+fn refuse(found: SchemaVersion, function: &'static str) -> ! {
+    pgrx::pg_sys::panic::ErrorReport::new(
+        pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "pg_idempotency's schema in this database is {}, older than this library serves",
+            found.release()
+        ),
+        function,
+    )
+    .set_detail(format!(
+        "The installed library (pg_idempotency {}) serves the schemas of {} and later; this \
+         database's extension was not updated when the library was. Its records are kept, \
+         and served again after the update.",
+        env!("CARGO_PKG_VERSION"),
+        SchemaVersion::OLDEST_SERVED.release(),
+    ))
+    .set_hint(
+        "Run ALTER EXTENSION pg_idempotency UPDATE in this database (as its owner or a superuser).",
+    )
+    .report(pgrx::PgLogLevel::ERROR);
+    unreachable!("an ERROR report does not return")
+}
+
+/// The body of a C symbol that only a schema outside the window binds (0.1.0's
+/// `_idem_counters`). The symbol stays so that the release's script still installs, on
+/// the way to the update; `entry::call` refuses such a schema before any body runs.
+pub fn outside_window(_a: &crate::entry::Args) -> crate::error::IdemResult<pg_sys::Datum> {
+    pgrx::error!("pg_idempotency: this function belongs to a schema this library no longer serves")
 }
 
 thread_local! {
@@ -104,8 +164,15 @@ fn has_column(table: pg_sys::Oid, name: &CStr) -> bool {
     unsafe { pg_sys::get_attnum(table, name.as_ptr()) != pg_sys::InvalidAttrNumber as i16 }
 }
 
-/// The storage objects' OIDs (an error when the extension's schema is incomplete).
+/// The storage objects' OIDs: an error when the extension's schema is incomplete, or older
+/// than this library serves (see [`SchemaVersion::OLDEST_SERVED`]).
 pub fn oids() -> Oids {
+    served(oids_unchecked(), "pg_idempotency")
+}
+
+/// The storage objects' OIDs, whichever schema they belong to (an error when it is
+/// incomplete).
+fn oids_unchecked() -> Oids {
     if !REGISTERED.get() {
         // SAFETY: `invalidated` is a plain function, valid for the backend's life, and is
         // registered once per backend (PostgreSQL's table of callbacks is small and never
@@ -133,14 +200,27 @@ pub fn oids() -> Oids {
         // transaction, InvalidOid when Citus is not installed.
         distributed: unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) }
             != pg_sys::InvalidOid,
-        owner_keyed: key_columns(records_pkey) == 3,
-        claim_tokens: has_column(records, c"claim_token"),
-        claim_times: has_column(records, c"claimed_at"),
+        schema: SchemaVersion::of(records, records_pkey),
     };
     OIDS.set(Some(o));
     // New objects: nothing remembered about the old ones applies.
     POLICY_EPOCH.set(POLICY_EPOCH.get().wrapping_add(1));
     o
+}
+
+/// `o`, when this library serves its schema; otherwise the call is refused, the error
+/// located at `function`.
+fn served(o: Oids, function: &'static str) -> Oids {
+    if o.schema < SchemaVersion::OLDEST_SERVED {
+        refuse(o.schema, function);
+    }
+    o
+}
+
+/// Refuses the call of SQL function `function` unless this library serves the database's
+/// schema: the first thing every call does (`entry::call`).
+pub fn check_served(function: &'static str) {
+    served(oids_unchecked(), function);
 }
 
 /// Changes whenever what a backend remembers about the policies may be stale.

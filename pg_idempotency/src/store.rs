@@ -15,16 +15,12 @@ use pgrx::{pg_sys, PgOid};
 use crate::args::micros_interval;
 use crate::clock::Micros;
 use crate::policy_cache::{self, ScopePolicy};
-use crate::relations::Layout;
+use crate::record_columns::{self, Statement, Values};
+use crate::relations::SchemaVersion;
 use crate::{fetch, relations};
 
 /// A record's state, in the protocol's words (the table's CHECK allows only these).
 pub use protocol::State;
-
-fn state_named(word: &str) -> State {
-    State::parse(word)
-        .unwrap_or_else(|| pgrx::error!("pg_idempotency: a record has the unknown state {word:?}"))
-}
 
 /// One row of `idempotency.records`.
 pub struct Record {
@@ -41,8 +37,7 @@ pub struct Record {
     pub expires_at: Micros,
     pub ttl: i64,
     pub owner: pg_sys::Oid,
-    /// The token of the claim holding the record, and whether that claim was a takeover
-    /// (None and false where the schema predates 0.3.0).
+    /// The token of the claim holding the record, and whether that claim was a takeover.
     pub claim_token: Option<pgrx::Uuid>,
     pub recovered: bool,
     /// When the running attempt claimed (None where the schema predates 0.5.0, or for a
@@ -60,29 +55,23 @@ impl Record {
     }
 }
 
-const READ_COLUMNS: &str =
-    "r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response, \
-     r.created_at, r.completed_at, r.lease_until, r.expires_at, r.ttl, r.owner::pg_catalog.oid, \
-     p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch";
-/// Read after the others where the schema has them (0.3.0).
-const READ_TOKEN_COLUMNS: &str = ", r.claim_token, r.recovered";
-/// Read after the tokens where the schema has it (0.5.0).
-const READ_CLAIM_TIME_COLUMN: &str = ", r.claimed_at";
-/// The record's key in a statement: scope `$1`, key `$2`, and, where records are keyed by
-/// owner, the owner in parameter `$owner`.
-fn where_key(keyed: bool, owner: usize) -> String {
-    let mut w = String::from("scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2");
-    if keyed {
-        w.push_str(&format!(" AND owner OPERATOR(pg_catalog.=) ${owner}"));
-    }
-    w
+/// The scope's policy as the read statement selects it, before the record's columns.
+const READ_POLICY_COLUMNS: &str = "p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch";
+
+/// The record's key in a statement: scope `$1`, key `$2`, and the owner in parameter
+/// `$owner`.
+fn where_key(owner: usize) -> String {
+    format!(
+        "scope OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 \
+         AND owner OPERATOR(pg_catalog.=) ${owner}"
+    )
 }
 
 /// The record held by fence `$3`.
-fn where_held(keyed: bool, owner: usize) -> String {
+fn where_held(owner: usize) -> String {
     format!(
         "{} AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) 'in_progress'",
-        where_key(keyed, owner)
+        where_key(owner)
     )
 }
 
@@ -98,10 +87,10 @@ struct Plans {
 }
 
 thread_local! {
-    /// The saved plans, and the layout of the records they were made for. Leaked: a saved
+    /// The saved plans, and the schema of the records they were made for. Leaked: a saved
     /// plan lives as long as the backend, and when an update of the extension changes the
     /// table under a running backend, a statement of the old plans may still be running.
-    static PLANS: Cell<Option<(Layout, &'static Plans)>> = const { Cell::new(None) };
+    static PLANS: Cell<Option<(SchemaVersion, &'static Plans)>> = const { Cell::new(None) };
 }
 
 fn oids(list: &[pg_sys::Oid]) -> Vec<PgOid> {
@@ -115,55 +104,32 @@ fn prepare(client: &SpiClient<'_>, sql: &str, types: &[pg_sys::Oid]) -> OwnedPre
         .keep()
 }
 
-fn build_plans(client: &SpiClient<'_>, (keyed, tokens, times): Layout) -> Plans {
+fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
     use pg_sys::{
         BOOLOID, BYTEAOID, INT4OID, INT8OID, INTERVALOID, JSONBOID, REGROLEOID, TEXTOID, TIDOID,
         TIMESTAMPTZOID, UUIDOID,
     };
-    // The owner is the last parameter of every statement; where records are not keyed by
-    // owner (a 0.1.0 schema) the statements leave it unused.
-    let conflict = if keyed {
-        "(scope, key, owner)"
+    let read_columns = record_columns::of(schema)
+        .iter()
+        .map(|c| format!("r.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // The owner is the last parameter of every statement. The claim's time follows the
+    // claim's token and takeover flag in the statements that claim; unused before 0.5.0.
+    let (time_column, insert_time, set_time) = if schema >= SchemaVersion::V0_5 {
+        (", claimed_at", ", $13", ", claimed_at = $17")
     } else {
-        "(scope, key)"
-    };
-    let owner_of_row = if keyed {
-        "AND r.owner OPERATOR(pg_catalog.=) $3"
-    } else {
-        ""
-    };
-    // The claim's token and takeover flag are the last two parameters of the statements
-    // that claim; where the records have no such columns (before 0.3.0) they are unused.
-    let (token_columns, token_read) = if tokens {
-        (", claim_token, recovered", READ_TOKEN_COLUMNS)
-    } else {
-        ("", "")
-    };
-    let (insert_tokens, set_tokens) = if tokens {
-        (", $11, $12", ", claim_token = $15, recovered = $16")
-    } else {
-        ("", "")
-    };
-    // The claim's time is the parameter after the tokens; unused before 0.5.0.
-    let (time_column, time_read, insert_time, set_time) = if times {
-        (
-            ", claimed_at",
-            READ_CLAIM_TIME_COLUMN,
-            ", $13",
-            ", claimed_at = $17",
-        )
-    } else {
-        ("", "", "", "")
+        ("", "", "")
     };
     Plans {
         read: prepare(
             client,
-            // Always one row: the record if any, and the scope's policy if any.
+            // Always one row: the scope's policy if any, and the record if any.
             &format!(
-                "SELECT {READ_COLUMNS}{token_read}{time_read} FROM (SELECT) AS one \
+                "SELECT {READ_POLICY_COLUMNS}, {read_columns} FROM (SELECT) AS one \
                  LEFT JOIN idempotency.records r \
                      ON r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2 \
-                     {owner_of_row} \
+                     AND r.owner OPERATOR(pg_catalog.=) $3 \
                  LEFT JOIN idempotency.policies p ON p.scope OPERATOR(pg_catalog.=) $1"
             ),
             &[TEXTOID, TEXTOID, REGROLEOID],
@@ -172,10 +138,10 @@ fn build_plans(client: &SpiClient<'_>, (keyed, tokens, times): Layout) -> Plans 
             client,
             &format!(
                 "INSERT INTO idempotency.records AS r (scope, key, state, fence, attempt, \
-                     fingerprint, upstream_key, created_at, lease_until, expires_at, ttl, owner\
-                     {token_columns}{time_column}) \
-                 VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10{insert_tokens}{insert_time}) \
-                 ON CONFLICT {conflict} DO NOTHING RETURNING r.fence"
+                     fingerprint, upstream_key, created_at, lease_until, expires_at, ttl, owner, \
+                     claim_token, recovered{time_column}) \
+                 VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10, $11, $12{insert_time}) \
+                 ON CONFLICT (scope, key, owner) DO NOTHING RETURNING r.fence"
             ),
             &[TEXTOID, TEXTOID, INT8OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, UUIDOID, BOOLOID, TIMESTAMPTZOID],
         ),
@@ -184,12 +150,12 @@ fn build_plans(client: &SpiClient<'_>, (keyed, tokens, times): Layout) -> Plans 
             &format!(
                 "UPDATE idempotency.records SET state = 'in_progress', fence = $4, attempt = $5, \
                      fingerprint = $6, upstream_key = $7, response = NULL, created_at = $8, \
-                     completed_at = NULL, lease_until = $9, expires_at = $10, ttl = $11, owner = $12\
-                     {set_tokens}{set_time} \
+                     completed_at = NULL, lease_until = $9, expires_at = $10, ttl = $11, owner = $12, \
+                     claim_token = $15, recovered = $16{set_time} \
                  WHERE {} \
                      AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) $13 \
                      AND COALESCE(lease_until, '-infinity'::pg_catalog.timestamptz) OPERATOR(pg_catalog.=) $14",
-                where_key(keyed, 12)
+                where_key(12)
             ),
             &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID, UUIDOID, BOOLOID, TIMESTAMPTZOID],
         ),
@@ -198,7 +164,7 @@ fn build_plans(client: &SpiClient<'_>, (keyed, tokens, times): Layout) -> Plans 
             &format!(
                 "UPDATE idempotency.records SET state = $4, response = $5, completed_at = $6, \
                      lease_until = NULL, expires_at = $7 WHERE {}",
-                where_held(keyed, 8)
+                where_held(8)
             ),
             &[TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID],
         ),
@@ -210,20 +176,20 @@ fn build_plans(client: &SpiClient<'_>, (keyed, tokens, times): Layout) -> Plans 
                 "UPDATE idempotency.records SET state = $4, response = $5, completed_at = $6, \
                      lease_until = NULL, expires_at = $7 \
                  WHERE ctid OPERATOR(pg_catalog.=) $9 AND {}",
-                where_held(keyed, 8)
+                where_held(8)
             ),
             &[TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, TIDOID],
         ),
         delete_held: prepare(
             client,
-            &format!("DELETE FROM idempotency.records WHERE {}", where_held(keyed, 4)),
+            &format!("DELETE FROM idempotency.records WHERE {}", where_held(4)),
             &[TEXTOID, TEXTOID, INT8OID, REGROLEOID],
         ),
         extend: prepare(
             client,
             &format!(
                 "UPDATE idempotency.records SET lease_until = $4, expires_at = $5 WHERE {}",
-                where_held(keyed, 6)
+                where_held(6)
             ),
             &[TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID],
         ),
@@ -231,24 +197,24 @@ fn build_plans(client: &SpiClient<'_>, (keyed, tokens, times): Layout) -> Plans 
             client,
             &format!(
                 "DELETE FROM idempotency.records WHERE {} RETURNING expires_at",
-                where_key(keyed, 3)
+                where_key(3)
             ),
             &[TEXTOID, TEXTOID, REGROLEOID],
         ),
     }
 }
 
-/// The saved plans for the records' current layout, made on first use.
+/// The saved plans for the records' current schema, made on first use.
 fn plans(client: &SpiClient<'_>) -> &'static Plans {
-    let layout = relations::oids().layout();
+    let schema = relations::oids().schema;
     match PLANS.get() {
-        Some((made_for, plans)) if made_for == layout => plans,
+        Some((made_for, plans)) if made_for == schema => plans,
         _ => {
             // An update of the extension changes the table under a running backend: its
-            // statements are made again for the new layout. The old ones stay (leaked, once
+            // statements are made again for the new schema. The old ones stay (leaked, once
             // per backend), in case a statement of theirs is still running.
-            let plans: &'static Plans = Box::leak(Box::new(build_plans(client, layout)));
-            PLANS.set(Some((layout, plans)));
+            let plans: &'static Plans = Box::leak(Box::new(build_plans(client, schema)));
+            PLANS.set(Some((schema, plans)));
             plans
         }
     }
@@ -323,49 +289,18 @@ pub fn read(id: &Id<'_>) -> (Option<Record>, ScopePolicy) {
     if oids.distributed {
         return Spi::connect_mut(|client| read_by_statement(client, id));
     }
-    let full = [
+    let keys = [
         fetch::Key::Text(id.scope),
         fetch::Key::Text(id.key),
         fetch::Key::Oid(id.owner),
     ];
-    // A 0.1.0 schema (before the update) keys records by scope and key alone.
-    let keys = if oids.owner_keyed {
-        &full[..]
-    } else {
-        &full[..2]
-    };
-    let columns: &'static [&'static str] = match (oids.claim_tokens, oids.claim_times) {
-        (true, true) => &RECORD_COLUMNS,
-        (true, false) => &RECORD_COLUMNS[..14],
-        _ => &RECORD_COLUMNS[..12],
-    };
-    let record = fetch::by_key(oids.records, oids.records_pkey, keys, columns, |row| {
-        Record {
-            state: state_named(&row.text(0).unwrap_or_default()),
-            fence: row.int(1).unwrap_or_default(),
-            attempt: row.int(2).unwrap_or_default() as i32,
-            fingerprint: row.bytes(3),
-            upstream_key: row
-                .uuid(4)
-                .unwrap_or_else(|| pgrx::Uuid::from_bytes([0; 16])),
-            response: row.copied(5),
-            created_at: row.int(6).unwrap_or_default(),
-            completed_at: row.int(7),
-            lease_until: row.int(8),
-            expires_at: row.int(9).unwrap_or_default(),
-            ttl: row.interval_micros(10).unwrap_or_default(),
-            owner: row
-                .int(11)
-                .map(|o| pg_sys::Oid::from(o as u32))
-                .unwrap_or(pg_sys::InvalidOid),
-            claim_token: oids.claim_tokens.then(|| row.uuid(12)).flatten(),
-            recovered: oids.claim_tokens && row.int(13).unwrap_or_default() != 0,
-            claimed_at: (oids.claim_tokens && oids.claim_times)
-                .then(|| row.int(14))
-                .flatten(),
-            tid: Some(row.tid()),
-        }
-    });
+    let record = fetch::by_key(
+        oids.records,
+        oids.records_pkey,
+        &keys,
+        record_columns::of(oids.schema),
+        |row| record_columns::record(row, oids.schema),
+    );
     (record, policy_cache::of(id.scope))
 }
 
@@ -382,71 +317,22 @@ fn read_by_statement(client: &mut SpiClient<'_>, id: &Id<'_>) -> (Option<Record>
     let table = run(client, |p| &p.read, &[scope, key, owner(id.owner)]);
     let t = table.first();
     let policy = ScopePolicy {
-        ttl: col_micros(&t, 13),
-        lease: col_micros(&t, 14),
-        on_cache_hit: col(&t, 15),
-        cache_failures: col(&t, 16),
-        on_mismatch: col(&t, 17),
+        ttl: col_micros(&t, 1),
+        lease: col_micros(&t, 2),
+        on_cache_hit: col(&t, 3),
+        cache_failures: col(&t, 4),
+        on_mismatch: col(&t, 5),
     };
-    let Some(state) = col::<String>(&t, 1) else {
-        return (None, policy);
+    let row = Statement {
+        table: &t,
+        first: 6,
     };
-    let response = t
-        .get_datum_by_ordinal(6)
-        .unwrap_or_else(|e| panic!("pg_idempotency: bad response column: {e}"))
-        // SAFETY: we are inside the SPI connection that read `d`, a jsonb (a varlena: not by
-        // value, length -1); SPI_datumTransfer copies it into the memory context that was
-        // current at SPI_connect, so it outlives SPI_finish.
-        .map(|d| unsafe { pg_sys::SPI_datumTransfer(d, false, -1) });
-    let record = Record {
-        state: state_named(&state),
-        fence: col(&t, 2).unwrap_or_default(),
-        attempt: col(&t, 3).unwrap_or_default(),
-        fingerprint: col(&t, 4),
-        upstream_key: col(&t, 5).unwrap_or_else(|| pgrx::Uuid::from_bytes([0; 16])),
-        response,
-        created_at: col_ts(&t, 7).unwrap_or_default(),
-        completed_at: col_ts(&t, 8),
-        lease_until: col_ts(&t, 9),
-        expires_at: col_ts(&t, 10).unwrap_or_default(),
-        ttl: col_micros(&t, 11).unwrap_or_default(),
-        owner: col(&t, 12).unwrap_or(pg_sys::InvalidOid),
-        // Present after the policy's columns where the schema has them (0.3.0).
-        claim_token: if t.columns().unwrap_or(0) > 17 {
-            col(&t, 18)
-        } else {
-            None
-        },
-        recovered: t.columns().unwrap_or(0) > 17 && col::<bool>(&t, 19).unwrap_or(false),
-        // And after them, where the schema has it (0.5.0).
-        claimed_at: if t.columns().unwrap_or(0) > 19 {
-            col_ts(&t, 20)
-        } else {
-            None
-        },
-        tid: None,
-    };
-    (Some(record), policy)
+    let record = row
+        .text(0)
+        .is_some()
+        .then(|| record_columns::record(&row, relations::oids().schema));
+    (record, policy)
 }
-
-/// The record's columns as `read` takes them; the last three only where the schema has them.
-static RECORD_COLUMNS: [&str; 15] = [
-    "state",
-    "fence",
-    "attempt",
-    "fingerprint",
-    "upstream_key",
-    "response",
-    "created_at",
-    "completed_at",
-    "lease_until",
-    "expires_at",
-    "ttl",
-    "owner",
-    "claim_token",
-    "recovered",
-    "claimed_at",
-];
 
 /// The values of a claim, computed before the statement that writes it.
 pub struct Claim<'a> {

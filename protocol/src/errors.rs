@@ -58,8 +58,11 @@ impl ErrorCode {
 }
 
 /// SQLSTATEs that mean the API is not where the caller looks (no such function, schema or
-/// table): the extension or the portable SQL is not installed, or not this version.
-pub const NOT_INSTALLED: [&str; 3] = ["42883", "3F000", "42P01"];
+/// table): the extension or the portable SQL is not installed, or not this version; or
+/// that it is there but not ready (55000: a schema older than the extension's library
+/// serves, awaiting `ALTER EXTENSION pg_idempotency UPDATE`; a portable install without
+/// its limits row).
+pub const NOT_INSTALLED: [&str; 4] = ["42883", "3F000", "42P01", "55000"];
 
 #[cfg(test)]
 mod tests {

@@ -1,19 +1,49 @@
-//! Upgrades, for the backend under test: a database on each release (its install script as
-//! released: `pg_idempotency/sql/released/`, `sql/released/`), upgraded, has exactly the
-//! objects of a fresh install of this version, and keeps its records, holders and fences.
+//! Upgrades, for the backend under test: a database on each release, upgraded, has exactly
+//! the objects of a fresh install of this version, and keeps its records, holders and
+//! fences.
+//!
+//! A release is installed as the releases were kept: the base script, 0.1.0's
+//! (`pg_idempotency/sql/released/`, `sql/released/`), and the upgrade scripts up to it. For
+//! the extension PostgreSQL does that itself (`CREATE EXTENSION ... VERSION` finds no
+//! script for the version and takes the update path from 0.1.0); for the portable variant
+//! the scripts run in order. That each release installed fresh equals its predecessor
+//! upgraded was proven when it was released (docs/decisions.md, "Releases").
+//!
+//! The extension's library serves a window of older schemas before their update (from
+//! 0.3.0 on, docs/installation.md, "Upgrading"): calls on one in it are served, calls on
+//! an older one are refused (SQLSTATE 55000) until `ALTER EXTENSION pg_idempotency UPDATE`.
 
 use pg_idempotency_tests::*;
 
-/// Every released version, oldest first: each is upgraded to this one.
+/// Every released version, oldest first: each is upgraded to this one. The first is the
+/// base, the one install script kept.
 const RELEASES: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.4.0"];
 const CURRENT: &str = env!("CARGO_PKG_VERSION");
+/// The oldest release whose schema the extension's library serves before its update.
+const OLDEST_SERVED: &str = "0.3.0";
 
-/// The versions an install of `from` passes through to this one: (from, to) per step.
-fn steps(from: &str) -> Vec<(&'static str, &'static str)> {
-    let start = RELEASES.iter().position(|r| *r == from).unwrap();
-    let mut chain: Vec<&'static str> = RELEASES[start..].to_vec();
-    chain.push(CURRENT);
-    chain.windows(2).map(|w| (w[0], w[1])).collect()
+/// The steps from release `from` to `to` (a later release, or this version): (a, b) per
+/// upgrade script.
+fn steps(from: &str, to: &str) -> Vec<(&'static str, &'static str)> {
+    let mut all: Vec<&'static str> = RELEASES.to_vec();
+    all.push(CURRENT);
+    let at = |v: &str| {
+        all.iter()
+            .position(|r| *r == v)
+            .unwrap_or_else(|| panic!("{v} is not a release"))
+    };
+    all[at(from)..=at(to)]
+        .windows(2)
+        .map(|w| (w[0], w[1]))
+        .collect()
+}
+
+/// Whether the backend under test serves a database left on release `from` before its
+/// update: the portable variant's functions are the release's own; the extension's library
+/// serves the window.
+fn served_before_update(from: &str) -> bool {
+    let at = |v: &str| RELEASES.iter().position(|r| *r == v).unwrap();
+    backend() == Backend::Portable || at(from) >= at(OLDEST_SERVED)
 }
 
 /// Every object an install owns, one sorted line each with what defines it: functions
@@ -93,22 +123,28 @@ fn installed_version(c: &mut Client) -> String {
     c.query_one(sql, &[]).unwrap().get(0)
 }
 
-/// Installs the released version `from` into the (empty) database of `dsn`.
+/// Installs the released version `from` into the (empty) database of `dsn`: the base
+/// script and the upgrade scripts up to `from`.
 fn install_released(dsn: &str, from: &str) {
     match backend() {
         Backend::Extension => connect_to(dsn)
             .batch_execute(&format!("CREATE EXTENSION pg_idempotency VERSION '{from}'"))
             .unwrap_or_else(|e| {
-                panic!("CREATE EXTENSION ... VERSION '{from}' (scripts/install-extension.sh installs it): {e}")
+                panic!("CREATE EXTENSION ... VERSION '{from}' (scripts/install-extension.sh installs the base script): {e}")
             }),
         Backend::Portable => {
+            let base = RELEASES[0];
             let (ok, out) = run_sql_file(
                 dsn,
-                &format!("released/pg_idempotency--{from}.sql"),
+                &format!("released/pg_idempotency--{base}.sql"),
                 &[],
                 &[],
             );
-            assert!(ok, "installing the released {from}:\n{out}");
+            assert!(ok, "installing the base script {base}:\n{out}");
+            for (a, b) in steps(base, from) {
+                portable_step(dsn, a, b)
+                    .unwrap_or_else(|e| panic!("installing {from}: the upgrade from {a}: {e}"));
+            }
         }
     }
 }
@@ -121,7 +157,7 @@ fn upgrade(dsn: &str, from: &str) -> Result<(), String> {
         Backend::Extension => connect_to(dsn)
             .batch_execute("ALTER EXTENSION pg_idempotency UPDATE")
             .map_err(|e| format!("{}: {e}", sqlstate(&e))),
-        Backend::Portable => steps(from)
+        Backend::Portable => steps(from, CURRENT)
             .into_iter()
             .try_for_each(|(a, b)| portable_step(dsn, a, b)),
     }
@@ -164,18 +200,28 @@ fn upgraded_equals_fresh(from: &str, expected: &[String]) {
         "{from} and {CURRENT} install the same objects"
     );
 
-    // Work in flight across the upgrade: a completed call, a running holder.
-    let done = begin(&mut c, "upgrade", "done");
-    complete(
-        &mut c,
-        "upgrade",
-        "done",
-        done.fence.unwrap(),
-        r#"{"sent": 1}"#,
-    )
-    .unwrap();
-    let running = begin(&mut c, "upgrade", "running");
-    assert_eq!(running.outcome, "claimed");
+    // Work in flight across the upgrade: a completed call, a running holder. Made through
+    // the API where it is served before the update; else written as the release's library
+    // wrote it (this one refuses the calls).
+    let running_fence = if served_before_update(from) {
+        let done = begin(&mut c, "upgrade", "done");
+        complete(
+            &mut c,
+            "upgrade",
+            "done",
+            done.fence.unwrap(),
+            r#"{"sent": 1}"#,
+        )
+        .unwrap();
+        let running = begin(&mut c, "upgrade", "running");
+        assert_eq!(running.outcome, "claimed");
+        running.fence.unwrap()
+    } else {
+        assert_refused(&mut c, "SELECT * FROM idem_begin('upgrade', 'done')", from);
+        let owner = &current_role(&mut c);
+        write_record(&mut c, "upgrade", "done", owner, Written::Succeeded(r#"{"sent": 1}"#));
+        write_record(&mut c, "upgrade", "running", owner, Written::Running("5 minutes"))
+    };
 
     upgrade(&dsn, from).unwrap_or_else(|e| panic!("upgrade from {from}: {e}"));
     let mut c = connect_to(&dsn);
@@ -191,10 +237,10 @@ fn upgraded_equals_fresh(from: &str, expected: &[String]) {
     let replay = begin(&mut c, "upgrade", "done");
     assert_eq!(replay.outcome, "replay");
     assert_eq!(replay.response.as_deref(), Some(r#"{"sent": 1}"#));
-    let state = complete(&mut c, "upgrade", "running", running.fence.unwrap(), "{}").unwrap();
+    let state = complete(&mut c, "upgrade", "running", running_fence, "{}").unwrap();
     assert_eq!(state, "succeeded");
     let next = begin(&mut c, "upgrade", "new");
-    assert!(next.fence.unwrap() > running.fence.unwrap());
+    assert!(next.fence.unwrap() > running_fence);
 
     // The new column of 0.2.0.
     let note: Option<String> = c
@@ -213,6 +259,198 @@ fn upgraded_equals_fresh(from: &str, expected: &[String]) {
     drop_database(&db);
 }
 
+/// A record as a release's library wrote it.
+enum Written<'a> {
+    /// Claimed, its lease running for this long.
+    Running(&'a str),
+    /// Completed with this response.
+    Succeeded(&'a str),
+    /// Failed with this response, kept to replay.
+    Failed(&'a str),
+}
+
+/// Writes `owner`'s record of (`scope`, `key`) into the tables of a release whose schema
+/// this library refuses before its update, as that release's library did on a claim (and a
+/// completion): a fence from the sequence, attempt 1, a day's ttl. Returns its fence.
+fn write_record(c: &mut Client, scope: &str, key: &str, owner: &str, what: Written) -> i64 {
+    let (state, response, lease) = match what {
+        Written::Running(lease) => ("in_progress", None, Some(lease)),
+        Written::Succeeded(response) => ("succeeded", Some(response), None),
+        Written::Failed(response) => ("failed", Some(response), None),
+    };
+    c.query_one(
+        "INSERT INTO idempotency.records (scope, key, state, fence, attempt, upstream_key, \
+             response, created_at, completed_at, lease_until, expires_at, ttl, owner) \
+         SELECT $1, $2, $3, nextval('idempotency.fence_seq'), 1, gen_random_uuid(), \
+             $4::text::jsonb, now.t, CASE WHEN $4 IS NOT NULL THEN now.t END, \
+             now.t + $5::text::interval, now.t + interval '1 day', interval '1 day', \
+             $6::text::regrole \
+         FROM (SELECT clock_timestamp() AS t) now \
+         RETURNING fence",
+        &[&scope, &key, &state, &response, &lease, &owner],
+    )
+    .unwrap_or_else(|e| panic!("writing the record {scope}/{key}: {e}"))
+    .get(0)
+}
+
+/// The role a session's calls are made as: the owner of the records they claim.
+fn current_role(c: &mut Client) -> String {
+    c.query_one("SELECT current_user::text", &[]).unwrap().get(0)
+}
+
+/// Asserts that `sql` is refused, changing nothing, because the database's schema is
+/// `from`'s, older than the extension's library serves: SQLSTATE 55000, the version found
+/// in the message, the window in the detail, and the update in the hint.
+fn assert_refused(c: &mut Client, sql: &str, from: &str) {
+    let err = c
+        .batch_execute(sql)
+        .expect_err(&format!("{sql} was served on a {from} schema"));
+    let db = err
+        .as_db_error()
+        .unwrap_or_else(|| panic!("{sql}: not an error of the server: {err}"));
+    assert_eq!(db.code().code(), "55000", "{sql}: {db:?}");
+    assert!(
+        db.message().contains(&format!("schema in this database is {from},")),
+        "{sql}: {}",
+        db.message()
+    );
+    assert!(
+        db.detail()
+            .is_some_and(|d| d.contains(&format!("{OLDEST_SERVED} and later"))),
+        "{sql}: {db:?}"
+    );
+    assert!(
+        db.hint()
+            .is_some_and(|h| h.contains("ALTER EXTENSION pg_idempotency UPDATE")),
+        "{sql}: {db:?}"
+    );
+}
+
+/// One call of each function of the API that goes through the library, with arguments
+/// every release's signature takes, in an order that succeeds on a served schema: 'k'
+/// claimed, extended, completed, looked up and forgotten; 'r' claimed and released; then
+/// the rest.
+const EVERY_LIBRARY_CALL: &[&str] = &[
+    "SELECT * FROM idem_begin('window', 'k')",
+    "SELECT * FROM idem_extend('window', 'k', (SELECT fence FROM idem_lookup('window', 'k')), '1 minute')",
+    "SELECT * FROM idem_complete('window', 'k', (SELECT fence FROM idem_lookup('window', 'k')), '{\"sent\": 1}')",
+    "SELECT * FROM idem_lookup('window', 'k')",
+    "SELECT idem_forget('window', 'k')",
+    "SELECT * FROM idem_begin('window', 'r')",
+    "SELECT idem_release('window', 'r', (SELECT fence FROM idem_lookup('window', 'r')))",
+    "SELECT idem_canonical('{\"b\": 1, \"a\": 2}')",
+    "SELECT idem_hash('{\"b\": 1, \"a\": 2}')",
+    "SELECT idem_purge_expired()",
+    "SELECT * FROM idem_set_policy('window', ttl => '1 hour')",
+    "SELECT idem_drop_policy('window')",
+    "SELECT * FROM idem_metrics()",
+];
+
+fn every_library_call_succeeds(c: &mut Client, on: &str) {
+    for sql in EVERY_LIBRARY_CALL {
+        c.batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{on}: {sql}: {e:?}"));
+    }
+    let live: i64 = c
+        .query_one("SELECT count(*) FROM idempotency.records WHERE scope = 'window'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(live, 0, "{on}: 'k' was forgotten and 'r' released");
+}
+
+#[test]
+fn a_schema_older_than_the_window_refuses_every_call_until_its_update() {
+    if backend() != Backend::Extension {
+        skip(
+            Skip::NotApplicable,
+            "the extension's library window (the portable variant's functions are each release's own)",
+        );
+        return;
+    }
+    for from in RELEASES.iter().filter(|r| !served_before_update(r)) {
+        let db = format!("pgidem_window_{}", from.replace('.', "_"));
+        let dsn = fresh_database(&db);
+        install_released(&dsn, from);
+        // One session across the update: what it learnt of the old schema must not stick.
+        let mut c = connect_to(&dsn);
+        for sql in EVERY_LIBRARY_CALL {
+            assert_refused(&mut c, sql, from);
+        }
+        let written: i64 = c
+            .query_one("SELECT count(*) FROM idempotency.records", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(written, 0, "a refused call wrote a record");
+        // A policy set before the library was replaced still reads: idem_policies is SQL
+        // over its table, which every release has.
+        c.batch_execute(
+            "INSERT INTO idempotency.policies (scope, ttl, updated_at, updated_by) \
+             VALUES ('window-kept', '2 hours', now(), current_user::regrole)",
+        )
+        .unwrap();
+        let scopes: i64 = c
+            .query_one("SELECT count(*) FROM idem_policies()", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(scopes, 1);
+
+        upgrade(&dsn, from).unwrap_or_else(|e| panic!("upgrade from {from}: {e}"));
+        every_library_call_succeeds(&mut c, &format!("{from} after its update"));
+        drop(c);
+        drop_database(&db);
+    }
+}
+
+/// The releases in the window are served before their update, with what their schema
+/// keeps: claim tokens (0.3.0) give a repeat its claim back, a duplicate gets a
+/// retry_after (counted from the record's creation, as the schema has no claim time), and
+/// the claims made then complete after the update.
+#[test]
+fn a_schema_in_the_window_is_served_before_its_update() {
+    const TOKEN: &str = "6a1f0c2e-9b3d-4c5e-8f7a-0b1c2d3e4f50";
+    let in_window: Vec<&str> = RELEASES
+        .iter()
+        .copied()
+        .skip_while(|r| *r != OLDEST_SERVED)
+        .collect();
+    assert_eq!(in_window, ["0.3.0", "0.4.0"]);
+    for from in in_window {
+        let db = format!("pgidem_window_{}", from.replace('.', "_"));
+        let dsn = fresh_database(&db);
+        install_released(&dsn, from);
+        let mut c = connect_to(&dsn);
+        assert_eq!(installed_version(&mut c), from);
+        every_library_call_succeeds(&mut c, from);
+
+        let claim = begin_token(&mut c, "window", "held", TOKEN);
+        assert_eq!((claim.0.as_str(), claim.2), ("claimed", false), "{from}");
+        assert_eq!(begin_token(&mut c, "window", "held", TOKEN), claim, "{from}: the repeat");
+        let duplicate = c
+            .query_one(
+                "SELECT outcome, retry_after IS NOT NULL FROM idem_begin('window', 'held')",
+                &[],
+            )
+            .unwrap();
+        assert_eq!(duplicate.get::<_, String>(0), "in_progress", "{from}");
+        assert!(duplicate.get::<_, bool>(1), "{from}: a duplicate gets a retry_after");
+
+        upgrade(&dsn, from).unwrap_or_else(|e| panic!("upgrade from {from}: {e}"));
+        assert_eq!(installed_version(&mut c), CURRENT);
+        assert_eq!(
+            begin_token(&mut c, "window", "held", TOKEN),
+            claim,
+            "{from}: the repeat after the update"
+        );
+        assert_eq!(
+            complete(&mut c, "window", "held", claim.1.unwrap(), "{}").unwrap(),
+            "succeeded",
+            "{from}"
+        );
+        drop(c);
+        drop_database(&db);
+    }
+}
+
 #[test]
 fn a_portable_upgrade_from_another_version_changes_nothing() {
     if backend() != Backend::Portable {
@@ -226,7 +464,7 @@ fn a_portable_upgrade_from_another_version_changes_nothing() {
     install(&dsn);
     let mut c = connect_to(&dsn);
     let before = describe(&mut c);
-    for (from, to) in steps(RELEASES[0]) {
+    for (from, to) in steps(RELEASES[0], CURRENT) {
         let err = portable_step(&dsn, from, to)
             .expect_err(&format!("an upgrade from {from} ran on {CURRENT}"));
         assert!(err.contains("55000"), "{err}");
@@ -253,41 +491,40 @@ fn fence_of(c: &mut Client, scope: &str, key: &str) -> i64 {
         .get(0)
 }
 
-#[test]
-fn a_filled_0_1_0_works_before_the_update_and_after_it() {
-    use pg_idempotency_tests::attack::TestRole;
+/// 0.1.0's whole API, as its functions serve it (the portable variant's: the extension's
+/// library refuses a 0.1.0 schema), filling scope `s` for role `a` (whose session is `ca`):
+/// done, running (extended), failed (kept), released (and forgotten), expired (claimed);
+/// a policy set, another set and dropped. Returns the running call's fence.
+fn fill_0_1_0_through_its_api(
+    admin: &mut Client,
+    ca: &mut Client,
+    a: &pg_idempotency_tests::attack::TestRole,
+    b: &pg_idempotency_tests::attack::TestRole,
+    s: &str,
+) -> i64 {
     const FROM: &str = "0.1.0";
-    let dsn = fresh_database("pgidem_upgrade_filled");
-    install_released(&dsn, FROM);
-    let a = TestRole::create(&dsn, "upgrade_a", "IN ROLE idempotency_user");
-    let b = TestRole::create(&dsn, "upgrade_b", "IN ROLE idempotency_user");
-    let mut admin = connect_to(&dsn);
-    let mut ca = a.session();
-    let s = "upgrade-filled";
-
-    // The release's whole API, served by this version's library until the update runs.
-    let done = begin_row(&mut ca, s, "done");
+    let done = begin_row(ca, s, "done");
     assert_eq!(done.len(), 10, "{FROM}'s idem_begin answers 10 columns");
-    complete(&mut ca, s, "done", done.get("fence"), r#"{"sent": 1}"#).unwrap();
-    let running = begin(&mut ca, s, "running");
+    complete(ca, s, "done", done.get("fence"), r#"{"sent": 1}"#).unwrap();
+    let running = begin(ca, s, "running");
     ca.execute(
         "SELECT idem_extend($1, 'running', $2, '5 minutes')",
         &[&s, &running.fence],
     )
     .unwrap();
-    let failed = begin(&mut ca, s, "failed");
+    let failed = begin(ca, s, "failed");
     ca.execute(
         "SELECT idem_complete($1, 'failed', $2, '{\"error\": 1}', false, true)",
         &[&s, &failed.fence],
     )
     .unwrap();
-    let gone = begin(&mut ca, s, "released");
+    let gone = begin(ca, s, "released");
     ca.execute(
         "SELECT idem_release($1, 'released', $2)",
         &[&s, &gone.fence],
     )
     .unwrap();
-    begin(&mut ca, s, "expired");
+    begin(ca, s, "expired");
     let owner: String = ca
         .query_one("SELECT owner::text FROM idem_lookup($1, 'done')", &[&s])
         .unwrap()
@@ -324,6 +561,43 @@ fn a_filled_0_1_0_works_before_the_update_and_after_it() {
         .unwrap()
         .get::<_, Option<bool>>(0)
         .is_some());
+    running.fence.unwrap()
+}
+
+#[test]
+fn a_filled_0_1_0_keeps_its_records_through_the_update() {
+    use pg_idempotency_tests::attack::TestRole;
+    const FROM: &str = "0.1.0";
+    let dsn = fresh_database("pgidem_upgrade_filled");
+    install_released(&dsn, FROM);
+    let a = TestRole::create(&dsn, "upgrade_a", "IN ROLE idempotency_user");
+    let b = TestRole::create(&dsn, "upgrade_b", "IN ROLE idempotency_user");
+    let mut admin = connect_to(&dsn);
+    let mut ca = a.session();
+    let s = "upgrade-filled";
+
+    // The release's whole API where it is served before the update; the extension's
+    // library refuses it, so the release's records are written as its library wrote them.
+    let running_fence = if served_before_update(FROM) {
+        fill_0_1_0_through_its_api(&mut admin, &mut ca, &a, &b, s)
+    } else {
+        assert_refused(&mut ca, "SELECT * FROM idem_begin('upgrade-filled', 'done')", FROM);
+        let record = |admin: &mut Client, key: &str, what: Written| {
+            write_record(admin, s, key, &a.name, what)
+        };
+        record(&mut admin, "done", Written::Succeeded(r#"{"sent": 1}"#));
+        let running = record(&mut admin, "running", Written::Running("5 minutes"));
+        record(&mut admin, "failed", Written::Failed(r#"{"error": 1}"#));
+        record(&mut admin, "expired", Written::Running("1 minute"));
+        admin
+            .execute(
+                "INSERT INTO idempotency.policies (scope, ttl, updated_at, updated_by) \
+                 VALUES ($1, '2 hours', now(), current_user::regrole)",
+                &[&s],
+            )
+            .unwrap();
+        running
+    };
     // An expired record, as time would leave it.
     admin
         .execute(
@@ -337,7 +611,7 @@ fn a_filled_0_1_0_works_before_the_update_and_after_it() {
         .query_one("SELECT max(fence) FROM idempotency.records", &[])
         .unwrap()
         .get(0);
-    drop((ca, cb));
+    drop(ca);
 
     upgrade(&dsn, FROM).unwrap_or_else(|e| panic!("upgrade from {FROM}: {e}"));
 
@@ -373,7 +647,7 @@ fn a_filled_0_1_0_works_before_the_update_and_after_it() {
         "the cached failure replays"
     );
     assert_eq!(
-        complete(&mut ca, s, "running", running.fence.unwrap(), "{}").unwrap(),
+        complete(&mut ca, s, "running", running_fence, "{}").unwrap(),
         "succeeded"
     );
     let again = begin(&mut ca, s, "expired");
@@ -437,22 +711,34 @@ fn begin_token(c: &mut Client, scope: &str, key: &str, token: &str) -> (String, 
 }
 
 #[test]
-fn a_filled_0_2_0_works_before_the_update_and_after_it() {
+fn a_filled_0_2_0_keeps_its_claims_through_the_update() {
     const FROM: &str = "0.2.0";
     const TOKEN: &str = "3f0a6c1e-5b7d-4e2a-9c8b-1d2e3f4a5b6c";
     let dsn = fresh_database("pgidem_upgrade_filled_020");
     install_released(&dsn, FROM);
-    // One session lives through the update: its saved statements are made again for the
-    // new layout of the records (the extension) or its functions replaced (portable).
+    // One session lives through the update: what the extension's library learnt of the
+    // old schema does not stick, and the portable variant's functions are replaced.
     let mut c = connect_to(&dsn);
     let s = "upgrade-020";
 
-    // The release's idem_begin, served by this version's library until the update runs.
-    let done = begin_row(&mut c, s, "done");
-    assert_eq!(done.len(), 11, "{FROM}'s idem_begin answers 11 columns");
-    complete(&mut c, s, "done", done.get("fence"), r#"{"sent": 1}"#).unwrap();
-    let running = begin(&mut c, s, "running");
-    let lapsing = try_begin(&mut c, s, "lapsing", None, Some("100 ms"), None).unwrap();
+    // The release's idem_begin where it is served before the update; the extension's
+    // library refuses it, so the release's records are written as its library wrote them.
+    let (running_fence, lapsing_fence) = if served_before_update(FROM) {
+        let done = begin_row(&mut c, s, "done");
+        assert_eq!(done.len(), 11, "{FROM}'s idem_begin answers 11 columns");
+        complete(&mut c, s, "done", done.get("fence"), r#"{"sent": 1}"#).unwrap();
+        let running = begin(&mut c, s, "running");
+        let lapsing = try_begin(&mut c, s, "lapsing", None, Some("100 ms"), None).unwrap();
+        (running.fence.unwrap(), lapsing.fence.unwrap())
+    } else {
+        assert_refused(&mut c, "SELECT * FROM idem_begin('upgrade-020', 'done')", FROM);
+        let owner = &current_role(&mut c);
+        write_record(&mut c, s, "done", owner, Written::Succeeded(r#"{"sent": 1}"#));
+        (
+            write_record(&mut c, s, "running", owner, Written::Running("5 minutes")),
+            write_record(&mut c, s, "lapsing", owner, Written::Running("100 ms")),
+        )
+    };
     let no_token = c
         .query_one(
             "SELECT outcome FROM idem_begin($1, 'k', claim_token => $2::text::uuid)",
@@ -471,7 +757,7 @@ fn a_filled_0_2_0_works_before_the_update_and_after_it() {
     );
     assert_eq!(begin(&mut c, s, "done").outcome, "replay");
     assert_eq!(
-        complete(&mut c, s, "running", running.fence.unwrap(), "{}").unwrap(),
+        complete(&mut c, s, "running", running_fence, "{}").unwrap(),
         "succeeded"
     );
     // A lease taken before the update lapses and is taken over with a token; its repeat
@@ -489,7 +775,7 @@ fn a_filled_0_2_0_works_before_the_update_and_after_it() {
     );
     let taken = begin_token(&mut c, s, "lapsing", TOKEN);
     assert_eq!((taken.0.as_str(), taken.2), ("claimed", true));
-    assert!(taken.1.unwrap() > lapsing.fence.unwrap());
+    assert!(taken.1.unwrap() > lapsing_fence);
     assert_eq!(begin_token(&mut c, s, "lapsing", TOKEN), taken);
     // A new claim with a token, and its repeat.
     let fresh = begin_token(&mut c, s, "new", TOKEN);
