@@ -189,7 +189,11 @@ fn privilege_list(functions: &[&Function], names: Schemas) -> String {
 /// EXECUTE on `functions` revoked from PUBLIC, then granted to the role each declares.
 fn privileges(functions: &[&Function], names: Schemas) -> String {
     let to = |grant: Grant| -> Vec<&Function> {
-        functions.iter().copied().filter(|f| f.grant == grant).collect()
+        functions
+            .iter()
+            .copied()
+            .filter(|f| f.grant == grant)
+            .collect()
     };
     format!(
         "REVOKE EXECUTE ON FUNCTION\n{}\nFROM PUBLIC;\n\
@@ -228,7 +232,10 @@ pub fn extension_functions_sql(root: &Path) -> std::io::Result<String> {
     let bodies = root.join("pg_idempotency/sql/bodies");
     let mut read = std::collections::HashMap::new();
     for f in FUNCTIONS.iter().filter(|f| f.language == Language::Sql) {
-        read.insert(f.name, read_source(&bodies.join(format!("{}.sql", f.name)))?);
+        read.insert(
+            f.name,
+            read_source(&bodies.join(format!("{}.sql", f.name)))?,
+        );
     }
     Ok(functions_sql(&|f| read[f.name].clone()))
 }

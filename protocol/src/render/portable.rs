@@ -93,7 +93,11 @@ pub fn create_function(f: &Function, source: &str) -> String {
     arguments(&mut out, f);
     returns(&mut out, f, PORTABLE);
     let _ = writeln!(out, "{}{}", behaviour(f, true).join(" "), rows(f));
-    let _ = writeln!(out, "SET search_path = pg_catalog, {}, pg_temp", PORTABLE.storage);
+    let _ = writeln!(
+        out,
+        "SET search_path = pg_catalog, {}, pg_temp",
+        PORTABLE.storage
+    );
     let body = body.trim_end();
     match f.portable {
         Portable::Plpgsql => {
@@ -135,7 +139,11 @@ pub fn install_sql(part: &dyn Fn(&str) -> String, body: &dyn Fn(&Function) -> St
 pub fn portable_install_sql(root: &Path) -> std::io::Result<String> {
     let src = root.join("sql/src");
     let bodies = src.join("bodies");
-    let parts: BTreeSet<String> = BEFORE.iter().chain(AFTER).map(|p| format!("{p}.sql")).collect();
+    let parts: BTreeSet<String> = BEFORE
+        .iter()
+        .chain(AFTER)
+        .map(|p| format!("{p}.sql"))
+        .collect();
     let used: BTreeSet<String> = rendered().map(|f| format!("{}.sql", f.name)).collect();
     for (dir, known) in [(&src, &parts), (&bodies, &used)] {
         for entry in std::fs::read_dir(dir)? {
@@ -154,7 +162,10 @@ pub fn portable_install_sql(root: &Path) -> std::io::Result<String> {
         read.insert(p.to_string(), read_source(&src.join(format!("{p}.sql")))?);
     }
     for f in rendered() {
-        read.insert(f.name.to_string(), read_source(&bodies.join(format!("{}.sql", f.name)))?);
+        read.insert(
+            f.name.to_string(),
+            read_source(&bodies.join(format!("{}.sql", f.name)))?,
+        );
     }
     Ok(install_sql(&|p| read[p].clone(), &|f| read[f.name].clone()))
 }
