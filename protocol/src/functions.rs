@@ -96,11 +96,11 @@ pub enum Volatility {
 pub enum Language {
     /// A V1 C function of the extension's library, by its symbol.
     C(&'static str),
-    /// A SQL function whose body lives in pg_idempotency/sql/bodies/<name>.sql.
+    /// A SQL function whose body lives in `pg_idempotency/sql/bodies/<name>.sql`.
     Sql,
 }
 
-/// How the PL/pgSQL variant writes a function: its body is sql/src/bodies/<name>.sql, the
+/// How the PL/pgSQL variant writes a function: its body is `sql/src/bodies/<name>.sql`, the
 /// rest of its `CREATE FUNCTION` comes from this declaration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Portable {

@@ -1,7 +1,7 @@
 //! The PL/pgSQL variant's installer, sql/pg_idempotency.sql (a psql script): the parts
 //! written by hand in sql/src/ ([`BEFORE`]: the psql preamble, the storage, the variant's
 //! own helpers), then every API function its declaration in [`FUNCTIONS`] gives (header,
-//! comment) around its body from sql/src/bodies/<name>.sql, then the grants the same
+//! comment) around its body from `sql/src/bodies/<name>.sql`, then the grants the same
 //! declarations give, then [`AFTER`].
 //!
 //! Two things hold for every function the variant renders, so they are said here and not
@@ -24,7 +24,7 @@ pub const PORTABLE: Schemas = Schemas {
     storage: ":\"storage\"",
 };
 
-/// The hand-written parts before the API functions, in install order: sql/src/<part>.sql.
+/// The hand-written parts before the API functions, in install order: `sql/src/<part>.sql`.
 /// A part's functions are created before any that follows calls them from a SQL body.
 pub const BEFORE: &[&str] = &[
     "preamble",
