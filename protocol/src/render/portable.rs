@@ -14,7 +14,9 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::Path;
 
-use super::{arguments, behaviour, comment, privileges, read_source, returns, rows, Schemas};
+use super::{
+    arguments, behaviour, comment, privileges, read_source, returns, rows, schema, Schemas,
+};
 use crate::functions::{Function, Portable, FUNCTIONS};
 
 /// psql's quoted identifiers of the two schemas, as the installer's `-v schema=... -v
@@ -89,7 +91,7 @@ pub fn create_function(f: &Function, source: &str) -> String {
         let _ = writeln!(out, "-- {note}");
     }
     out.push_str(&notes);
-    let _ = write!(out, "CREATE FUNCTION {}.{}", PORTABLE.api, f.name);
+    let _ = write!(out, "CREATE FUNCTION {}.{}", schema(f, PORTABLE), f.name);
     arguments(&mut out, f);
     returns(&mut out, f, PORTABLE);
     let _ = writeln!(out, "{}{}", behaviour(f, true).join(" "), rows(f));
