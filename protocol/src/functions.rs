@@ -2,10 +2,11 @@
 //! volatility, strictness, parallel safety, privileges and comment.
 //!
 //! From this table come the extension's `CREATE FUNCTION` text (pg_idempotency/sql/
-//! functions.sql, written by `scripts/render-sql.sh`, held equal by tests/tests/
-//! signatures.rs) and the typed argument structs its C functions read (pg_idempotency's
-//! build.rs). The PL/pgSQL variant writes its functions by hand, and the same test holds
-//! their signatures equal to the extension's as PostgreSQL reports them.
+//! functions.sql), the PL/pgSQL variant's declarations of the same functions in its
+//! installer (sql/pg_idempotency.sql, around the bodies in sql/src/), both written by
+//! `scripts/render-sql.sh` and held equal to the rendering by tests/tests/signatures.rs, and
+//! the typed argument structs the extension's C functions read (pg_idempotency's build.rs).
+//! The same test holds what PostgreSQL reports of both backends' functions equal.
 //!
 //! Adding an argument to a function means adding it here, then giving it behaviour (and,
 //! once a version is released, an upgrade script for both backends).
@@ -71,9 +72,11 @@ const fn opt(name: &'static str, ty: SqlType, default: &'static str) -> Arg {
 pub enum Returns {
     Void,
     Scalar(SqlType),
-    /// A named composite type of the storage schema (a row built from the type cache).
+    /// A named composite type of the storage schema (a row built from the type cache), by
+    /// its name in that schema (each backend's rendering qualifies it).
     Row(&'static str),
-    /// Zero or more rows of a named composite type, with the planner's row estimate.
+    /// Zero or more rows of a named composite type of the storage schema, with the
+    /// planner's row estimate.
     SetOf(&'static str, u32),
     /// The arguments come back as stored (INOUT), followed by these OUT columns.
     InOut(&'static [Arg]),
@@ -93,9 +96,24 @@ pub enum Volatility {
 pub enum Language {
     /// A V1 C function of the extension's library, by its symbol.
     C(&'static str),
-    /// A SQL function whose body lives in pg_idempotency/sql/bodies/<name>.sql (the
-    /// extension's) and is written by the PL/pgSQL variant in its own way.
+    /// A SQL function whose body lives in `pg_idempotency/sql/bodies/<name>.sql`.
     Sql,
+}
+
+/// How the PL/pgSQL variant writes a function: its body is `sql/src/bodies/<name>.sql`, the
+/// rest of its `CREATE FUNCTION` comes from this declaration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Portable {
+    /// `LANGUAGE plpgsql`.
+    Plpgsql,
+    /// `LANGUAGE sql` with a quoted body, checked when it is created.
+    Sql,
+    /// `LANGUAGE sql` with a SQL-standard body, `RETURN <the file's expression>`: bound
+    /// when it is created, through the search_path the install has then.
+    SqlReturn,
+    /// Not part of the variant: an internal helper of the extension (the variant has
+    /// helpers of its own, written whole in sql/src/).
+    Absent,
 }
 
 /// Which role may EXECUTE it (never PUBLIC).
@@ -130,6 +148,8 @@ pub struct Function {
     pub parallel_safe: bool,
     pub security_definer: bool,
     pub language: Language,
+    /// How the PL/pgSQL variant writes it.
+    pub portable: Portable,
     pub grant: Grant,
     /// Said above the function in the SQL, for whoever reads it there.
     pub note: Option<&'static str>,
@@ -168,6 +188,7 @@ const API: Function = Function {
     parallel_safe: false,
     security_definer: true,
     language: Language::Sql,
+    portable: Portable::Plpgsql,
     grant: Grant::User,
     note: None,
     comment: None,
@@ -186,7 +207,7 @@ pub const IDEM_BEGIN: Function = Function {
         opt("wait", Interval, "'0'"),
         opt("claim_token", Uuid, "NULL"),
     ],
-    returns: Returns::Row("idempotency.begin_result"),
+    returns: Returns::Row("begin_result"),
     language: Language::C("idem_begin"),
     comment: Some(
         "Claim a call (outcome claimed, with a fence), or learn it is running (in_progress), or get its remembered result (replay)",
@@ -204,7 +225,7 @@ pub const IDEM_COMPLETE: Function = Function {
         opt("succeeded", Boolean, "true"),
         opt("cache_failure", Boolean, "NULL"),
     ],
-    returns: Returns::Row("idempotency.complete_result"),
+    returns: Returns::Row("complete_result"),
     language: Language::C("idem_complete"),
     comment: Some("Record the result of a claimed call; the fence must still hold the record"),
     ..API
@@ -227,7 +248,7 @@ pub const IDEM_EXTEND: Function = Function {
         arg("fence", Bigint),
         opt("lease", Interval, "NULL"),
     ],
-    returns: Returns::Row("idempotency.extend_result"),
+    returns: Returns::Row("extend_result"),
     language: Language::C("idem_extend"),
     comment: Some("Extend the lease of a claim that is still running (a heartbeat)"),
     ..API
@@ -240,12 +261,13 @@ pub const IDEM_LOOKUP: Function = Function {
         arg("key", Text),
         opt("owner", Regrole, "NULL"),
     ],
-    returns: Returns::SetOf("idempotency.lookup_result", 1),
+    returns: Returns::SetOf("lookup_result", 1),
     language: Language::C("idem_lookup"),
     note: Some("owner NULL: the caller's own record. Naming another role needs idempotency_admin."),
     comment: Some(
         "The caller's record of a call (an admin: owner's) until it expires; no row when it is absent or expired",
     ),
+    portable: Portable::Sql,
     ..API
 };
 
@@ -276,6 +298,7 @@ pub const IDEM_CANONICAL: Function = Function {
     comment: Some(
         "Canonical JSON of a request: RFC 8785 with lossless numbers (what idem_hash hashes)",
     ),
+    portable: Portable::SqlReturn,
     ..API
 };
 
@@ -291,6 +314,7 @@ pub const IDEM_HASH: Function = Function {
     comment: Some(
         "SHA-256 of the canonical JSON of a request: its fingerprint; as lowercase hex, its HASH_INPUT key",
     ),
+    portable: Portable::SqlReturn,
     ..API
 };
 
@@ -355,6 +379,7 @@ pub const IDEM_POLICIES: Function = Function {
     volatility: Volatility::Stable,
     parallel_safe: true,
     comment: Some("Every scope's policy"),
+    portable: Portable::Sql,
     ..API
 };
 
@@ -378,6 +403,7 @@ pub const IDEM_OWNER_COUNTERS: Function = Function {
         "Outcome counters since the server started (shared memory; only when preloaded), and \
          whose rows idem_metrics shows the caller.",
     ),
+    portable: Portable::Absent,
     ..API
 };
 
@@ -390,6 +416,7 @@ pub const IDEM_COUNTING: Function = Function {
     security_definer: false,
     language: Language::C("idem_counting"),
     grant: Grant::Internal,
+    portable: Portable::Absent,
     ..API
 };
 
@@ -405,6 +432,7 @@ pub const IDEM_VISIBLE_OWNER: Function = Function {
     note: Some(
         "NULL: every owner's (the caller has idempotency_admin's privileges); else the caller.",
     ),
+    portable: Portable::Absent,
     ..API
 };
 
@@ -429,6 +457,7 @@ pub const IDEM_METRICS: Function = Function {
     comment: Some(
         "Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)",
     ),
+    portable: Portable::Sql,
     ..API
 };
 

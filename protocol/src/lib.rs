@@ -2,9 +2,9 @@
 //! their signatures, its SQLSTATEs, the words of its policies and states, and its settings
 //! with their limits and defaults.
 //!
-//! The extension builds its `CREATE FUNCTION` text and its typed argument structs from
-//! [`functions::FUNCTIONS`]; the client maps SQLSTATEs and words through the same types;
-//! the PL/pgSQL variant is held to them by the behaviour suite. Nothing here depends on
+//! Both backends' `CREATE FUNCTION` text ([`render`]) and the extension's typed argument
+//! structs come from [`functions::FUNCTIONS`]; the client maps SQLSTATEs and words through
+//! the same types; the PL/pgSQL variant's bodies are held to them by the behaviour suite. Nothing here depends on
 //! PostgreSQL or on an async runtime.
 
 pub mod errors;

@@ -1,9 +1,13 @@
-//! The extension's `CREATE FUNCTION` text, rendered from [`crate::functions::FUNCTIONS`].
-//!
-//! The output is pg_idempotency/sql/functions.sql: written by scripts/render-sql.sh and
-//! held equal to this rendering by tests/tests/signatures.rs.
+//! The `CREATE FUNCTION` text of both backends, rendered from
+//! [`crate::functions::FUNCTIONS`]: here the extension's pg_idempotency/sql/functions.sql
+//! and what both share, in [`portable`] the PL/pgSQL variant's sql/pg_idempotency.sql.
+//! scripts/render-sql.sh writes both; tests/tests/signatures.rs holds them equal to this
+//! rendering.
+
+pub mod portable;
 
 use std::fmt::Write;
+use std::path::Path;
 
 use crate::functions::{Arg, Function, Grant, Language, Returns, Schema, Volatility, FUNCTIONS};
 
@@ -16,10 +20,23 @@ pub const HEADER: &str = "\
 -- of the SQL functions are in sql/bodies/.
 ";
 
-fn schema(f: &Function) -> &'static str {
+/// How a rendering names the two schemas: the API's and the storage schema.
+#[derive(Debug, Clone, Copy)]
+pub struct Schemas {
+    pub api: &'static str,
+    pub storage: &'static str,
+}
+
+/// The extension's script: its schema is the one `CREATE EXTENSION` picks.
+pub const EXTENSION: Schemas = Schemas {
+    api: "@extschema@",
+    storage: "idempotency",
+};
+
+fn schema(f: &Function, names: Schemas) -> &'static str {
     match f.schema {
-        Schema::Api => "@extschema@",
-        Schema::Storage => "idempotency",
+        Schema::Api => names.api,
+        Schema::Storage => names.storage,
     }
 }
 
@@ -28,8 +45,8 @@ fn quoted(text: &str) -> String {
 }
 
 /// `schema.name(types)`, as COMMENT, GRANT and DROP name a function.
-pub fn signature(f: &Function) -> String {
-    format!("{}.{}({})", schema(f), f.name, f.identity_args())
+pub fn signature(f: &Function, names: Schemas) -> String {
+    format!("{}.{}({})", schema(f, names), f.name, f.identity_args())
 }
 
 fn columns(out: &mut String, mode: &str, args: &[Arg], last: bool) {
@@ -63,17 +80,18 @@ fn arguments(out: &mut String, f: &Function) {
     out.push('\n');
 }
 
-fn returns(out: &mut String, f: &Function) {
+fn returns(out: &mut String, f: &Function, names: Schemas) {
+    let storage = names.storage;
     match f.returns {
         Returns::Void => out.push_str("RETURNS void\n"),
         Returns::Scalar(t) => {
             let _ = writeln!(out, "RETURNS {}", t.sql());
         }
         Returns::Row(t) => {
-            let _ = writeln!(out, "RETURNS {t}");
+            let _ = writeln!(out, "RETURNS {storage}.{t}");
         }
         Returns::SetOf(t, _) => {
-            let _ = writeln!(out, "RETURNS SETOF {t}");
+            let _ = writeln!(out, "RETURNS SETOF {storage}.{t}");
         }
         Returns::InOut(_) => out.push_str("RETURNS record\n"),
         Returns::Table(cols) => {
@@ -84,7 +102,8 @@ fn returns(out: &mut String, f: &Function) {
     }
 }
 
-fn attributes(out: &mut String, f: &Function) {
+/// Volatility, strictness, parallel safety and, for a definer, SECURITY DEFINER.
+fn behaviour(f: &Function, definer: bool) -> Vec<&'static str> {
     let mut words = vec![match f.volatility {
         Volatility::Immutable => "IMMUTABLE",
         Volatility::Stable => "STABLE",
@@ -100,18 +119,39 @@ fn attributes(out: &mut String, f: &Function) {
     } else {
         "PARALLEL UNSAFE"
     });
-    if f.security_definer {
+    if definer {
         words.push("SECURITY DEFINER");
     }
+    words
+}
+
+/// ` ROWS n` for a set-returning function.
+fn rows(f: &Function) -> String {
+    match f.returns {
+        Returns::SetOf(_, rows) => format!(" ROWS {rows}"),
+        _ => String::new(),
+    }
+}
+
+fn attributes(out: &mut String, f: &Function) {
+    let mut words = behaviour(f, f.security_definer);
     // A SQL body resolves names when it runs: pin the path it resolves them through.
     if f.language == Language::Sql {
         words.push("SET search_path = pg_catalog, pg_temp");
     }
-    let rows = match f.returns {
-        Returns::SetOf(_, rows) => format!(" ROWS {rows}"),
-        _ => String::new(),
-    };
-    let _ = writeln!(out, "{}{rows}", words.join(" "));
+    let _ = writeln!(out, "{}{}", words.join(" "), rows(f));
+}
+
+/// `COMMENT ON FUNCTION`, when the declaration has a comment.
+fn comment(out: &mut String, f: &Function, names: Schemas) {
+    if let Some(comment) = f.comment {
+        let _ = writeln!(
+            out,
+            "COMMENT ON FUNCTION {} IS\n    {};",
+            signature(f, names),
+            quoted(comment)
+        );
+    }
 }
 
 /// One function's `CREATE FUNCTION` and `COMMENT ON FUNCTION`; `body` gives a SQL
@@ -121,9 +161,9 @@ pub fn create_function(f: &Function, body: &dyn Fn(&Function) -> String) -> Stri
     if let Some(note) = f.note {
         let _ = writeln!(out, "-- {note}");
     }
-    let _ = write!(out, "CREATE FUNCTION {}.{}", schema(f), f.name);
+    let _ = write!(out, "CREATE FUNCTION {}.{}", schema(f, EXTENSION), f.name);
     arguments(&mut out, f);
-    returns(&mut out, f);
+    returns(&mut out, f, EXTENSION);
     attributes(&mut out, f);
     match f.language {
         Language::C(symbol) => {
@@ -134,39 +174,43 @@ pub fn create_function(f: &Function, body: &dyn Fn(&Function) -> String) -> Stri
             let _ = writeln!(out, "LANGUAGE sql AS $fn$\n{}\n$fn$;", text.trim_end());
         }
     }
-    if let Some(comment) = f.comment {
-        let _ = writeln!(
-            out,
-            "COMMENT ON FUNCTION {} IS\n    {};",
-            signature(f),
-            quoted(comment)
-        );
-    }
+    comment(&mut out, f, EXTENSION);
     out
 }
 
-fn privilege_list(functions: &[&Function]) -> String {
+fn privilege_list(functions: &[&Function], names: Schemas) -> String {
     functions
         .iter()
-        .map(|f| format!("    {}", signature(f)))
+        .map(|f| format!("    {}", signature(f, names)))
         .collect::<Vec<_>>()
         .join(",\n")
+}
+
+/// EXECUTE on `functions` revoked from PUBLIC, then granted to the role each declares.
+fn privileges(functions: &[&Function], names: Schemas) -> String {
+    let to = |grant: Grant| -> Vec<&Function> {
+        functions
+            .iter()
+            .copied()
+            .filter(|f| f.grant == grant)
+            .collect()
+    };
+    format!(
+        "REVOKE EXECUTE ON FUNCTION\n{}\nFROM PUBLIC;\n\
+         GRANT EXECUTE ON FUNCTION\n{}\nTO idempotency_user;\n\
+         GRANT EXECUTE ON FUNCTION\n{}\nTO idempotency_admin;\n",
+        privilege_list(functions, names),
+        privilege_list(&to(Grant::User), names),
+        privilege_list(&to(Grant::Admin), names),
+    )
 }
 
 /// Execute is granted deliberately, never to PUBLIC.
 pub fn grants() -> String {
     let all: Vec<&Function> = FUNCTIONS.iter().collect();
-    let to = |grant: Grant| -> Vec<&Function> {
-        FUNCTIONS.iter().filter(|f| f.grant == grant).collect()
-    };
     format!(
-        "-- Execute is granted deliberately, never to PUBLIC.\n\
-         REVOKE EXECUTE ON FUNCTION\n{}\nFROM PUBLIC;\n\
-         GRANT EXECUTE ON FUNCTION\n{}\nTO idempotency_user;\n\
-         GRANT EXECUTE ON FUNCTION\n{}\nTO idempotency_admin;\n",
-        privilege_list(&all),
-        privilege_list(&to(Grant::User)),
-        privilege_list(&to(Grant::Admin)),
+        "-- Execute is granted deliberately, never to PUBLIC.\n{}",
+        privileges(&all, EXTENSION)
     )
 }
 
@@ -184,16 +228,22 @@ pub fn functions_sql(body: &dyn Fn(&Function) -> String) -> String {
 
 /// The extension's functions.sql, with the SQL bodies read from `<root>/pg_idempotency/
 /// sql/bodies/` (`root`: the repository).
-pub fn extension_functions_sql(root: &std::path::Path) -> std::io::Result<String> {
+pub fn extension_functions_sql(root: &Path) -> std::io::Result<String> {
     let bodies = root.join("pg_idempotency/sql/bodies");
     let mut read = std::collections::HashMap::new();
     for f in FUNCTIONS.iter().filter(|f| f.language == Language::Sql) {
-        let path = bodies.join(format!("{}.sql", f.name));
-        let body = std::fs::read_to_string(&path)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        read.insert(f.name, body);
+        read.insert(
+            f.name,
+            read_source(&bodies.join(format!("{}.sql", f.name)))?,
+        );
     }
     Ok(functions_sql(&|f| read[f.name].clone()))
+}
+
+/// A source file, its path named in the error.
+fn read_source(path: &Path) -> std::io::Result<String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
 #[cfg(test)]

@@ -1,21 +1,35 @@
-//! One declaration per SQL function (protocol/src/functions.rs): the extension installs what
-//! it renders, and the PL/pgSQL variant declares the same signatures, as PostgreSQL itself
-//! reports them.
+//! One declaration per SQL function (protocol/src/functions.rs): both backends install what
+//! it renders (the extension's functions.sql, the PL/pgSQL variant's installer), and the
+//! two declare the same signatures, as PostgreSQL itself reports them.
 
 use pg_idempotency_tests::backends::Both;
 use pg_idempotency_tests::{root, Backend, Client};
-use protocol::functions::{self, Function, Grant, Returns, Schema, SqlType, Volatility};
+use protocol::functions::{self, Function, Grant, Portable, Returns, Schema, SqlType, Volatility};
+use protocol::render::{extension_functions_sql, portable::portable_install_sql};
 
-#[test]
-fn the_installed_functions_sql_is_the_rendered_declarations() {
-    let path = root().join("pg_idempotency/sql/functions.sql");
+/// A checked-in rendered file, against what scripts/render-sql.sh writes now.
+fn is_current(file: &str, rendered: std::io::Result<String>) {
+    let path = root().join(file);
     let installed = std::fs::read_to_string(&path).unwrap();
-    let rendered = protocol::render::extension_functions_sql(&root()).unwrap();
+    let rendered = rendered.unwrap_or_else(|e| panic!("rendering {file}: {e}"));
     assert!(
         installed == rendered,
         "{} is stale: run scripts/render-sql.sh",
         path.display()
     );
+}
+
+#[test]
+fn the_installed_functions_sql_is_the_rendered_declarations() {
+    is_current(
+        "pg_idempotency/sql/functions.sql",
+        extension_functions_sql(&root()),
+    );
+}
+
+#[test]
+fn the_portable_installer_is_rendered_from_sql_src_and_the_declarations() {
+    is_current("sql/pg_idempotency.sql", portable_install_sql(&root()));
 }
 
 /// What PostgreSQL says of one function: the facts a caller depends on.
@@ -130,9 +144,10 @@ fn check_declared(backend: Backend, f: &Function, got: &Catalogued, wrong: &mut 
         "parallel safety",
         got.parallel == (if f.parallel_safe { "s" } else { "u" }),
     );
-    // The PL/pgSQL variant runs every API function as its definer: its helpers live in the
-    // storage schema, which callers cannot use (the extension's helpers are C code).
-    let definer = f.security_definer || (backend == Backend::Portable && f.schema == Schema::Api);
+    // The PL/pgSQL variant runs every function it renders as its definer
+    // (protocol/src/render/portable.rs): its helpers live in the storage schema, which
+    // callers cannot use (the extension's helpers are C code).
+    let definer = f.security_definer || backend == Backend::Portable;
     expect("security definer", got.security_definer == definer);
     expect("comment", got.comment.as_deref() == f.comment);
     expect("EXECUTE is never PUBLIC's", !got.public);
@@ -151,8 +166,8 @@ fn both_backends_declare_every_function_as_the_protocol_does() {
     for (backend, c) in both.sessions.iter_mut() {
         let mut catalogue = Vec::new();
         for f in functions::FUNCTIONS {
-            // The internal helpers are each backend's own (the PL/pgSQL variant has others).
-            if f.schema == Schema::Storage && *backend == Backend::Portable {
+            // The extension's internal helpers (the PL/pgSQL variant has others).
+            if f.portable == Portable::Absent && *backend == Backend::Portable {
                 continue;
             }
             let got = catalogued(c, f);

@@ -1,17 +1,33 @@
-//! Writes pg_idempotency/sql/functions.sql from the declarations in functions.rs.
-//! Run by scripts/render-sql.sh; tests/tests/signatures.rs fails when the file is stale.
+//! Writes the rendered SQL of both backends: pg_idempotency/sql/functions.sql (the
+//! extension's functions) and sql/pg_idempotency.sql (the PL/pgSQL variant's installer),
+//! from the declarations in functions.rs and the hand-written SQL beside them.
+//! Run by scripts/render-sql.sh; tests/tests/signatures.rs fails when a file is stale.
+
+use std::path::Path;
 
 fn main() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the repository");
-    let text = protocol::render::extension_functions_sql(root).unwrap_or_else(|e| {
+    write(
+        root,
+        "pg_idempotency/sql/functions.sql",
+        protocol::render::extension_functions_sql(root),
+    );
+    write(
+        root,
+        "sql/pg_idempotency.sql",
+        protocol::render::portable::portable_install_sql(root),
+    );
+}
+
+fn write(root: &Path, file: &str, text: std::io::Result<String>) {
+    let fail = |e: &dyn std::fmt::Display| -> ! {
         eprintln!("render-sql: {e}");
         std::process::exit(1);
-    });
-    let out = root.join("pg_idempotency/sql/functions.sql");
-    std::fs::write(&out, text).unwrap_or_else(|e| {
-        eprintln!("render-sql: {}: {e}", out.display());
-        std::process::exit(1);
-    });
+    };
+    let text = text.unwrap_or_else(|e| fail(&e));
+    let out = root.join(file);
+    std::fs::write(&out, text).unwrap_or_else(|e| fail(&format!("{}: {e}", out.display())));
+    println!("wrote {file}");
 }

@@ -1,0 +1,1 @@
+:"storage"._idem_canonical_value(request, 1)

@@ -1,0 +1,1 @@
+:"storage"._idem_hash(request)

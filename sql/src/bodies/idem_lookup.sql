@@ -1,0 +1,1 @@
+    SELECT * FROM _idem_lookup($1, $2, $3)

@@ -1,0 +1,2 @@
+    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by
+    FROM policies ORDER BY scope

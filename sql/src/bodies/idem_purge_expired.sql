@@ -1,0 +1,35 @@
+-- Walks the table in physical order, batch_size expired rows per statement, locked with
+-- SKIP LOCKED (a row a concurrent idem_begin is claiming again is left for the next run)
+-- and re-checked under the lock, so a live record is never deleted. No index on
+-- expires_at: its updates would make every completion a non-HOT update.
+#variable_conflict use_column
+DECLARE
+    n integer := coalesce(idem_purge_expired.batch_size,
+        _idem_setting('pg_idempotency.purge_batch_size', 10000, '', 1, 2147483647));
+    now timestamptz := clock_timestamp();
+    done_upto tid := '(0,0)';
+    batch_end tid;
+    deleted bigint;
+    total bigint := 0;
+BEGIN
+    IF n <= 0 THEN
+        PERFORM _idem_fail('22023', 'batch_size must be positive',
+            format('batch_size is %s.', n),
+            'Pass a positive batch size, or NULL for pg_idempotency.purge_batch_size.');
+    END IF;
+    LOOP
+        WITH doomed AS (
+            SELECT r.ctid FROM records AS r
+            WHERE r.ctid > done_upto AND r.expires_at <= now
+            LIMIT n FOR UPDATE SKIP LOCKED),
+        gone AS (
+            DELETE FROM records AS r USING doomed
+            WHERE r.ctid = doomed.ctid AND r.expires_at <= now
+            RETURNING r.ctid)
+        SELECT count(*), max(gone.ctid) INTO deleted, batch_end FROM gone;
+        total := total + deleted;
+        EXIT WHEN deleted < n;
+        done_upto := greatest(done_upto, batch_end);
+    END LOOP;
+    RETURN total;
+END

@@ -1,0 +1,235 @@
+-- ---------------------------------------------------------------------------------------
+-- Internal helpers (_idem_*). They have no SET clause of their own, so they stay cheap;
+-- they are called only from the API functions below, which pin the search_path first.
+-- Names in SQL-standard bodies (RETURN ...) are bound here, at creation, through this path.
+-- ---------------------------------------------------------------------------------------
+SET LOCAL search_path = pg_catalog, :"storage", pg_temp;
+
+CREATE FUNCTION :"storage"._idem_fail(code text, message text, detail text, hint text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE AS $fn$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = code, MESSAGE = message, DETAIL = detail, HINT = hint;
+END
+$fn$;
+
+-- The defaults (default_ttl, default_lease) are the extension's GUC names, read as custom
+-- settings: unset means the extension's default, and values take the same units ('1h',
+-- '64kB'). The install seeds the limits from the same names once (see settings).
+CREATE FUNCTION :"storage"._idem_setting(name text, fallback bigint, unit text, lo bigint, hi bigint)
+RETURNS bigint
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+DECLARE
+    raw text := current_setting(name, true);
+    parts text[];
+    factor numeric;
+    value numeric;
+BEGIN
+    IF raw IS NULL OR raw = '' THEN
+        RETURN fallback;
+    END IF;
+    parts := regexp_match(raw, '^\s*(-?[0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$');
+    IF parts IS NOT NULL THEN
+        IF unit = 's' THEN
+            factor := CASE parts[2] WHEN '' THEN 1 WHEN 's' THEN 1 WHEN 'ms' THEN 0.001
+                      WHEN 'min' THEN 60 WHEN 'h' THEN 3600 WHEN 'd' THEN 86400 END;
+        ELSIF unit = 'B' THEN
+            factor := CASE parts[2] WHEN '' THEN 1 WHEN 'B' THEN 1 WHEN 'kB' THEN 1024
+                      WHEN 'MB' THEN 1048576 WHEN 'GB' THEN 1073741824
+                      WHEN 'TB' THEN 1099511627776 END;
+        ELSIF parts[2] = '' THEN
+            factor := 1;
+        END IF;
+        value := round(parts[1]::numeric * factor);
+    END IF;
+    IF value IS NULL OR value < lo OR value > hi THEN
+        PERFORM _idem_fail('22023',
+            format('invalid value for parameter "%s": "%s"', name, raw),
+            format('%s takes %s from %s to %s.', name,
+                   CASE unit WHEN 's' THEN 'seconds (or a unit: ms, s, min, h, d)'
+                             WHEN 'B' THEN 'bytes (or a unit: B, kB, MB, GB, TB)'
+                             ELSE 'a whole number' END, lo, hi),
+            format('SET %s to a valid value, or RESET it.', name));
+    END IF;
+    RETURN value;
+END
+$fn$;
+
+CREATE FUNCTION :"storage"._idem_default_ttl_micros() RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN _idem_setting('pg_idempotency.default_ttl', 3600, 's', 1, 2147483647) * 1000000;
+CREATE FUNCTION :"storage"._idem_default_lease_micros() RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN _idem_setting('pg_idempotency.default_lease', 60, 's', 1, 2147483647) * 1000000;
+
+-- The limits in force, read once by each API function and handed to the checks (a read per
+-- check would cost a query each). No row (deleted by hand) is refused rather than read as
+-- no limit at all.
+CREATE FUNCTION :"storage"._idem_limits(
+    OUT max_key_bytes bigint, OUT max_scope_bytes bigint, OUT max_ttl_micros bigint,
+    OUT max_response_bytes bigint)
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+BEGIN
+    SELECT s.max_key_bytes, s.max_scope_bytes, _idem_micros(s.max_ttl), s.max_response_bytes
+    INTO max_key_bytes, max_scope_bytes, max_ttl_micros, max_response_bytes
+    FROM settings AS s;
+    IF NOT FOUND THEN
+        PERFORM _idem_fail('55000', 'pg_idempotency has no limits',
+            'The table settings in the storage schema has no row.',
+            'Its owner restores the defaults with INSERT INTO <storage>.settings DEFAULT VALUES.');
+    END IF;
+END
+$fn$;
+
+-- A limit set out of its range, refused as the extension refuses SET of its setting.
+-- value is the limit in the unit of lo and hi (NULL: none, or an infinite interval); given
+-- is how it was written.
+CREATE FUNCTION :"storage"._idem_check_limit(
+    name text, value numeric, given text, lo numeric, hi numeric, takes text, unit text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+    IF value IS NULL OR value < lo OR value > hi THEN
+        PERFORM _idem_fail('22023',
+            format('invalid value for %s: %s', name, coalesce(given, 'NULL')),
+            format('%s takes %s from %s to %s %s.', name, takes, lo, hi, unit),
+            format('Set settings.%s in the storage schema to a value in that range.', name));
+    END IF;
+END
+$fn$;
+
+-- Checks the limits as they are written (by the install, an upgrade or their owner).
+CREATE FUNCTION :"storage"._idem_check_settings() RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, :"storage", pg_temp AS $fn$
+BEGIN
+    PERFORM _idem_check_limit('max_key_bytes', NEW.max_key_bytes, NEW.max_key_bytes::text,
+                              1, 2048, 'a whole number', 'bytes');
+    PERFORM _idem_check_limit('max_scope_bytes', NEW.max_scope_bytes, NEW.max_scope_bytes::text,
+                              1, 512, 'a whole number', 'bytes');
+    PERFORM _idem_check_limit('max_ttl', _idem_micros(NEW.max_ttl) / 1000000, NEW.max_ttl::text,
+                              1, 2147483647, 'an interval', 'seconds');
+    PERFORM _idem_check_limit('max_response_bytes', NEW.max_response_bytes,
+                              NEW.max_response_bytes::text, 0, 2147483647, 'a whole number', 'bytes');
+    RETURN NEW;
+END
+$fn$;
+
+-- Durations are normalised as PostgreSQL compares intervals (a month is 30 days, a day 24
+-- hours), in microseconds; NULL for an infinite interval.
+CREATE FUNCTION :"storage"._idem_micros(iv interval) RETURNS numeric
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN CASE WHEN isfinite(iv) THEN
+    ((extract(year FROM iv) * 12 + extract(month FROM iv)) * 30 + extract(day FROM iv)) * 86400000000
+    + extract(hour FROM iv) * 3600000000 + extract(minute FROM iv) * 60000000
+    + extract(microseconds FROM iv)
+END;
+
+-- A pure time interval of that many microseconds (exact below 2^53, ~285 years).
+CREATE FUNCTION :"storage"._idem_interval(micros numeric) RETURNS interval
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN micros::float8 * interval '1 microsecond';
+
+-- Microseconds from a to b.
+CREATE FUNCTION :"storage"._idem_between(a timestamptz, b timestamptz) RETURNS numeric
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (extract(epoch FROM b) - extract(epoch FROM a)) * 1000000;
+
+-- How long a duplicate is told to wait while `owner`'s call of `scope`, claimed at
+-- `claimed_at`, runs under a lease until `lease_until` (protocol::estimate in the Rust
+-- sources): the estimated time left, at least 100 ms (the floor), at most the lease's end;
+-- 1 s when the scope has no completed record. Without shared memory, the estimate is the
+-- mean claim-to-completion time of up to 32 of the owner's completed records of the scope
+-- (the first the key index finds: a bounded read, taken only when a duplicate arrives).
+CREATE FUNCTION :"storage"._idem_retry_after(
+    scope text, owner regrole, claimed_at timestamptz, now timestamptz,
+    lease_until timestamptz) RETURNS interval
+LANGUAGE plpgsql STABLE AS $fn$
+#variable_conflict use_variable
+DECLARE
+    estimate numeric;
+    lease_left numeric := greatest(_idem_between(now, lease_until), 0);
+BEGIN
+    SELECT avg(greatest(_idem_between(coalesce(r.claimed_at, r.created_at), r.completed_at), 0))
+    INTO estimate
+    FROM (SELECT r.claimed_at, r.created_at, r.completed_at
+          FROM records AS r
+          WHERE r.scope = _idem_retry_after.scope AND r.owner = _idem_retry_after.owner
+            AND r.completed_at IS NOT NULL
+          LIMIT 32) AS r;
+    IF estimate IS NULL THEN
+        RETURN _idem_interval(least(1000000, lease_left));
+    END IF;
+    RETURN _idem_interval(least(
+        greatest(estimate - greatest(_idem_between(claimed_at, now), 0), 100000), lease_left));
+END
+$fn$;
+
+-- A duration for messages, in seconds.
+CREATE FUNCTION :"storage"._idem_seconds(micros numeric) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN CASE WHEN micros % 1000000 = 0 THEN (micros / 1000000)::numeric(1000, 0)::text
+            ELSE trim_scale(micros / 1000000.0)::text END || ' s';
+
+-- The role that makes the call, and owns the records it makes: the outer role, outside our
+-- SECURITY DEFINER functions and any of the application's (SET ROLE counts, SET SESSION
+-- AUTHORIZATION too). Both settings hold a role's bare name, which may need quotes (capitals,
+-- spaces, quotes): regrole's input reads an identifier, so the name is quoted first.
+CREATE FUNCTION :"storage"._idem_caller() RETURNS regrole
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN CASE WHEN current_setting('role') = 'none' THEN quote_ident(session_user)::regrole
+            ELSE quote_ident(current_setting('role'))::regrole END;
+
+-- Whose records idem_lookup or idem_forget act on: the caller's own, or the owner it names
+-- when it has the privileges of idempotency_admin (superusers have them). Decided before
+-- anything is read, so the refusal is the same whether or not that owner has a record.
+CREATE FUNCTION :"storage"._idem_acting_owner(named regrole) RETURNS regrole
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+DECLARE
+    caller regrole := _idem_caller();
+BEGIN
+    IF named IS NULL OR named = caller THEN
+        RETURN caller;
+    END IF;
+    IF pg_catalog.pg_has_role(caller::oid, 'idempotency_admin', 'USAGE') THEN
+        RETURN named;
+    END IF;
+    PERFORM _idem_fail('42501',
+        'only members of idempotency_admin may see or forget another role''s records',
+        format('The call named owner %s; the calling role is %s.', named, caller),
+        'Leave owner NULL to act on your own records, or grant idempotency_admin.');
+    RETURN NULL;
+END
+$fn$;
+
+-- Whose rows idem_metrics shows the caller: its own, or every owner's (NULL) when it has
+-- the privileges of idempotency_admin.
+CREATE FUNCTION :"storage"._idem_visible_owner() RETURNS regrole
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN CASE WHEN pg_catalog.pg_has_role(_idem_caller()::oid, 'idempotency_admin', 'USAGE')
+            THEN NULL ELSE _idem_caller() END;
+
+-- Makes this transaction's commit wait for its WAL flush, and for a synchronous standby's
+-- where there is one, whatever the session set: a claim or completion acknowledged and then
+-- lost in a crash or a failover would let a call run twice. `on` and `remote_apply` stand;
+-- `off`, `local` and `remote_write` are raised to `on`.
+CREATE FUNCTION :"storage"._idem_durable_commit() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+END
+$fn$;
+
+-- The limits: checked as written, and seeded from the installer's settings of the same
+-- names where it has set them (validated as they are read), else the extension's defaults.
+CREATE TRIGGER settings_in_range BEFORE INSERT OR UPDATE ON :"storage".settings
+FOR EACH ROW EXECUTE FUNCTION :"storage"._idem_check_settings();
+INSERT INTO :"storage".settings (max_key_bytes, max_scope_bytes, max_ttl, max_response_bytes)
+VALUES (
+    _idem_setting('pg_idempotency.max_key_bytes', 512, '', 1, 2048),
+    _idem_setting('pg_idempotency.max_scope_bytes', 128, '', 1, 512),
+    justify_hours(_idem_setting('pg_idempotency.max_ttl', 2592000, 's', 1, 2147483647)
+                  * interval '1 second'),
+    _idem_setting('pg_idempotency.max_response_bytes', 1048576, 'B', 0, 2147483647));
