@@ -127,5 +127,4 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-#[path = "refusal_tests.rs"]
 mod tests;

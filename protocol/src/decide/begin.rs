@@ -128,5 +128,4 @@ pub fn take_over<'a, T: Time>(
 }
 
 #[cfg(test)]
-#[path = "begin_tests.rs"]
 mod tests;

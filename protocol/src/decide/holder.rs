@@ -84,5 +84,4 @@ pub fn extended_expiry<T: Time>(expires_at: T, lease_until: T) -> T {
 }
 
 #[cfg(test)]
-#[path = "holder_tests.rs"]
 mod tests;
