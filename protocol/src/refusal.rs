@@ -115,13 +115,13 @@ pub fn contention() -> Refusal {
     }
 }
 
-/// Lower-case hex, as PostgreSQL shows a bytea.
+/// Lower-case hex, as PostgreSQL shows a bytea (the protocol crate has no dependencies).
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 0xf) as usize] as char);
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xf)] as char);
     }
     out
 }

@@ -34,9 +34,9 @@ pub enum Lost {
 pub enum Holding {
     /// The fence holds the running call: do what was asked.
     Running,
-    /// This fence completed the call before (`Op::Complete` only): answer the stored
-    /// state, change nothing.
-    Completed(State),
+    /// This fence completed the call before (`Op::Complete` only): answer what the
+    /// stored completion left, change nothing.
+    Completed(Completion),
 }
 
 /// Whether `fence` holds `record` (None: no record) at `now` for `op`, or why not.
@@ -60,7 +60,8 @@ pub fn held<T: Time>(
     }
     match (r.state, op) {
         (State::InProgress, _) => Ok(Holding::Running),
-        (state, Op::Complete) => Ok(Holding::Completed(state)),
+        (State::Succeeded, Op::Complete) => Ok(Holding::Completed(Completion::Succeeded)),
+        (State::Failed, Op::Complete) => Ok(Holding::Completed(Completion::Failed)),
         (_, Op::Release) => Err(Lost::ReleaseCompleted),
         (_, Op::Extend) => Err(Lost::ExtendCompleted),
     }

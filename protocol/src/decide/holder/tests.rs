@@ -18,6 +18,15 @@ fn record(state: State, fence: i64) -> Read<'static, i64> {
     }
 }
 
+/// A case's name, the record, the fence asking, what it asks, and the answer.
+type Row<'a> = (
+    &'a str,
+    Option<&'a Read<'static, i64>>,
+    i64,
+    Op,
+    Result<Holding, Lost>,
+);
+
 #[test]
 fn each_answer_of_held() {
     use Op::*;
@@ -33,13 +42,7 @@ fn each_answer_of_held() {
         lease_until: Some(NOW - 1),
         ..running
     };
-    let rows: &[(
-        &str,
-        Option<&Read<'static, i64>>,
-        i64,
-        Op,
-        Result<Holding, Lost>,
-    )] = &[
+    let rows: &[Row] = &[
         ("no record", None, 5, Complete, Err(Lost::Absent)),
         (
             "an expired record",
@@ -102,14 +105,14 @@ fn each_answer_of_held() {
             Some(&succeeded),
             5,
             Complete,
-            Ok(Holding::Completed(State::Succeeded)),
+            Ok(Holding::Completed(Completion::Succeeded)),
         ),
         (
             "completing a failure again keeps it",
             Some(&failed),
             5,
             Complete,
-            Ok(Holding::Completed(State::Failed)),
+            Ok(Holding::Completed(Completion::Failed)),
         ),
         (
             "a completed call is not released",
