@@ -2,42 +2,40 @@
 
 use super::*;
 
+/// The refusal has exactly these words.
+fn assert_words(r: &Refusal, code: ErrorCode, message: &str, detail: &str, hint: &str) {
+    assert_eq!((r.code, r.message), (code, message));
+    assert_eq!(r.detail, detail);
+    assert_eq!(r.hint, hint);
+}
+
 #[test]
 fn a_mismatch_shows_both_fingerprints() {
-    let r = mismatch(&[0x00, 0x1f, 0xab], &[0xff; 2]);
-    assert_eq!(r.code, ErrorCode::Mismatch);
-    assert_eq!(r.message, "idempotency key reused with a different request");
-    assert_eq!(
-        r.detail,
-        "The key was first used with a request of fingerprint \\x001fab; this request's fingerprint is \\xffff."
-    );
-    assert_eq!(
-        r.hint,
-        "Use a new key for a different request, or on_mismatch => 'ignore' when only part of the request names the call."
+    assert_words(
+        &mismatch(&[0x00, 0x1f, 0xab], &[0xff; 2]),
+        ErrorCode::Mismatch,
+        "idempotency key reused with a different request",
+        "The key was first used with a request of fingerprint \\x001fab; this request's fingerprint is \\xffff.",
+        "Use a new key for a different request, or on_mismatch => 'ignore' when only part of the request names the call.",
     );
 }
 
 #[test]
 fn a_refused_repeat_names_the_lookup_of_its_api() {
-    let sql = repeat_refused(State::Succeeded, 3, Api::Sql);
-    assert_eq!(sql.code, ErrorCode::RepeatRefused);
-    assert_eq!(sql.message, "repeat of a completed call refused");
-    assert_eq!(
-        sql.detail,
-        "The call succeeded at attempt 3; on_cache_hit is 'fail_fast'."
+    let message = "repeat of a completed call refused";
+    assert_words(
+        &repeat_refused(State::Succeeded, 3, Api::Sql),
+        ErrorCode::RepeatRefused,
+        message,
+        "The call succeeded at attempt 3; on_cache_hit is 'fail_fast'.",
+        "Look at the stored result with idem_lookup, or use a new key to run the call again.",
     );
-    assert_eq!(
-        sql.hint,
-        "Look at the stored result with idem_lookup, or use a new key to run the call again."
-    );
-    let client = repeat_refused(State::Failed, 1, Api::Client);
-    assert_eq!(
-        client.detail,
-        "The call failed at attempt 1; on_cache_hit is 'fail_fast'."
-    );
-    assert_eq!(
-        client.hint,
-        "Look at the stored result with lookup, or use a new key to run the call again."
+    assert_words(
+        &repeat_refused(State::Failed, 1, Api::Client),
+        ErrorCode::RepeatRefused,
+        message,
+        "The call failed at attempt 1; on_cache_hit is 'fail_fast'.",
+        "Look at the stored result with lookup, or use a new key to run the call again.",
     );
 }
 
@@ -93,12 +91,11 @@ fn each_lost_lease_has_its_detail() {
 
 #[test]
 fn contention_counts_the_races() {
-    let r = contention();
-    assert_eq!(r.code, ErrorCode::Contention);
-    assert_eq!(r.message, "could not settle the record: it kept changing");
-    assert_eq!(
-        r.detail,
-        "1000 concurrent changes to this key overtook this call."
+    assert_words(
+        &contention(),
+        ErrorCode::Contention,
+        "could not settle the record: it kept changing",
+        "1000 concurrent changes to this key overtook this call.",
+        "Retry the call.",
     );
-    assert_eq!(r.hint, "Retry the call.");
 }

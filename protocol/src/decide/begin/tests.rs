@@ -71,19 +71,28 @@ fn other_request() -> Call<'static> {
     }
 }
 
+/// One case: its name, the record, the call, what the lazy inputs answer if asked, and the
+/// step wanted; every step but in progress and wait is decided without asking them.
 struct Row {
     name: &'static str,
     record: Option<Read<'static, i64>>,
     call: Call<'static>,
-    /// What the lazy inputs answer if asked.
     wait_left: u64,
     estimate: Option<u64>,
     want: Step<'static>,
-    /// Whether the wait and the estimate are asked for.
-    asks_wait: bool,
-    asks_estimate: bool,
 }
 
+impl Row {
+    fn asks_wait(&self) -> bool {
+        matches!(self.want, Step::InProgress { .. } | Step::Wait { .. })
+    }
+
+    fn asks_estimate(&self) -> bool {
+        matches!(self.want, Step::InProgress { .. })
+    }
+}
+
+/// A row whose inputs are a wait that is over and no estimate.
 fn row(
     name: &'static str,
     record: Option<Read<'static, i64>>,
@@ -97,253 +106,49 @@ fn row(
         wait_left: 0,
         estimate: None,
         want,
-        asks_wait: false,
-        asks_estimate: false,
     }
 }
 
+fn in_progress(retry_after_us: u64) -> Step<'static> {
+    Step::InProgress { retry_after_us }
+}
+
+#[rustfmt::skip]
 fn rows() -> Vec<Row> {
     let minute = 60 * SECOND;
+    let mismatch = Step::Mismatch { stored: &FP_A, given: &FP_B };
+    let unknown = in_progress(UNKNOWN_MS * 1000);
+    let claiming = Call { claim_token: Some(TOKEN), ..call() };
     vec![
         row("no record", None, call(), Step::Claim),
-        row(
-            "an expired completed record",
-            Some(expired(completed(State::Succeeded))),
-            call(),
-            Step::Claim,
-        ),
-        row(
-            "an expired running record",
-            Some(expired(running(minute))),
-            call(),
-            Step::Claim,
-        ),
-        row(
-            "an expired record of another request",
-            Some(expired(completed(State::Failed))),
-            other_request(),
-            Step::Claim,
-        ),
-        row(
-            "a success is replayed",
-            Some(completed(State::Succeeded)),
-            call(),
-            Step::Replay,
-        ),
-        row(
-            "a cached failure is replayed",
-            Some(completed(State::Failed)),
-            call(),
-            Step::Replay,
-        ),
-        row(
-            "a success is replayed under return_cached_if_success",
-            Some(completed(State::Succeeded)),
-            if_success(),
-            Step::Replay,
-        ),
-        row(
-            "a failure is claimed again under return_cached_if_success",
-            Some(completed(State::Failed)),
-            if_success(),
-            Step::TakeOver { recovered: false },
-        ),
-        row(
-            "fail_fast refuses a success",
-            Some(completed(State::Succeeded)),
-            fail_fast(),
-            Step::RepeatRefused,
-        ),
-        row(
-            "fail_fast refuses a failure",
-            Some(completed(State::Failed)),
-            fail_fast(),
-            Step::RepeatRefused,
-        ),
-        row(
-            "a lapsed lease is taken over",
-            Some(running(0)),
-            call(),
-            Step::TakeOver { recovered: true },
-        ),
-        row(
-            "a lapsed lease is taken over under fail_fast",
-            Some(running(-SECOND)),
-            fail_fast(),
-            Step::TakeOver { recovered: true },
-        ),
-        row(
-            "a lapsed lease is taken over even by the token that claimed",
-            Some(running(0)),
-            Call {
-                claim_token: Some(TOKEN),
-                ..call()
-            },
-            Step::TakeOver { recovered: true },
-        ),
-        row(
-            "the claiming token gets its claim back",
-            Some(running(minute)),
-            Call {
-                claim_token: Some(TOKEN),
-                ..call()
-            },
-            Step::OwnClaim,
-        ),
-        row(
-            "another request is refused",
-            Some(completed(State::Succeeded)),
-            other_request(),
-            Step::Mismatch {
-                stored: &FP_A,
-                given: &FP_B,
-            },
-        ),
-        row(
-            "another request is refused before the claiming token's claim",
-            Some(running(minute)),
-            Call {
-                claim_token: Some(TOKEN),
-                ..other_request()
-            },
-            Step::Mismatch {
-                stored: &FP_A,
-                given: &FP_B,
-            },
-        ),
-        row(
-            "another request is refused before fail_fast",
-            Some(completed(State::Succeeded)),
-            Call {
-                fingerprint: Some(&FP_B),
-                ..fail_fast()
-            },
-            Step::Mismatch {
-                stored: &FP_A,
-                given: &FP_B,
-            },
-        ),
-        row(
-            "another request under on_mismatch ignore is the same call",
-            Some(completed(State::Succeeded)),
-            Call {
-                on_mismatch: OnMismatch::Ignore,
-                ..other_request()
-            },
-            Step::Replay,
-        ),
-        row(
-            "a call without a request is compared with nothing",
-            Some(completed(State::Succeeded)),
-            Call {
-                fingerprint: None,
-                ..call()
-            },
-            Step::Replay,
-        ),
-        row(
-            "a record without a request is compared with nothing",
-            Some(Read {
-                fingerprint: None,
-                ..completed(State::Succeeded)
-            }),
-            other_request(),
-            Step::Replay,
-        ),
-        Row {
-            wait_left: 0,
-            asks_wait: true,
-            asks_estimate: true,
-            ..row(
-                "a live lease, the wait over, no estimate: in progress",
-                Some(running(minute)),
-                call(),
-                Step::InProgress {
-                    retry_after_us: UNKNOWN_MS * 1000,
-                },
-            )
-        },
-        Row {
-            asks_wait: true,
-            asks_estimate: true,
-            ..row(
-                "no token on either side is not the claiming attempt",
-                Some(Read {
-                    claim_token: None,
-                    ..running(minute)
-                }),
-                Call {
-                    claim_token: None,
-                    ..call()
-                },
-                Step::InProgress {
-                    retry_after_us: UNKNOWN_MS * 1000,
-                },
-            )
-        },
-        Row {
-            asks_wait: true,
-            asks_estimate: true,
-            ..row(
-                "fail_fast answers a running call in progress",
-                Some(running(minute)),
-                fail_fast(),
-                Step::InProgress {
-                    retry_after_us: UNKNOWN_MS * 1000,
-                },
-            )
-        },
-        Row {
-            estimate: Some(2 * SECOND as u64),
-            asks_wait: true,
-            asks_estimate: true,
-            ..row(
-                "the estimate less the 300 ms the attempt has run",
-                Some(running(minute)),
-                call(),
-                Step::InProgress {
-                    retry_after_us: 1_700_000,
-                },
-            )
-        },
-        Row {
-            estimate: Some(100_000),
-            asks_wait: true,
-            asks_estimate: true,
-            ..row(
-                "an attempt past its estimate: the floor",
-                Some(running(minute)),
-                call(),
-                Step::InProgress {
-                    retry_after_us: FLOOR_MS * 1000,
-                },
-            )
-        },
-        Row {
-            estimate: Some(2 * SECOND as u64),
-            asks_wait: true,
-            asks_estimate: true,
-            ..row(
-                "never past the lease",
-                Some(running(50_000)),
-                call(),
-                Step::InProgress {
-                    retry_after_us: 50_000,
-                },
-            )
-        },
+        row("an expired completed record", Some(expired(completed(State::Succeeded))), call(), Step::Claim),
+        row("an expired running record", Some(expired(running(minute))), call(), Step::Claim),
+        row("an expired record of another request", Some(expired(completed(State::Failed))), other_request(), Step::Claim),
+        row("a success is replayed", Some(completed(State::Succeeded)), call(), Step::Replay),
+        row("a cached failure is replayed", Some(completed(State::Failed)), call(), Step::Replay),
+        row("a success is replayed under return_cached_if_success", Some(completed(State::Succeeded)), if_success(), Step::Replay),
+        row("a failure is claimed again under return_cached_if_success", Some(completed(State::Failed)), if_success(), Step::TakeOver { recovered: false }),
+        row("fail_fast refuses a success", Some(completed(State::Succeeded)), fail_fast(), Step::RepeatRefused),
+        row("fail_fast refuses a failure", Some(completed(State::Failed)), fail_fast(), Step::RepeatRefused),
+        row("a lapsed lease is taken over", Some(running(0)), call(), Step::TakeOver { recovered: true }),
+        row("a lapsed lease is taken over under fail_fast", Some(running(-SECOND)), fail_fast(), Step::TakeOver { recovered: true }),
+        row("a lapsed lease is taken over even by the token that claimed", Some(running(0)), claiming, Step::TakeOver { recovered: true }),
+        row("the claiming token gets its claim back", Some(running(minute)), claiming, Step::OwnClaim),
+        row("another request is refused", Some(completed(State::Succeeded)), other_request(), mismatch),
+        row("another request is refused before the claiming token's claim", Some(running(minute)), Call { claim_token: Some(TOKEN), ..other_request() }, mismatch),
+        row("another request is refused before fail_fast", Some(completed(State::Succeeded)), Call { fingerprint: Some(&FP_B), ..fail_fast() }, mismatch),
+        row("another request under on_mismatch ignore is the same call", Some(completed(State::Succeeded)), Call { on_mismatch: OnMismatch::Ignore, ..other_request() }, Step::Replay),
+        row("a call without a request is compared with nothing", Some(completed(State::Succeeded)), Call { fingerprint: None, ..call() }, Step::Replay),
+        row("a record without a request is compared with nothing", Some(Read { fingerprint: None, ..completed(State::Succeeded) }), other_request(), Step::Replay),
+        row("a live lease, the wait over, no estimate: in progress", Some(running(minute)), call(), unknown),
+        row("no token on either side is not the claiming attempt", Some(Read { claim_token: None, ..running(minute) }), Call { claim_token: None, ..call() }, unknown),
+        row("fail_fast answers a running call in progress", Some(running(minute)), fail_fast(), unknown),
+        Row { estimate: Some(2_000_000), ..row("the estimate less the 300 ms the attempt has run", Some(running(minute)), call(), in_progress(1_700_000)) },
+        Row { estimate: Some(100_000), ..row("an attempt past its estimate: the floor", Some(running(minute)), call(), in_progress(FLOOR_MS * 1000)) },
+        Row { estimate: Some(2_000_000), ..row("never past the lease", Some(running(50_000)), call(), in_progress(50_000)) },
         Row {
             wait_left: 250_000,
-            asks_wait: true,
-            ..row(
-                "a live lease, the wait not over: wait",
-                Some(running(minute)),
-                call(),
-                Step::Wait {
-                    wait_left_us: 250_000,
-                    lease_left_us: minute as u64,
-                },
-            )
+            ..row("a live lease, the wait not over: wait", Some(running(minute)), call(), Step::Wait { wait_left_us: 250_000, lease_left_us: minute as u64 })
         },
     ]
 }
@@ -366,16 +171,17 @@ fn each_branch_of_begin() {
             },
         );
         assert_eq!(step, r.want, "{}", r.name);
+        // Asked exactly when the step depends on them, once.
         assert_eq!(
             waits.get(),
-            r.asks_wait as u32,
-            "{}: the wait asked",
+            u32::from(r.asks_wait()),
+            "{}: the wait",
             r.name
         );
         assert_eq!(
             estimates.get(),
-            r.asks_estimate as u32,
-            "{}: the estimate asked",
+            u32::from(r.asks_estimate()),
+            "{}: the estimate",
             r.name
         );
     }
