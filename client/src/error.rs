@@ -282,6 +282,16 @@ impl From<canon::CanonError> for Error {
     }
 }
 
+/// A refusal of the state machine (mismatch, refused repeat, lost lease), in the words
+/// protocol/src/refusal.rs gives every store.
+impl From<protocol::refusal::Refusal> for Error {
+    fn from(r: protocol::refusal::Refusal) -> Error {
+        Error::new(r.code.into(), r.message)
+            .with_detail(r.detail)
+            .with_hint(r.hint)
+    }
+}
+
 #[cfg(feature = "deadpool")]
 impl From<deadpool_postgres::PoolError> for Error {
     fn from(e: deadpool_postgres::PoolError) -> Error {

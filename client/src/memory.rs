@@ -4,13 +4,15 @@
 //! the process ends. There are no per-scope policies here: unset options take the SQL
 //! API's defaults (ttl 1 hour, lease 1 minute capped by the ttl).
 //!
-//! The record's state machine exists four times: the extension
-//! (pg_idempotency/src/begin.rs, holder.rs, lookup.rs, store.rs), the portable PL/pgSQL
-//! variant (sql/pg_idempotency.sql), this file, and `RedisStore` (client/src/redis.rs with
-//! client/src/redis_lua/). The SQL two are the reference; client/tests/parity.rs runs one
-//! table of scenarios over every store and holds them equal.
+//! Every decision about a record (claim, take over, replay, in progress, wait, mismatch,
+//! refuse; whether a fence holds it; what a completion leaves) is protocol::decide's, the
+//! same functions the extension (pg_idempotency/src/begin.rs, holder.rs) takes them
+//! through, and every refusal is worded by protocol::refusal; this file reads and writes
+//! the entries under its mutex. The PL/pgSQL variant (sql/pg_idempotency.sql) and
+//! `RedisStore`'s scripts (client/src/redis_lua/) state the same rules in their own
+//! languages; client/tests/parity.rs runs one table of scenarios over every store and
+//! holds them equal.
 
-pub(crate) mod refusal;
 mod scopes;
 
 use std::collections::{BTreeMap, HashMap};
@@ -19,18 +21,19 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
+use protocol::decide::{self, Holding, Lost, Op, Read, Step};
+use protocol::refusal::{self, Api};
 use serde_json::Value;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::limits::{
     begin_durations, duration, lease_for, response as storable_response, response_size,
     scope_and_key,
 };
 use crate::store::IdempotencyStore;
 use crate::types::*;
-use refusal::{lease_lost, Lost};
 use scopes::Scopes;
 
 struct Entry {
@@ -62,8 +65,56 @@ pub struct MemoryStore {
     changed: Notify,
 }
 
-fn until(t: SystemTime, now: SystemTime) -> Duration {
-    t.duration_since(now).unwrap_or(Duration::ZERO)
+impl Entry {
+    /// The entry as the state machine reads it.
+    fn read(&self) -> Read<'_, SystemTime> {
+        Read {
+            state: self.state,
+            fence: self.fence,
+            attempt: self.attempt,
+            fingerprint: self.fingerprint.as_ref().map(|f| &f[..]),
+            lease_until: self.lease_until,
+            expires_at: self.expires_at,
+            claimed_at: self.claimed_at,
+            claim_token: self.claim_token.map(|t| *t.as_bytes()),
+        }
+    }
+
+    /// The entry a claim leaves.
+    fn claimed(
+        c: &Claim,
+        fingerprint: Option<&[u8]>,
+        created_at: SystemTime,
+        now: SystemTime,
+        ttl: Duration,
+        claim_token: Option<Uuid>,
+    ) -> Entry {
+        Entry {
+            state: State::InProgress,
+            fence: c.fence,
+            attempt: c.attempt,
+            // Fingerprints are this store's own, 32 bytes each.
+            fingerprint: fingerprint.and_then(|f| f.try_into().ok()),
+            upstream_key: c.upstream_key,
+            response: None,
+            created_at,
+            claimed_at: now,
+            completed_at: None,
+            lease_until: Some(c.lease_until),
+            expires_at: c.expires_at,
+            ttl,
+            claim_token,
+            recovered: c.recovered,
+        }
+    }
+}
+
+fn lease_lost(why: Lost) -> Error {
+    refusal::lease_lost(why, Api::Client).into()
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128) as u64
 }
 
 impl MemoryStore {
@@ -75,18 +126,20 @@ impl MemoryStore {
         self.fences.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// The live entry of a holder's fence, or why there is none.
+    /// The live entry of a holder's fence and what it holds, or why there is none.
     fn held<'a>(
         entries: &'a mut HashMap<(String, String), Entry>,
         id: &(String, String),
         fence: i64,
         now: SystemTime,
-    ) -> Result<&'a mut Entry> {
-        match entries.get_mut(id) {
-            Some(e) if e.expires_at > now && e.fence == fence => Ok(e),
-            Some(e) if e.expires_at > now => Err(lease_lost(Lost::fence(e.fence, fence))),
-            _ => Err(lease_lost(Lost::Absent)),
-        }
+        op: Op,
+    ) -> Result<(&'a mut Entry, Holding)> {
+        let e = entries.get_mut(id);
+        let holding = decide::held(e.as_deref().map(Entry::read).as_ref(), fence, now, op)
+            .map_err(lease_lost)?;
+        // `held` holds only a live entry.
+        e.map(|e| (e, holding))
+            .ok_or_else(|| lease_lost(Lost::Absent))
     }
 
     fn scopes(&self) -> std::sync::MutexGuard<'_, Scopes> {
@@ -103,7 +156,12 @@ impl MemoryStore {
         lease: Duration,
         fingerprint: Option<[u8; 32]>,
     ) -> Result<Begin> {
-        let on_cache_hit = o.on_cache_hit.unwrap_or(OnCacheHit::ReturnCached);
+        let call = decide::Call {
+            fingerprint: fingerprint.as_ref().map(|f| &f[..]),
+            on_cache_hit: o.on_cache_hit.unwrap_or(OnCacheHit::ReturnCached),
+            on_mismatch: o.on_mismatch.unwrap_or(OnMismatch::Reject),
+            claim_token: o.claim_token.map(|t| *t.as_bytes()),
+        };
         let id = (scope.to_string(), key.to_string());
         let deadline = tokio::time::Instant::now() + o.wait;
         loop {
@@ -111,71 +169,52 @@ impl MemoryStore {
             let wait_for = {
                 let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
                 let now = SystemTime::now();
-                let claim =
-                    |attempt: i32, recovered: bool, upstream_key: Uuid, created_at, fp, fence| {
-                        (
-                            Claim {
-                                fence,
-                                attempt,
-                                recovered,
-                                upstream_key,
-                                lease_until: now + lease,
-                                expires_at: now + ttl,
-                            },
-                            Entry {
-                                state: State::InProgress,
-                                fence,
-                                attempt,
-                                fingerprint: fp,
-                                upstream_key,
-                                response: None,
-                                created_at,
-                                claimed_at: now,
-                                completed_at: None,
-                                lease_until: Some(now + lease),
-                                expires_at: now + ttl,
-                                ttl,
-                                claim_token: o.claim_token,
-                                recovered,
-                            },
-                        )
-                    };
-                let live = entries.get(&id).filter(|e| e.expires_at > now);
-                let Some(e) = live else {
-                    let (c, entry) = claim(
-                        1,
-                        false,
-                        Uuid::new_v4(),
-                        now,
-                        fingerprint,
-                        self.next_fence(),
-                    );
-                    entries.insert(id, entry);
-                    return Ok(Begin::Claimed(c));
-                };
-                if let (Some(given), Some(stored)) = (&fingerprint, &e.fingerprint) {
-                    if given != stored && o.on_mismatch != Some(OnMismatch::Ignore) {
-                        return Err(refusal::mismatch(stored, given));
+                let e = entries.get(&id);
+                let step = decide::begin(
+                    e.map(Entry::read).as_ref(),
+                    &call,
+                    now,
+                    || micros(deadline.saturating_duration_since(tokio::time::Instant::now())),
+                    || self.scopes().estimate_us(scope),
+                );
+                match (step, e) {
+                    (Step::Claim, _) | (_, None) => {
+                        let c = Claim {
+                            fence: self.next_fence(),
+                            attempt: 1,
+                            recovered: false,
+                            upstream_key: Uuid::new_v4(),
+                            lease_until: now + lease,
+                            expires_at: now + ttl,
+                        };
+                        let entry =
+                            Entry::claimed(&c, call.fingerprint, now, now, ttl, o.claim_token);
+                        entries.insert(id, entry);
+                        return Ok(Begin::Claimed(c));
                     }
-                }
-                let lease_live = e.lease_until.is_some_and(|l| l > now);
-                let again = |e: &Entry, recovered: bool| {
-                    claim(
-                        e.attempt + 1,
-                        recovered,
-                        e.upstream_key,
-                        e.created_at,
-                        e.fingerprint.or(fingerprint),
-                        0,
-                    )
-                };
-                match (e.state, on_cache_hit) {
-                    (State::InProgress, _)
-                        if lease_live
-                            && o.claim_token.is_some()
-                            && o.claim_token == e.claim_token =>
-                    {
-                        // A repeat of the attempt that claimed (its answer was lost).
+                    (Step::TakeOver { recovered }, Some(e)) => {
+                        let again =
+                            decide::take_over(&e.read(), &call, self.next_fence(), now + ttl);
+                        let c = Claim {
+                            fence: again.fence,
+                            attempt: again.attempt,
+                            recovered,
+                            upstream_key: e.upstream_key,
+                            lease_until: now + lease,
+                            expires_at: again.expires_at,
+                        };
+                        let entry = Entry::claimed(
+                            &c,
+                            again.fingerprint,
+                            e.created_at,
+                            now,
+                            ttl,
+                            o.claim_token,
+                        );
+                        entries.insert(id, entry);
+                        return Ok(Begin::Claimed(c));
+                    }
+                    (Step::OwnClaim, Some(e)) => {
                         return Ok(Begin::Claimed(Claim {
                             fence: e.fence,
                             attempt: e.attempt,
@@ -185,45 +224,7 @@ impl MemoryStore {
                             expires_at: e.expires_at,
                         }));
                     }
-                    (State::InProgress, _) if lease_live => {
-                        let remaining =
-                            deadline.saturating_duration_since(tokio::time::Instant::now());
-                        if remaining.is_zero() {
-                            let retry_after = self.scopes().retry_after(
-                                scope,
-                                e.claimed_at,
-                                e.lease_until.unwrap_or(now),
-                                now,
-                            );
-                            return Ok(Begin::InProgress(InProgress {
-                                attempt: e.attempt,
-                                upstream_key: e.upstream_key,
-                                retry_after,
-                            }));
-                        }
-                        remaining
-                            .min(until(e.lease_until.unwrap_or(now), now))
-                            .max(Duration::from_millis(1))
-                    }
-                    (State::Succeeded | State::Failed, OnCacheHit::FailFast) => {
-                        return Err(refusal::repeat_refused(
-                            e.state == State::Succeeded,
-                            e.attempt,
-                        ));
-                    }
-                    (State::InProgress, _) | (State::Failed, OnCacheHit::ReturnCachedIfSuccess) => {
-                        let recovered = e.state == State::InProgress;
-                        let previous = e.fence;
-                        let (mut c, mut entry) = again(e, recovered);
-                        let fence = self.next_fence().max(previous + 1);
-                        c.fence = fence;
-                        entry.fence = fence;
-                        entry.expires_at = entry.expires_at.max(e.expires_at);
-                        c.expires_at = entry.expires_at;
-                        entries.insert(id, entry);
-                        return Ok(Begin::Claimed(c));
-                    }
-                    (State::Succeeded | State::Failed, _) => {
+                    (Step::Replay, Some(e)) => {
                         return Ok(Begin::Replay(Replay {
                             succeeded: e.state == State::Succeeded,
                             response: e.response.clone(),
@@ -232,9 +233,30 @@ impl MemoryStore {
                             expires_at: e.expires_at,
                         }));
                     }
+                    (Step::InProgress { retry_after_us }, Some(e)) => {
+                        return Ok(Begin::InProgress(InProgress {
+                            attempt: e.attempt,
+                            upstream_key: e.upstream_key,
+                            retry_after: Duration::from_micros(retry_after_us),
+                        }));
+                    }
+                    (Step::Mismatch { stored, given }, Some(_)) => {
+                        return Err(refusal::mismatch(stored, given).into());
+                    }
+                    (Step::RepeatRefused, Some(e)) => {
+                        return Err(refusal::repeat_refused(e.state, e.attempt, Api::Client).into());
+                    }
+                    // Wake when the holder completes or releases, or when its lease may lapse.
+                    (
+                        Step::Wait {
+                            wait_left_us,
+                            lease_left_us,
+                        },
+                        Some(_),
+                    ) => Duration::from_micros(wait_left_us.min(lease_left_us))
+                        .max(Duration::from_millis(1)),
                 }
             };
-            // Wake when the holder completes or releases, or when its lease may lapse.
             let _ = tokio::time::timeout(wait_for, notified).await;
         }
     }
@@ -270,33 +292,28 @@ impl IdempotencyStore for MemoryStore {
         let now = SystemTime::now();
         let result = {
             let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-            let e = Self::held(&mut entries, &id, fence, now)?;
-            match e.state {
-                State::Succeeded => return Ok(Completed::Succeeded),
-                State::Failed => return Ok(Completed::Failed),
-                State::InProgress => {}
+            let (e, holding) = Self::held(&mut entries, &id, fence, now, Op::Complete)?;
+            if let Holding::Completed(kept) = holding {
+                // Completed by this very fence before: keep what is stored.
+                return Ok(kept.into());
             }
             // A claimed attempt completed: its claim-to-completion time is a sample.
             self.scopes().sample(scope, e.claimed_at, now);
-            if !succeeded && !cache_failure.unwrap_or(false) {
-                entries.remove(&id);
-                Completed::Absent
-            } else {
-                e.state = if succeeded {
-                    State::Succeeded
-                } else {
-                    State::Failed
-                };
-                e.response = response.cloned();
-                e.completed_at = Some(now);
-                e.lease_until = None;
-                e.expires_at = now + e.ttl;
-                if succeeded {
-                    Completed::Succeeded
-                } else {
-                    Completed::Failed
+            let completion = decide::completion(succeeded, cache_failure.unwrap_or(false));
+            match completion.state() {
+                // An uncached failure leaves nothing behind, so a retry runs the call again.
+                None => {
+                    entries.remove(&id);
+                }
+                Some(state) => {
+                    e.state = state;
+                    e.response = response.cloned();
+                    e.completed_at = Some(now);
+                    e.lease_until = None;
+                    e.expires_at = now + e.ttl;
                 }
             }
+            completion.into()
         };
         self.changed.notify_waiters();
         Ok(result)
@@ -307,10 +324,8 @@ impl IdempotencyStore for MemoryStore {
         let id = (scope.to_string(), key.to_string());
         {
             let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-            let e = Self::held(&mut entries, &id, fence, SystemTime::now())?;
-            if e.state != State::InProgress {
-                return Err(lease_lost(Lost::ReleaseCompleted));
-            }
+            // A completed entry is refused (Lost::ReleaseCompleted): only a running one is held.
+            Self::held(&mut entries, &id, fence, SystemTime::now(), Op::Release)?;
             entries.remove(&id);
         }
         self.changed.notify_waiters();
@@ -331,14 +346,12 @@ impl IdempotencyStore for MemoryStore {
         let id = (scope.to_string(), key.to_string());
         let now = SystemTime::now();
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let e = Self::held(&mut entries, &id, fence, now)?;
-        if e.state != State::InProgress {
-            return Err(lease_lost(Lost::ExtendCompleted));
-        }
+        // A completed entry is refused (Lost::ExtendCompleted): only a running one is held.
+        let (e, _) = Self::held(&mut entries, &id, fence, now, Op::Extend)?;
         let lease = lease_for(lease, e.ttl)?;
         let lease_until = now + lease;
         e.lease_until = Some(lease_until);
-        e.expires_at = e.expires_at.max(lease_until);
+        e.expires_at = decide::extended_expiry(e.expires_at, lease_until);
         Ok(lease_until)
     }
 

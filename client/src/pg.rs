@@ -331,9 +331,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         S::settled(&mut c);
         let word: String = answer?.get(0);
         match Completion::parse(&word) {
-            Some(Completion::Succeeded) => Ok(Completed::Succeeded),
-            Some(Completion::Failed) => Ok(Completed::Failed),
-            Some(Completion::Absent) => Ok(Completed::Absent),
+            Some(done) => Ok(done.into()),
             None => Err(Error::new(
                 ErrorKind::Serialization,
                 format!(

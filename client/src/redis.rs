@@ -5,12 +5,12 @@
 //! it is atomic. Times come from the Redis server's clock. Expired records are removed by
 //! Redis itself, so `purge` has nothing to do.
 //!
-//! The record's state machine exists four times: the extension
-//! (pg_idempotency/src/begin.rs, holder.rs, lookup.rs, store.rs), the portable PL/pgSQL
-//! variant (sql/pg_idempotency.sql), `MemoryStore` (client/src/memory.rs), and this store
-//! (this file with client/src/redis_lua/). The SQL two are the reference;
-//! client/tests/parity.rs runs one table of scenarios over every store and holds them
-//! equal. Every limit and default the scripts use comes in as an argument from
+//! The record's state machine is decided by protocol::decide for the extension and
+//! `MemoryStore`; this store states it again in its scripts (client/src/redis_lua/), which
+//! must decide inside Redis to be atomic, as the PL/pgSQL variant (sql/pg_idempotency.sql)
+//! does inside PostgreSQL. client/tests/parity.rs runs one table of scenarios over every
+//! store and holds them equal. Its refusals are worded by protocol::refusal, as every
+//! store's are. Every limit and default the scripts use comes in as an argument from
 //! client/src/limits.rs and protocol/src/estimate.rs: the scripts hold none of their own.
 //!
 //! Beside the records, each scope has a hash `<prefix>scope:<scope length>:<scope>` with
@@ -32,10 +32,11 @@ use crate::limits::{
     begin_durations, duration, lease_for, response as storable_response, response_bytes,
     scope_and_key, DEFAULT_LEASE,
 };
-use crate::memory::refusal::{self, lease_lost, Lost};
 use crate::store::IdempotencyStore;
 use crate::types::*;
+use protocol::decide::Lost;
 use protocol::estimate::{FLOOR_MS, UNKNOWN_MS, WEIGHT};
+use protocol::refusal::{self, Api};
 
 const BEGIN: &str = include_str!("redis_lua/begin.lua");
 const HELD: &str = include_str!("redis_lua/held.lua");
@@ -110,12 +111,13 @@ fn json(text: Option<&str>) -> Option<Value> {
 
 /// A script's `lost:<why>` answer; `completed` is the holder's op's own refusal.
 fn lost(code: &str, completed: Lost) -> Error {
-    lease_lost(match code {
+    let why = match code {
         "lost:later" => Lost::LaterFence,
         "lost:fence" => Lost::OtherFence,
         "lost:completed" => completed,
         _ => Lost::Absent,
-    })
+    };
+    refusal::lease_lost(why, Api::Client).into()
 }
 
 fn unexpected(answer: &str) -> Error {
@@ -274,15 +276,21 @@ impl IdempotencyStore for RedisStore {
                     // Only a request with a fingerprint is compared with a stored one.
                     let stored = a.stored.as_deref().and_then(hex_decode);
                     return Err(match (stored, given) {
-                        (Some(stored), Some(given)) => refusal::mismatch(&stored, &given),
+                        (Some(stored), Some(given)) => refusal::mismatch(&stored, &given).into(),
                         _ => unexpected("mismatch without two fingerprints"),
                     });
                 }
                 "refused" => {
+                    let state = match a.state.as_deref() {
+                        Some("succeeded") => State::Succeeded,
+                        _ => State::Failed,
+                    };
                     return Err(refusal::repeat_refused(
-                        a.state.as_deref() == Some("succeeded"),
+                        state,
                         a.attempt.unwrap_or(1),
-                    ))
+                        Api::Client,
+                    )
+                    .into());
                 }
                 _ => {
                     let retry_after = Duration::from_millis(a.retry.unwrap_or(0).max(0) as u64);

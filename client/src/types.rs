@@ -58,7 +58,7 @@ pub struct InProgress {
     /// scope's estimate of a call's claim-to-completion time minus the time the attempt
     /// has run, at least `protocol::estimate::FLOOR_MS`; `UNKNOWN_MS` while the scope has
     /// no completed call; in every case at most the time until the holder's lease lapses
-    /// (`protocol::estimate::retry_after_ms`, the same rule in every store).
+    /// (protocol/src/estimate.rs, the same rule in every store).
     pub retry_after: Duration,
 }
 
@@ -76,6 +76,16 @@ pub enum Completed {
     Failed,
     /// An uncached failure: nothing is remembered, a retry runs the call again.
     Absent,
+}
+
+impl From<protocol::Completion> for Completed {
+    fn from(c: protocol::Completion) -> Completed {
+        match c {
+            protocol::Completion::Succeeded => Completed::Succeeded,
+            protocol::Completion::Failed => Completed::Failed,
+            protocol::Completion::Absent => Completed::Absent,
+        }
+    }
 }
 
 /// A record's state, in the protocol's words.

@@ -5,12 +5,12 @@
 //! its reason when `REDIS_URL` is unset). One test per (scenario, store), named
 //! `<scenario>::<store>`, so a failure names both.
 //!
-//! The record's state machine exists four times: the extension
-//! (pg_idempotency/src/begin.rs, holder.rs, lookup.rs, store.rs), the portable PL/pgSQL
-//! variant (sql/pg_idempotency.sql), `MemoryStore` (client/src/memory.rs) and `RedisStore`
-//! (client/src/redis.rs with client/src/redis_lua/). The SQL two are the reference (the
-//! behaviour suite and the golden files hold them equal); this suite holds the client's
-//! stores to them. Postgres-only behaviour (the caller's transaction, a missing
+//! The record's state machine is written three times: protocol::decide
+//! (protocol/src/decide.rs), which the extension (pg_idempotency/src/begin.rs, holder.rs)
+//! and `MemoryStore` (client/src/memory.rs) take every decision through, the portable
+//! PL/pgSQL variant (sql/pg_idempotency.sql), and `RedisStore`'s scripts
+//! (client/src/redis_lua/). The SQL two are the reference (the behaviour suite and the
+//! golden files hold them equal); this suite holds the client's stores to them. Postgres-only behaviour (the caller's transaction, a missing
 //! extension, a session ended mid-call) is in pg_store.rs.
 //!
 //! # The golden SQL files' state-machine scenarios and their twins here

@@ -5,12 +5,16 @@
 //! or an `UPDATE` guarded by the fence that was read for a row that can be claimed again.
 //! When that statement loses a race, the loop reads again and answers from what won.
 //!
-//! The same state machine exists three more times, held equal by tests: the PL/pgSQL
-//! variant (sql/pg_idempotency.sql, by the behaviour suite tests/ run on both backends),
-//! and the client's MemoryStore (client/src/memory.rs) and RedisStore (client/src/redis.rs
-//! with client/src/redis_lua/), by the parity suite client/tests/parity.rs.
+//! Every decision is protocol::decide's (`decide::begin`, `decide::take_over`), the same
+//! functions the client's MemoryStore (client/src/memory.rs) takes them through; this file
+//! reads, asks, and writes what the answer says. The PL/pgSQL variant
+//! (sql/pg_idempotency.sql, held equal by the behaviour suite tests/ run on both backends)
+//! and RedisStore's scripts (client/src/redis_lua/, by the parity suite
+//! client/tests/parity.rs) state the same rules in their own languages.
 
 use pgrx::{pg_sys, IntoDatum};
+use protocol::decide::{self, Step, MAX_RACES};
+use protocol::refusal::{self, Api};
 
 use crate::args::{self, micros_interval, OnCacheHit, OnMismatch};
 use crate::call_args::BeginArgs;
@@ -25,10 +29,6 @@ use crate::policy_cache::ScopePolicy;
 use crate::request;
 use crate::roles;
 use crate::store::{self, Claim, Id, Record, State};
-
-/// How many lost races a call tolerates before it gives up; each one means another session
-/// changed the record in the meantime.
-const MAX_RACES: u32 = 1000;
 
 /// What the call asked for; NULL arguments are None until the scope's policy and the GUC
 /// defaults fill them in.
@@ -77,6 +77,7 @@ impl Settings {
     }
 }
 
+/// What `idem_begin` answers: the values of its result row.
 enum Outcome {
     Claimed {
         fence: i64,
@@ -86,12 +87,20 @@ enum Outcome {
         lease_until: Micros,
         expires_at: Micros,
     },
-    Replay(Record),
+    Replay {
+        attempt: i32,
+        upstream_key: pgrx::Uuid,
+        succeeded: bool,
+        response: Option<pg_sys::Datum>,
+        lease_until: Option<Micros>,
+        expires_at: Micros,
+    },
     InProgress {
-        record: Record,
-        now: Micros,
-        /// The scope's estimate of a call's time from claim to completion, if it has one.
-        estimate_us: Option<u64>,
+        attempt: i32,
+        upstream_key: pgrx::Uuid,
+        lease_until: Micros,
+        expires_at: Micros,
+        retry_after_us: u64,
     },
 }
 
@@ -126,7 +135,7 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
     let outcome = decide(&call);
     let counter = match &outcome {
         Ok(Outcome::Claimed { .. }) => Some(Counter::Claimed),
-        Ok(Outcome::Replay(_)) => Some(Counter::Replay),
+        Ok(Outcome::Replay { .. }) => Some(Counter::Replay),
         Ok(Outcome::InProgress { .. }) => Some(Counter::InProgress),
         Err(e) if e.kind == ErrorKind::Mismatch => Some(Counter::Mismatch),
         Err(_) => None,
@@ -163,86 +172,82 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
             Some(set) => set,
             None => settings.insert(Settings::resolve(call, &policy)?),
         };
-        let record = match record {
-            None => {
-                let claim = fresh_claim(call, set, now);
-                durability::ensure_durable_commit();
-                if store::insert(&id, &claim) {
-                    return Ok(claimed(claim));
-                }
-                continue;
-            }
-            Some(r) if !r.is_live(now) => {
-                let claim = fresh_claim(call, set, now);
-                durability::ensure_durable_commit();
-                if store::claim_again(&id, &r, &claim) {
-                    return Ok(claimed(claim));
-                }
-                continue;
-            }
-            Some(r) => r,
+        let asked = decide::Call {
+            fingerprint: call.fingerprint.as_ref().map(|f| &f[..]),
+            on_cache_hit: set.on_cache_hit,
+            on_mismatch: set.on_mismatch,
+            claim_token: call.claim_token.map(|t| *t.as_bytes()),
         };
-        check_fingerprint(call, set, &record)?;
-        let lease_live = record.lease_until.is_some_and(|l| l > now);
-        match (record.state, set.on_cache_hit) {
-            (State::InProgress, _) if lease_live && holds_own_claim(call, &record) => {
+        let read = record.as_ref().map(Record::read);
+        // The wait's clock and the scope's estimate are read only when a live lease asks.
+        let step = decide::begin(
+            read.as_ref(),
+            &asked,
+            now,
+            || (call.wait - waiting_since.elapsed().as_micros() as i64).max(0) as u64,
+            || estimates::of(call.owner, &call.scope),
+        );
+        match (step, record.as_ref()) {
+            (Step::Claim, seen) | (_, seen @ None) => {
+                let claim = fresh_claim(call, set, now);
+                durability::ensure_durable_commit();
+                let won = match seen {
+                    None => store::insert(&id, &claim),
+                    // An expired record is claimed in its place.
+                    Some(r) => store::claim_again(&id, r, &claim),
+                };
+                if won {
+                    return Ok(claimed(claim));
+                }
+            }
+            (Step::TakeOver { recovered }, Some(r)) => {
+                if let Some(o) = take_over(call, &asked, set, r, now, recovered) {
+                    return Ok(o);
+                }
+            }
+            (Step::OwnClaim, Some(r)) => {
                 // A repeat of the attempt that claimed (its answer was lost): the same claim.
                 return Ok(Outcome::Claimed {
-                    fence: record.fence,
-                    attempt: record.attempt,
-                    recovered: record.recovered,
-                    upstream_key: record.upstream_key,
-                    lease_until: record.lease_until.unwrap_or(now),
-                    expires_at: record.expires_at,
+                    fence: r.fence,
+                    attempt: r.attempt,
+                    recovered: r.recovered,
+                    upstream_key: r.upstream_key,
+                    lease_until: r.lease_until.unwrap_or(now),
+                    expires_at: r.expires_at,
                 });
             }
-            (State::InProgress, _) if lease_live => {
-                let remaining = call.wait - waiting_since.elapsed().as_micros() as i64;
-                if remaining <= 0 {
-                    return Ok(Outcome::InProgress {
-                        record,
-                        now,
-                        estimate_us: estimates::of(call.owner, &call.scope),
-                    });
-                }
-                clock::nap(pause.min(remaining));
+            (Step::Replay, Some(r)) => {
+                return Ok(Outcome::Replay {
+                    attempt: r.attempt,
+                    upstream_key: r.upstream_key,
+                    succeeded: r.state == State::Succeeded,
+                    response: r.response,
+                    lease_until: r.lease_until,
+                    expires_at: r.expires_at,
+                });
+            }
+            (Step::InProgress { retry_after_us }, Some(r)) => {
+                return Ok(Outcome::InProgress {
+                    attempt: r.attempt,
+                    upstream_key: r.upstream_key,
+                    lease_until: r.lease_until.unwrap_or(now),
+                    expires_at: r.expires_at,
+                    retry_after_us,
+                });
+            }
+            (Step::Wait { wait_left_us, .. }, Some(_)) => {
+                clock::nap(pause.min(wait_left_us as i64));
                 pause = (pause * 2).min(100_000);
             }
-            (State::InProgress, _) => {
-                // The holder's lease lapsed: its outcome is unknown, the call is taken over.
-                if let Some(o) = take_over(call, set, &record, now, true) {
-                    return Ok(o);
-                }
+            (Step::Mismatch { stored, given }, Some(_)) => {
+                return Err(refusal::mismatch(stored, given).into());
             }
-            (State::Succeeded | State::Failed, OnCacheHit::FailFast) => {
-                return Err(IdemError::new(
-                    ErrorKind::RepeatRefused,
-                    "repeat of a completed call refused",
-                    format!("The call {} at attempt {}; on_cache_hit is 'fail_fast'.",
-                        record.state.as_sql(),
-                        record.attempt),
-                    "Look at the stored result with idem_lookup, or use a new key to run the call again.",
-                ));
+            (Step::RepeatRefused, Some(r)) => {
+                return Err(refusal::repeat_refused(r.state, r.attempt, Api::Sql).into());
             }
-            (State::Failed, OnCacheHit::ReturnCachedIfSuccess) => {
-                if let Some(o) = take_over(call, set, &record, now, false) {
-                    return Ok(o);
-                }
-            }
-            (State::Succeeded | State::Failed, _) => return Ok(Outcome::Replay(record)),
         }
     }
-    Err(IdemError::new(
-        ErrorKind::Contention,
-        "could not settle the record: it kept changing",
-        format!("{MAX_RACES} concurrent changes to this key overtook this call."),
-        "Retry the call.",
-    ))
-}
-
-/// The caller named the token of the claim holding the record.
-fn holds_own_claim(call: &Call, record: &Record) -> bool {
-    call.claim_token.is_some() && call.claim_token == record.claim_token
+    Err(refusal::contention().into())
 }
 
 fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
@@ -265,26 +270,21 @@ fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
 /// The upstream key and creation time stay: it is the same call.
 fn take_over(
     call: &Call,
+    asked: &decide::Call<'_>,
     set: &Settings,
     record: &Record,
     now: Micros,
     recovered: bool,
 ) -> Option<Outcome> {
-    // A sequence shared by many sessions does not alone order fences per key; this does.
-    let fence = ids::next_fence().max(record.fence + 1);
+    let again = decide::take_over(&record.read(), asked, ids::next_fence(), now + set.ttl);
     let claim = Claim {
-        fence,
-        attempt: record.attempt.saturating_add(1),
-        // The first request's fingerprint stays the call's identity (on_mismatch => 'ignore'
-        // must not replace it).
-        fingerprint: record
-            .fingerprint
-            .as_deref()
-            .or(call.fingerprint.as_ref().map(|f| &f[..])),
+        fence: again.fence,
+        attempt: again.attempt,
+        fingerprint: again.fingerprint,
         upstream_key: record.upstream_key,
         created_at: record.created_at,
         lease_until: now + set.lease,
-        expires_at: (now + set.ttl).max(record.expires_at),
+        expires_at: again.expires_at,
         ttl: set.ttl,
         claim_token: call.claim_token,
         recovered,
@@ -303,33 +303,6 @@ fn claimed(c: Claim<'_>) -> Outcome {
         lease_until: c.lease_until,
         expires_at: c.expires_at,
     }
-}
-
-fn check_fingerprint(call: &Call, set: &Settings, record: &Record) -> IdemResult<()> {
-    let (Some(given), Some(stored)) = (&call.fingerprint, &record.fingerprint) else {
-        return Ok(());
-    };
-    if set.on_mismatch == OnMismatch::Ignore || given[..] == stored[..] {
-        return Ok(());
-    }
-    Err(IdemError::new(
-        ErrorKind::Mismatch,
-        "idempotency key reused with a different request",
-        format!(
-            "The key was first used with a request of fingerprint \\x{}; this request's fingerprint is \\x{}.",
-            hex::encode(stored),
-            hex::encode(given)
-        ),
-        "Use a new key for a different request, or on_mismatch => 'ignore' when only part of the request names the call.",
-    ))
-}
-
-/// The running attempt's estimated time left (protocol::estimate), in microseconds. A
-/// record claimed before 0.5.0 counts from its creation.
-fn retry_after(r: &Record, now: Micros, estimate_us: Option<u64>) -> i64 {
-    let lease_left = (r.lease_until.unwrap_or(now) - now).max(0) as u64;
-    let elapsed = (now - r.claimed_at.unwrap_or(r.created_at)).max(0) as u64;
-    protocol::estimate::retry_after_us(estimate_us, elapsed, lease_left) as i64
 }
 
 fn ts(m: Micros) -> Column {
@@ -360,37 +333,43 @@ fn result(a: &Args, outcome: Outcome, key: &str) -> pg_sys::Datum {
             ts(expires_at),
             None,
         ],
-        Outcome::Replay(r) => [
+        Outcome::Replay {
+            attempt,
+            upstream_key,
+            succeeded,
+            response,
+            lease_until,
+            expires_at,
+        } => [
             text(protocol::Outcome::Replay.as_sql()),
             None,
-            r.attempt.into_datum(),
+            attempt.into_datum(),
             false.into_datum(),
-            r.upstream_key.into_datum(),
-            (r.state == State::Succeeded).into_datum(),
-            r.response,
-            r.lease_until.and_then(ts),
-            ts(r.expires_at),
+            upstream_key.into_datum(),
+            succeeded.into_datum(),
+            response,
+            lease_until.and_then(ts),
+            ts(expires_at),
             None,
         ],
         Outcome::InProgress {
-            record: r,
-            now,
-            estimate_us,
-        } => {
-            let lease_until = r.lease_until.unwrap_or(now);
-            [
-                text(protocol::Outcome::InProgress.as_sql()),
-                None,
-                r.attempt.into_datum(),
-                false.into_datum(),
-                r.upstream_key.into_datum(),
-                None,
-                None,
-                ts(lease_until),
-                ts(r.expires_at),
-                micros_interval(retry_after(&r, now, estimate_us)).into_datum(),
-            ]
-        }
+            attempt,
+            upstream_key,
+            lease_until,
+            expires_at,
+            retry_after_us,
+        } => [
+            text(protocol::Outcome::InProgress.as_sql()),
+            None,
+            attempt.into_datum(),
+            false.into_datum(),
+            upstream_key.into_datum(),
+            None,
+            None,
+            ts(lease_until),
+            ts(expires_at),
+            micros_interval(retry_after_us as i64).into_datum(),
+        ],
     };
     let mut full: [Column; 11] = [None; 11];
     full[..10].copy_from_slice(&row);

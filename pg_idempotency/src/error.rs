@@ -43,6 +43,13 @@ impl IdemError {
     }
 }
 
+/// A refusal of the state machine, in the words protocol/src/refusal.rs gives every store.
+impl From<protocol::refusal::Refusal> for IdemError {
+    fn from(r: protocol::refusal::Refusal) -> Self {
+        IdemError::new(r.code, r.message, r.detail, r.hint)
+    }
+}
+
 pub type IdemResult<T> = Result<T, IdemError>;
 
 const fn make_sqlstate(code: &str) -> c_int {

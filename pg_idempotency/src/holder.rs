@@ -1,25 +1,26 @@
 //! What only the holder of a claim may do, named by its fence: complete, release, extend.
 //!
-//! Each reads the record, decides, then writes with a statement guarded by the fence; if the
-//! record changed in between, it reads again. A stale fence is an error, never a silent no-op,
-//! except completing again with the fence that completed the record (its first reply may
-//! have been lost), which keeps the stored result.
+//! Each reads the record, asks protocol::decide (`held`, `completion`, `extended_expiry`:
+//! the same functions the client's MemoryStore takes), then writes with a statement
+//! guarded by the fence; if the record changed in between, it reads again. A stale fence is
+//! an error, never a silent no-op, except completing again with the fence that completed
+//! the record (its first reply may have been lost), which keeps the stored result.
 
 use pgrx::{pg_sys, IntoDatum};
+use protocol::decide::{self, Holding, Lost, Op, MAX_RACES};
+use protocol::refusal::{self, Api};
 
 use crate::args;
 use crate::call_args::{CompleteArgs, ExtendArgs, ReleaseArgs};
 use crate::clock::{self, Micros};
 use crate::durability;
 use crate::entry::{composite, Args};
-use crate::error::{ErrorKind, IdemError, IdemResult};
+use crate::error::{IdemError, IdemResult};
 use crate::estimates;
 use crate::policy_cache::ScopePolicy;
 use crate::request;
 use crate::roles;
-use crate::store::{self, Completion, Id, Record, State};
-
-const MAX_RACES: u32 = 1000;
+use crate::store::{self, Completion, Id, Record};
 
 struct Held {
     scope: String,
@@ -49,43 +50,21 @@ fn held(scope: Option<String>, key: Option<String>, fence: Option<i64>) -> IdemR
     })
 }
 
-fn lease_lost(detail: impl Into<String>) -> IdemError {
-    IdemError::new(
-        ErrorKind::LeaseLost,
-        "lease lost: this fence does not hold the record",
-        detail,
-        "Another attempt took the call over, or it was completed, released or expired; do not \
-         apply this attempt's result. Call idem_begin again to learn the call's state.",
-    )
+fn lease_lost(why: Lost) -> IdemError {
+    refusal::lease_lost(why, Api::Sql).into()
 }
 
-fn contention() -> IdemError {
-    IdemError::new(
-        ErrorKind::Contention,
-        "could not settle the record: it kept changing",
-        format!("{MAX_RACES} concurrent changes to this key overtook this call."),
-        "Retry the call.",
-    )
-}
-
-/// The live record that `h.fence` holds (and its scope's policy), or why it does not.
-fn read_held(h: &Held, now: Micros) -> IdemResult<(Record, ScopePolicy)> {
+/// The live record that `h.fence` holds for `op` (and its scope's policy, and what it
+/// holds), or why it does not.
+fn read_held(h: &Held, now: Micros, op: Op) -> IdemResult<(Record, ScopePolicy, Holding)> {
     // Another role's record of the same scope and key is not this caller's: it reads as
     // absent, so what the caller is told does not depend on it.
     let (record, policy) = store::read(&h.id());
-    let Some(record) = record.filter(|r| r.is_live(now)) else {
-        return Err(lease_lost(
-            "The key has no live record: it was released, forgotten, never claimed, or it expired.",
-        ));
-    };
-    if record.fence != h.fence {
-        return Err(lease_lost(if record.fence > h.fence {
-            "The record is held under a later fence: the call was taken over or claimed again."
-        } else {
-            "The record is held under a different fence."
-        }));
-    }
-    Ok((record, policy))
+    let holding = decide::held(record.as_ref().map(Record::read).as_ref(), h.fence, now, op)
+        .map_err(lease_lost)?;
+    // `held` holds only a live record.
+    let record = record.ok_or_else(|| lease_lost(Lost::Absent))?;
+    Ok((record, policy, holding))
 }
 
 pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
@@ -118,40 +97,36 @@ fn complete(
 ) -> IdemResult<(&'static str, Option<Micros>)> {
     for _ in 0..MAX_RACES {
         let now = clock::now();
-        let (record, policy) = read_held(h, now)?;
-        if record.state != State::InProgress {
+        let (record, policy, holding) = read_held(h, now, Op::Complete)?;
+        if let Holding::Completed(kept) = holding {
             // Completed by this very fence before: keep what is stored.
-            return Ok((record.state.as_sql(), Some(record.expires_at)));
+            return Ok((kept.as_sql(), Some(record.expires_at)));
         }
         durability::ensure_durable_commit();
         // The call's word, else its scope's policy; failures are not cached by default.
         let cache_failure = cache_failure.or(policy.cache_failures).unwrap_or(false);
-        if !succeeded && !cache_failure {
+        let completion = decide::completion(succeeded, cache_failure);
+        let Some(state) = completion.state() else {
             // An uncached failure leaves nothing behind, so a retry runs the call again.
             if store::delete_held(&h.id(), h.fence) {
                 took(h, &record, now);
-                return Ok((protocol::Completion::Absent.as_sql(), None));
+                return Ok((completion.as_sql(), None));
             }
             continue;
-        }
-        let state = if succeeded {
-            State::Succeeded
-        } else {
-            State::Failed
         };
         let expires_at = now + record.ttl;
-        let completion = Completion {
+        let stored = Completion {
             state,
             response,
             completed_at: now,
             expires_at,
         };
-        if store::complete(&h.id(), h.fence, &completion, record.tid) {
+        if store::complete(&h.id(), h.fence, &stored, record.tid) {
             took(h, &record, now);
-            return Ok((state.as_sql(), Some(expires_at)));
+            return Ok((completion.as_sql(), Some(expires_at)));
         }
     }
-    Err(contention())
+    Err(refusal::contention().into())
 }
 
 /// The completed attempt's time from claim to completion, into its scope's estimate (a
@@ -170,18 +145,14 @@ pub fn idem_release(a: &Args) -> IdemResult<pg_sys::Datum> {
 fn release(h: &Held) -> IdemResult<()> {
     for _ in 0..MAX_RACES {
         let now = clock::now();
-        let (record, _) = read_held(h, now)?;
-        if record.state != State::InProgress {
-            return Err(lease_lost(
-                "The call was already completed; idem_forget removes a stored result.",
-            ));
-        }
+        // A completed record is refused (Lost::ReleaseCompleted): only a running one is held.
+        read_held(h, now, Op::Release)?;
         durability::ensure_durable_commit();
         if store::delete_held(&h.id(), h.fence) {
             return Ok(());
         }
     }
-    Err(contention())
+    Err(refusal::contention().into())
 }
 
 pub fn idem_extend(a: &Args) -> IdemResult<pg_sys::Datum> {
@@ -202,20 +173,15 @@ pub fn idem_extend(a: &Args) -> IdemResult<pg_sys::Datum> {
 fn extend(h: &Held, lease: Option<i64>) -> IdemResult<(Micros, Micros)> {
     for _ in 0..MAX_RACES {
         let now = clock::now();
-        let (record, policy) = read_held(h, now)?;
-        if record.state != State::InProgress {
-            return Err(lease_lost(
-                "The call was already completed; there is no lease to extend.",
-            ));
-        }
+        // A completed record is refused (Lost::ExtendCompleted): only a running one is held.
+        let (record, policy, _) = read_held(h, now, Op::Extend)?;
         let lease = args::effective_lease(lease, policy.lease, record.ttl)?;
         let lease_until = now + lease;
-        // A record never expires while its lease is live.
-        let expires_at = record.expires_at.max(lease_until);
+        let expires_at = decide::extended_expiry(record.expires_at, lease_until);
         durability::ensure_durable_commit();
         if store::extend(&h.id(), h.fence, lease_until, expires_at) {
             return Ok((lease_until, expires_at));
         }
     }
-    Err(contention())
+    Err(refusal::contention().into())
 }

@@ -53,6 +53,20 @@ impl Record {
     pub fn is_live(&self, now: Micros) -> bool {
         self.expires_at > now
     }
+
+    /// The record as the state machine (protocol::decide) reads it.
+    pub fn read(&self) -> protocol::decide::Read<'_, Micros> {
+        protocol::decide::Read {
+            state: self.state,
+            fence: self.fence,
+            attempt: self.attempt,
+            fingerprint: self.fingerprint.as_deref(),
+            lease_until: self.lease_until,
+            expires_at: self.expires_at,
+            claimed_at: self.claimed_at.unwrap_or(self.created_at),
+            claim_token: self.claim_token.map(|t| *t.as_bytes()),
+        }
+    }
 }
 
 /// The scope's policy as the read statement selects it, before the record's columns.

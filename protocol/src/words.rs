@@ -95,6 +95,17 @@ words! {
     }
 }
 
+impl Completion {
+    /// The state the completion leaves the record in; None: it leaves no record.
+    pub const fn state(self) -> Option<State> {
+        match self {
+            Completion::Succeeded => Some(State::Succeeded),
+            Completion::Failed => Some(State::Failed),
+            Completion::Absent => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +119,12 @@ mod tests {
         assert_eq!(OnMismatch::ALL[0], OnMismatch::Reject);
         assert_eq!(OnMismatch::listed(), "reject, ignore");
         assert_eq!(State::parse("done"), None);
+        for c in Completion::ALL {
+            // A completion's word is the state it leaves, where it leaves one.
+            assert_eq!(
+                c.state().map(State::as_sql),
+                State::parse(c.as_sql()).map(State::as_sql)
+            );
+        }
     }
 }

@@ -1,11 +1,13 @@
 //! What `MemoryStore` keeps per scope beside the records: the estimate of a call's
-//! claim-to-completion time that `retry_after` is computed from
-//! (protocol/src/estimate.rs), and the outcome counters that `metrics` shows (counted where
-//! the extension counts them: one per `begin`, by its answer).
+//! claim-to-completion time that `retry_after` is computed from (by protocol::decide,
+//! under protocol/src/estimate.rs; in microseconds, as the extension keeps it), and the
+//! outcome counters that `metrics` shows (counted where the extension counts them: one per
+//! `begin`, by its answer).
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
+use protocol::decide::Time;
 use protocol::estimate;
 
 use crate::error::{ErrorKind, Result};
@@ -13,22 +15,13 @@ use crate::types::{Begin, OutcomeCounts};
 
 #[derive(Default)]
 pub(crate) struct ScopeFigures {
-    /// Milliseconds; None until the scope's first completed call.
-    pub estimate_ms: Option<u64>,
+    /// Microseconds; None until the scope's first completed call.
+    pub estimate_us: Option<u64>,
     pub counts: OutcomeCounts,
 }
 
 #[derive(Default)]
 pub(crate) struct Scopes(HashMap<String, ScopeFigures>);
-
-fn ms(d: Duration) -> u64 {
-    d.as_millis().min(u64::MAX as u128) as u64
-}
-
-/// `later - earlier`, zero when the clock stepped back between them.
-fn since(earlier: SystemTime, later: SystemTime) -> Duration {
-    later.duration_since(earlier).unwrap_or(Duration::ZERO)
-}
 
 impl Scopes {
     /// Counts one `begin`'s answer; errors other than a mismatch are not counted.
@@ -46,24 +39,13 @@ impl Scopes {
     /// A claimed attempt completed (succeeded, failed, or an uncached failure): one sample.
     pub fn sample(&mut self, scope: &str, claimed_at: SystemTime, completed_at: SystemTime) {
         let figures = self.0.entry(scope.to_string()).or_default();
-        let sample = ms(since(claimed_at, completed_at));
-        figures.estimate_ms = Some(estimate::next_estimate(figures.estimate_ms, sample));
+        let sample = completed_at.micros_since(claimed_at);
+        figures.estimate_us = Some(estimate::next_estimate(figures.estimate_us, sample));
     }
 
-    /// What a duplicate is told while the attempt claimed at `claimed_at` runs.
-    pub fn retry_after(
-        &self,
-        scope: &str,
-        claimed_at: SystemTime,
-        lease_until: SystemTime,
-        now: SystemTime,
-    ) -> Duration {
-        let estimate_ms = self.0.get(scope).and_then(|f| f.estimate_ms);
-        Duration::from_millis(estimate::retry_after_ms(
-            estimate_ms,
-            ms(since(claimed_at, now)),
-            ms(since(now, lease_until)),
-        ))
+    /// The scope's estimate of a call's claim-to-completion time, if it has one.
+    pub fn estimate_us(&self, scope: &str) -> Option<u64> {
+        self.0.get(scope).and_then(|f| f.estimate_us)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&String, &ScopeFigures)> {

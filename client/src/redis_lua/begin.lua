@@ -6,10 +6,10 @@
 -- protocol::estimate's FLOOR_MS and UNKNOWN_MS. Every limit and default is applied in Rust
 -- (client/src/limits.rs) before the script runs: the ttl and lease come in resolved.
 --
--- The record's state machine exists four times: the extension (pg_idempotency/src/begin.rs,
--- holder.rs, lookup.rs, store.rs), the portable PL/pgSQL variant (sql/pg_idempotency.sql),
--- MemoryStore (client/src/memory.rs), and this store (client/src/redis.rs with these
--- scripts). The SQL two are the reference; client/tests/parity.rs holds them equal.
+-- The record's state machine is protocol::decide's (protocol/src/decide.rs), which the
+-- extension and MemoryStore take every decision through; this script states it again
+-- because it must decide inside Redis to be atomic (as the PL/pgSQL variant,
+-- sql/pg_idempotency.sql, does inside PostgreSQL). client/tests/parity.rs holds it equal.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local fp, ttl, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
