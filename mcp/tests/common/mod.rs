@@ -198,21 +198,22 @@ pub struct HttpProxy {
 
 impl HttpProxy {
     pub async fn start(config: &Path, env: &[(String, String)]) -> HttpProxy {
-        let port = free_port();
+        // Port 0: the proxy binds a port nobody holds, and says which. A port probed free
+        // here and bound later can be taken in between by another test's proxy, whose
+        // calls this test would then make.
         let mut cmd = tokio::process::Command::new(proxy_bin());
         cmd.arg("--config")
             .arg(config)
             .arg("--http")
-            .arg(format!("127.0.0.1:{port}"))
+            .arg("127.0.0.1:0")
+            .env("PGIDEM_MCP_LOG", "info")
             .envs(env.iter().cloned())
             .stdin(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let child = cmd.spawn().unwrap();
+        let mut child = cmd.spawn().unwrap();
+        let port = bound_port(child.stderr.take().unwrap()).await;
         let url = format!("http://127.0.0.1:{port}/mcp");
-        wait_for("the proxy to listen", || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        })
-        .await;
         HttpProxy { child, url, port }
     }
 
@@ -239,6 +240,36 @@ pub async fn http_client(url: &str, headers: &[(&str, &str)]) -> Client {
     ().serve(StreamableHttpClientTransport::from_config(config))
         .await
         .expect("the proxy initializes over HTTP")
+}
+
+/// The port in the proxy's "serving MCP over Streamable HTTP" log line; the rest of its
+/// log is passed on to the test's.
+async fn bound_port(stderr: tokio::process::ChildStderr) -> u16 {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let mut tx = Some(tx);
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("{line}");
+            if line.contains("serving MCP over Streamable HTTP") {
+                if let (Some(port), Some(tx)) = (port_in(&line), tx.take()) {
+                    let _ = tx.send(port);
+                }
+            }
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(60), rx)
+        .await
+        .expect("waited a minute for the proxy to listen")
+        .expect("the proxy ended before it listened")
+}
+
+/// The port after `127.0.0.1:` in a log line (its colours around it).
+fn port_in(line: &str) -> Option<u16> {
+    let at = line.find("127.0.0.1:")? + "127.0.0.1:".len();
+    let digits: String = line[at..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 pub fn free_port() -> u16 {
