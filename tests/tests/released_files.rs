@@ -74,7 +74,9 @@ fn files_in_released_folders(root: &Path) -> Vec<String> {
 
 /// The version an upgrade script's name reaches (`pg_idempotency--A--B.sql`: B), if it is one.
 fn upgrade_target(name: &str) -> Option<&str> {
-    let versions = name.strip_prefix("pg_idempotency--")?.strip_suffix(".sql")?;
+    let versions = name
+        .strip_prefix("pg_idempotency--")?
+        .strip_suffix(".sql")?;
     let (_, to) = versions.split_once("--")?;
     Some(to)
 }
@@ -213,9 +215,16 @@ fn the_check_reports_a_changed_a_missing_and_an_unlisted_file() {
             expected.push(format!("{dev_script}: an upgrade script not listed"));
         }
         expected.push(format!("{unlisted}: an upgrade script not listed"));
-        assert_eq!(found.len(), expected.len(), "developing {developing}: {found:#?}");
+        assert_eq!(
+            found.len(),
+            expected.len(),
+            "developing {developing}: {found:#?}"
+        );
         for (f, e) in found.iter().zip(&expected) {
-            assert!(f.starts_with(e.as_str()), "developing {developing}: {f}\nexpected {e}");
+            assert!(
+                f.starts_with(e.as_str()),
+                "developing {developing}: {f}\nexpected {e}"
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&copy);

@@ -219,8 +219,20 @@ fn upgraded_equals_fresh(from: &str, expected: &[String]) {
     } else {
         assert_refused(&mut c, "SELECT * FROM idem_begin('upgrade', 'done')", from);
         let owner = &current_role(&mut c);
-        write_record(&mut c, "upgrade", "done", owner, Written::Succeeded(r#"{"sent": 1}"#));
-        write_record(&mut c, "upgrade", "running", owner, Written::Running("5 minutes"))
+        write_record(
+            &mut c,
+            "upgrade",
+            "done",
+            owner,
+            Written::Succeeded(r#"{"sent": 1}"#),
+        );
+        write_record(
+            &mut c,
+            "upgrade",
+            "running",
+            owner,
+            Written::Running("5 minutes"),
+        )
     };
 
     upgrade(&dsn, from).unwrap_or_else(|e| panic!("upgrade from {from}: {e}"));
@@ -295,7 +307,9 @@ fn write_record(c: &mut Client, scope: &str, key: &str, owner: &str, what: Writt
 
 /// The role a session's calls are made as: the owner of the records they claim.
 fn current_role(c: &mut Client) -> String {
-    c.query_one("SELECT current_user::text", &[]).unwrap().get(0)
+    c.query_one("SELECT current_user::text", &[])
+        .unwrap()
+        .get(0)
 }
 
 /// Asserts that `sql` is refused, changing nothing, because the database's schema is
@@ -310,7 +324,8 @@ fn assert_refused(c: &mut Client, sql: &str, from: &str) {
         .unwrap_or_else(|| panic!("{sql}: not an error of the server: {err}"));
     assert_eq!(db.code().code(), "55000", "{sql}: {db:?}");
     assert!(
-        db.message().contains(&format!("schema in this database is {from},")),
+        db.message()
+            .contains(&format!("schema in this database is {from},")),
         "{sql}: {}",
         db.message()
     );
@@ -352,7 +367,10 @@ fn every_library_call_succeeds(c: &mut Client, on: &str) {
             .unwrap_or_else(|e| panic!("{on}: {sql}: {e:?}"));
     }
     let live: i64 = c
-        .query_one("SELECT count(*) FROM idempotency.records WHERE scope = 'window'", &[])
+        .query_one(
+            "SELECT count(*) FROM idempotency.records WHERE scope = 'window'",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert_eq!(live, 0, "{on}: 'k' was forgotten and 'r' released");
@@ -424,7 +442,11 @@ fn a_schema_in_the_window_is_served_before_its_update() {
 
         let claim = begin_token(&mut c, "window", "held", TOKEN);
         assert_eq!((claim.0.as_str(), claim.2), ("claimed", false), "{from}");
-        assert_eq!(begin_token(&mut c, "window", "held", TOKEN), claim, "{from}: the repeat");
+        assert_eq!(
+            begin_token(&mut c, "window", "held", TOKEN),
+            claim,
+            "{from}: the repeat"
+        );
         let duplicate = c
             .query_one(
                 "SELECT outcome, retry_after IS NOT NULL FROM idem_begin('window', 'held')",
@@ -432,7 +454,10 @@ fn a_schema_in_the_window_is_served_before_its_update() {
             )
             .unwrap();
         assert_eq!(duplicate.get::<_, String>(0), "in_progress", "{from}");
-        assert!(duplicate.get::<_, bool>(1), "{from}: a duplicate gets a retry_after");
+        assert!(
+            duplicate.get::<_, bool>(1),
+            "{from}: a duplicate gets a retry_after"
+        );
 
         upgrade(&dsn, from).unwrap_or_else(|e| panic!("upgrade from {from}: {e}"));
         assert_eq!(installed_version(&mut c), CURRENT);
@@ -581,7 +606,11 @@ fn a_filled_0_1_0_keeps_its_records_through_the_update() {
     let running_fence = if served_before_update(FROM) {
         fill_0_1_0_through_its_api(&mut admin, &mut ca, &a, &b, s)
     } else {
-        assert_refused(&mut ca, "SELECT * FROM idem_begin('upgrade-filled', 'done')", FROM);
+        assert_refused(
+            &mut ca,
+            "SELECT * FROM idem_begin('upgrade-filled', 'done')",
+            FROM,
+        );
         let record = |admin: &mut Client, key: &str, what: Written| {
             write_record(admin, s, key, &a.name, what)
         };
@@ -731,9 +760,19 @@ fn a_filled_0_2_0_keeps_its_claims_through_the_update() {
         let lapsing = try_begin(&mut c, s, "lapsing", None, Some("100 ms"), None).unwrap();
         (running.fence.unwrap(), lapsing.fence.unwrap())
     } else {
-        assert_refused(&mut c, "SELECT * FROM idem_begin('upgrade-020', 'done')", FROM);
+        assert_refused(
+            &mut c,
+            "SELECT * FROM idem_begin('upgrade-020', 'done')",
+            FROM,
+        );
         let owner = &current_role(&mut c);
-        write_record(&mut c, s, "done", owner, Written::Succeeded(r#"{"sent": 1}"#));
+        write_record(
+            &mut c,
+            s,
+            "done",
+            owner,
+            Written::Succeeded(r#"{"sent": 1}"#),
+        );
         (
             write_record(&mut c, s, "running", owner, Written::Running("5 minutes")),
             write_record(&mut c, s, "lapsing", owner, Written::Running("100 ms")),

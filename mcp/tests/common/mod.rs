@@ -268,7 +268,10 @@ async fn bound_port(stderr: tokio::process::ChildStderr) -> u16 {
 /// The port after `127.0.0.1:` in a log line (its colours around it).
 fn port_in(line: &str) -> Option<u16> {
     let at = line.find("127.0.0.1:")? + "127.0.0.1:".len();
-    let digits: String = line[at..].chars().take_while(char::is_ascii_digit).collect();
+    let digits: String = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     digits.parse().ok()
 }
 
