@@ -68,7 +68,9 @@ step() {
         one) [ $rc -eq 0 ] && results add pass "$name" "$name" ;;
     esac
     if [ $rc -ne 0 ] && [ "$(failed_count)" = "$before" ]; then
-        results add fail "$name" "(the step itself)" "exit status $rc; log: $log"
+        # The log's last lines go in the summary: a CI run's summary may be all that is read.
+        results add fail "$name" "(the step itself)" \
+            "exit status $rc; log: $log; its last lines: $(tail -n 15 "$log" | tr '\n' '|')"
     fi
     timings+=("$([ $rc -eq 0 ] && echo 'ok  ' || echo 'FAIL')  $name ($((SECONDS - start)) s)")
 }

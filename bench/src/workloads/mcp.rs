@@ -149,6 +149,58 @@ async fn wait_listening(what: &str, port: u16) -> BenchResult<()> {
     Ok(())
 }
 
+/// The port of the proxy's "serving MCP over Streamable HTTP" line in its log file.
+async fn bound_port(log: &Path) -> BenchResult<u16> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(port) = text
+            .lines()
+            .filter(|l| l.contains("serving MCP over Streamable HTTP"))
+            .find_map(port_in)
+        {
+            return Ok(port);
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the proxy did not say it listens within a minute (its log: {})",
+                log.display()
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The port after `127.0.0.1:` in a log line (colours, if any, around it).
+fn port_in(line: &str) -> Option<u16> {
+    let at = line.find("127.0.0.1:")? + "127.0.0.1:".len();
+    let digits: String = line[at..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The last lines of each process's log kept in `dir`, for the error a run ends with.
+fn print_logs(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut logs: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "stderr"))
+        .collect();
+    logs.sort();
+    for log in logs {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(20)..];
+        eprintln!("mcp: {} (last {} lines):", log.display(), tail.len());
+        for line in tail {
+            eprintln!("    {line}");
+        }
+    }
+}
+
 async fn http_client(url: &str) -> BenchResult<Client> {
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
     Ok(
@@ -272,19 +324,23 @@ impl Run {
             dsn,
             &format!("url = \"http://127.0.0.1:{upstream_port}/mcp\"\n"),
         )?;
-        let port = free_port()?;
+        // Port 0: the proxy binds a port nobody holds and names it in its log, so no other
+        // process can take a port probed free between the probe and the bind.
         let name = self.next("proxy-http");
+        let stderr = self.dir.join(format!("{name}.stderr"));
         let mut cmd = tokio::process::Command::new(&self.proxy);
         cmd.arg("--config")
             .arg(&config)
             .arg("--http")
-            .arg(format!("127.0.0.1:{port}"))
+            .arg("127.0.0.1:0")
+            .env("PGIDEM_MCP_LOG", "info")
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file(&self.dir, &name)?)
             .kill_on_drop(true);
         self.children.push(cmd.spawn()?);
-        wait_listening("the proxy", port).await?;
+        let port = bound_port(&stderr).await?;
         let client = http_client(&format!("http://127.0.0.1:{port}/mcp")).await?;
         Ok(Endpoint { client, log })
     }
@@ -424,6 +480,7 @@ pub async fn run(dsns: &[(&str, &str)], plan: McpPlan) -> BenchResult<Outcome> {
         let _ = std::fs::remove_dir_all(&dir);
     } else {
         eprintln!("mcp: the processes' stderr is kept in {}", dir.display());
+        print_logs(&dir);
     }
     Ok(Outcome::Measured {
         python: python_note,
