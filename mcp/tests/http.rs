@@ -109,7 +109,7 @@ async fn an_upstream_over_http() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    wait_for("the counting server to listen", || {
+    until("the counting server to listen", PATIENCE, || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     })
     .await;

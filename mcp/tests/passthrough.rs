@@ -221,7 +221,7 @@ async fn progress_passes_through() {
         if replayed {
             assert_eq!(seen, 0, "a replay reports no progress");
         } else {
-            wait_for("the progress of the first run", || {
+            until("the progress of the first run", PATIENCE, || {
                 host.progress
                     .lock()
                     .unwrap()

@@ -104,7 +104,7 @@ async fn a_takeover_after_a_timed_out_attempt_gives_one_execution() {
             .run(|| async { Ok(w.execute_with(&n, i.clone(), &patient).await?.attempt()) })
             .await
     });
-    until("the takeover's request at the service", || {
+    until("the takeover's request at the service", PATIENCE, || {
         keys.lock().unwrap().len() >= 2
     })
     .await;
@@ -143,7 +143,7 @@ async fn two_executors_sending_the_same_call_at_once_give_one_execution() {
         let (b, n, i) = (b.clone(), name.clone(), input.clone());
         tokio::spawn(async move { b.execute(&n, i).await })
     };
-    until("the second request at the service", || {
+    until("the second request at the service", PATIENCE, || {
         keys.lock().unwrap().len() >= 2
     })
     .await;

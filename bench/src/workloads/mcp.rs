@@ -175,7 +175,10 @@ async fn bound_port(log: &Path) -> BenchResult<u16> {
 /// The port after `127.0.0.1:` in a log line (colours, if any, around it).
 fn port_in(line: &str) -> Option<u16> {
     let at = line.find("127.0.0.1:")? + "127.0.0.1:".len();
-    let digits: String = line[at..].chars().take_while(char::is_ascii_digit).collect();
+    let digits: String = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     digits.parse().ok()
 }
 

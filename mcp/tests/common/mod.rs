@@ -13,6 +13,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use pg_idempotency_tests::{skip, Skip};
+#[allow(unused_imports)] // not every test binary polls
+pub use pg_idempotency_tests::{until, PATIENCE};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorData, RequestMetaObject};
 use rmcp::service::RunningService;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -138,7 +140,10 @@ impl Counting {
     /// Waits until a held call announced itself.
     pub async fn held(&self, id: &str) {
         let marker = self.hold.join(format!("held-{id}"));
-        wait_for(&format!("the call {id} to be held"), || marker.exists()).await;
+        until(&format!("the call {id} to be held"), PATIENCE, || {
+            marker.exists()
+        })
+        .await;
     }
 
     pub fn release(&self) {
@@ -148,18 +153,6 @@ impl Counting {
 
 pub fn toml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap()
-}
-
-/// Polls `check` every 20 ms, up to a minute (generous for a loaded machine).
-pub async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "waited a minute for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// A proxy configuration file: the database under test, then `rest`.

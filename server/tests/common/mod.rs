@@ -12,7 +12,8 @@ use idempotency::{IdempotencyStore, PgStore, Record, State};
 use idempotency_server::{IdempotencyLayer, Scope};
 use tokio::sync::{mpsc, Mutex, Semaphore};
 
-pub use pg_idempotency_tests::dsn;
+#[allow(unused_imports)] // not every test binary polls
+pub use pg_idempotency_tests::{dsn, until, until_async, PATIENCE};
 
 pub fn pool_for(dsn: &str, size: usize) -> deadpool_postgres::Pool {
     let config: tokio_postgres::Config = dsn.parse().expect("PGIDEM_DSN");
@@ -154,15 +155,6 @@ pub fn is_state(r: Option<&Record>, state: State) -> bool {
 /// The store scope the layer uses for `principal` on `route`.
 pub fn store_scope(principal: &str, route: &str) -> String {
     Scope::new(principal, route).store_scope(128)
-}
-
-/// Polls `check` until it holds (bounded), naming `what` when it does not.
-pub async fn until(what: &str, mut check: impl FnMut() -> bool) {
-    let limit = Instant::now() + Duration::from_secs(30);
-    while !check() {
-        assert!(Instant::now() < limit, "waited 30 s for {what}, in vain");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 pub fn http() -> reqwest::Client {

@@ -81,7 +81,7 @@ async fn fifty_concurrent_duplicates_wait_and_get_one_answer() {
     gate.wait_started().await;
     // The other 49 are inside idem_begin, waiting for the first one's answer.
     let observer = pool.get().await.unwrap();
-    until_async("49 duplicates waiting in idem_begin", || async {
+    until_async("49 duplicates waiting in idem_begin", PATIENCE, || async {
         sessions_in_begin(&observer).await >= 49
     })
     .await;
@@ -101,22 +101,6 @@ async fn fifty_concurrent_duplicates_wait_and_get_one_answer() {
     assert_eq!(answers.iter().filter(|a| a.1).count(), 49, "49 replays");
     for a in &answers {
         assert_eq!((a.0, &a.2, &a.3), (first.0, &first.2, &first.3));
-    }
-}
-
-/// Polls an async check until it holds (bounded).
-async fn until_async<F, Fut>(what: &str, check: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let limit = std::time::Instant::now() + Duration::from_secs(30);
-    while !check().await {
-        assert!(
-            std::time::Instant::now() < limit,
-            "waited 30 s for {what}, in vain"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
