@@ -18,6 +18,7 @@ mod common;
 
 use common::*;
 use idempotency::*;
+use pg_idempotency_tests::until_async;
 use serde_json::{json, Value};
 
 /// How long a test waits for something it is sure will happen.
@@ -127,16 +128,11 @@ async fn until_record(
     what: &str,
     check: impl Fn(&Option<Record>) -> bool,
 ) {
-    let seen = tokio::time::timeout(BOUND, async {
-        loop {
-            if check(&store.lookup(scope, key).await.unwrap()) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    let check = &check;
+    until_async(what, BOUND, || async move {
+        check(&store.lookup(scope, key).await.unwrap())
     })
     .await;
-    assert!(seen.is_ok(), "never seen: {what}");
 }
 
 /// The reply of a completion is lost (after it was carried out), then the store is out of

@@ -14,7 +14,7 @@ mod poll;
 mod skip;
 mod temp_cluster;
 pub use lapse::{wait_for_expiry, wait_for_lapse};
-pub use poll::{eventually, eventually_async, until, until_async, wait_until, PATIENCE};
+pub use poll::{eventually, eventually_async, until, until_async, wait_until, Deadline, PATIENCE};
 pub use skip::{skip, Skip};
 pub use temp_cluster::TempCluster;
 

@@ -72,3 +72,34 @@ pub async fn until_async<F: Future<Output = bool>>(
 pub async fn until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
     until_async(what, limit, || std::future::ready(check())).await
 }
+
+/// A bound for a poll whose loop does async work of its own between looks (a take-over
+/// attempt, a lookup whose answer the loop keeps): the loop calls `tick` before it looks
+/// again, and the test fails once the bound has passed.
+pub struct Deadline {
+    what: String,
+    until: Instant,
+}
+
+impl Deadline {
+    pub fn new(what: &str, limit: Duration) -> Deadline {
+        Deadline {
+            what: what.to_string(),
+            until: Instant::now() + limit,
+        }
+    }
+
+    /// Naps before the next look; fails the test once the bound has passed.
+    pub async fn tick(&mut self) {
+        self.tick_every(NAP).await
+    }
+
+    pub async fn tick_every(&mut self, pause: Duration) {
+        assert!(
+            Instant::now() < self.until,
+            "never saw {} within the bound",
+            self.what
+        );
+        tokio::time::sleep(pause).await;
+    }
+}

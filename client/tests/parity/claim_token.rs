@@ -34,7 +34,10 @@ pub async fn a_repeat_with_the_token_gets_the_claim_back(h: Harness) {
         assert_eq!((p.attempt, p.upstream_key), (1, first.upstream_key));
     }
     // Once the lease lapsed, the same token takes over like any caller; its repeat says so.
-    let mut deadline = Deadline::new("the token's lease lapsed and taken over", 5);
+    let mut deadline = Deadline::new(
+        "the token's lease lapsed and taken over",
+        Duration::from_secs(5),
+    );
     let taken = loop {
         let c = claimed(h.begin(&sc, KEY, &token).await);
         if c.fence != first.fence {

@@ -12,7 +12,7 @@ use super::support::*;
 
 /// Polls until the record is absent; it must not be before its expiry.
 async fn until_absent(h: &Harness, scope: &str, key: &str, expires_at: SystemTime) {
-    let mut deadline = Deadline::new("the record expired", 5);
+    let mut deadline = Deadline::new("the record expired", Duration::from_secs(5));
     while h.lookup(scope, key).await.unwrap().is_some() {
         deadline.tick().await;
     }
@@ -78,7 +78,7 @@ pub async fn purge_removes_only_expired_records(h: Harness) {
         .unwrap();
     let lapsed = claimed(h.begin(&sc, "lapsed", &lapsing).await);
     until_absent(&h, &sc, "gone", gone.expires_at).await;
-    let mut deadline = Deadline::new("the lease lapsed", 5);
+    let mut deadline = Deadline::new("the lease lapsed", Duration::from_secs(5));
     while SystemTime::now() <= lapsed.lease_until {
         deadline.tick().await;
     }

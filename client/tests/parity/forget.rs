@@ -47,7 +47,7 @@ pub async fn a_forgotten_call_runs_again(h: Harness) {
     h.complete(&sc, "expired", gone.fence, None, true, None)
         .await
         .unwrap();
-    let mut deadline = Deadline::new("the record expired", 5);
+    let mut deadline = Deadline::new("the record expired", Duration::from_secs(5));
     while h.lookup(&sc, "expired").await.unwrap().is_some() {
         deadline.tick().await;
     }

@@ -54,7 +54,7 @@ pub async fn counts_records_and_outcomes(h: Harness) {
     };
     let c = claimed(h.begin(&sc, "c", &short(Some(100), None)).await);
     let d = claimed(h.begin(&sc, "d", &short(None, Some(100))).await);
-    let mut deadline = Deadline::new("c lapsed and d expired", 5);
+    let mut deadline = Deadline::new("c lapsed and d expired", Duration::from_secs(5));
     while SystemTime::now() <= c.lease_until.max(d.expires_at)
         || h.lookup(&sc, "d").await.unwrap().is_some()
     {

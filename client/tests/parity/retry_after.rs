@@ -31,7 +31,7 @@ fn claimed_at(c: &Claim, lease: Duration) -> SystemTime {
 
 /// Polls until the store's clock has passed `t`.
 async fn until_past(t: SystemTime, what: &'static str) {
-    let mut deadline = Deadline::new(what, 10);
+    let mut deadline = Deadline::new(what, Duration::from_secs(10));
     while SystemTime::now() <= t {
         deadline.tick_every(Duration::from_millis(2)).await;
     }

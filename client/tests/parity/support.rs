@@ -1,6 +1,6 @@
 //! What the scenarios share: unwrapping a `begin`'s answer, and bounded polling.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use idempotency::*;
 use serde_json::json;
@@ -80,31 +80,4 @@ pub fn assert_in(t: SystemTime, d: Duration, slack: Duration) {
     );
 }
 
-/// A bound on polling for a state that a short lease or ttl brings about.
-pub struct Deadline {
-    what: &'static str,
-    until: Instant,
-}
-
-impl Deadline {
-    pub fn new(what: &'static str, seconds: u64) -> Deadline {
-        Deadline {
-            what,
-            until: Instant::now() + Duration::from_secs(seconds),
-        }
-    }
-
-    /// Pauses before the next poll; fails the test once the bound has passed.
-    pub async fn tick(&mut self) {
-        self.tick_every(Duration::from_millis(10)).await
-    }
-
-    pub async fn tick_every(&mut self, pause: Duration) {
-        assert!(
-            Instant::now() < self.until,
-            "never saw {} within the bound",
-            self.what
-        );
-        tokio::time::sleep(pause).await;
-    }
-}
+pub use pg_idempotency_tests::Deadline;

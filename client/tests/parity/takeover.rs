@@ -27,7 +27,7 @@ pub async fn a_lapsed_lease_is_taken_over(h: Harness) {
     let p = running(h.begin(&sc, KEY, &opts()).await);
     assert!(p.retry_after <= Duration::from_millis(1500));
     // Polled: each begin answers in_progress until the lease has lapsed, then takes over.
-    let mut deadline = Deadline::new("the lapsed lease taken over", 5);
+    let mut deadline = Deadline::new("the lapsed lease taken over", Duration::from_secs(5));
     let second = loop {
         match h.begin(&sc, KEY, &opts()).await {
             Ok(Begin::InProgress(_)) => deadline.tick().await,
@@ -99,7 +99,7 @@ pub async fn a_lapsed_lease_not_taken_over_still_completes(h: Harness) {
         ..opts()
     };
     let c = claimed(h.begin(&sc, KEY, &short).await);
-    let mut deadline = Deadline::new("the lease lapsed", 5);
+    let mut deadline = Deadline::new("the lease lapsed", Duration::from_secs(5));
     loop {
         let rec = h.lookup(&sc, KEY).await.unwrap().expect("still visible");
         assert_eq!((rec.state, rec.fence), (State::InProgress, c.fence));

@@ -49,7 +49,8 @@ impl Harness {
                 let store = PgStore::new(Arc::new(client));
                 let waiter = tokio::spawn(async move { store.begin(&scope, &key, &o).await });
                 let watcher = pool.get().await.expect("a connection");
-                let mut deadline = Deadline::new("the waiter asleep in idem_begin", 10);
+                let mut deadline =
+                    Deadline::new("the waiter asleep in idem_begin", Duration::from_secs(10));
                 loop {
                     let row = watcher
                         .query_one(
@@ -90,7 +91,8 @@ impl Harness {
                     .expect("CLIENT ID");
                 let store = RedisStore::new(own, prefix.clone());
                 let waiter = tokio::spawn(async move { store.begin(&scope, &key, &o).await });
-                let mut deadline = Deadline::new("the waiter's begin script run", 10);
+                let mut deadline =
+                    Deadline::new("the waiter's begin script run", Duration::from_secs(10));
                 loop {
                     let info: String = redis::cmd("CLIENT")
                         .arg("LIST")
