@@ -81,7 +81,7 @@
 //!
 //! - lifecycle.sql: named arguments in any order (SQL call syntax); HASH_INPUT with a NULL
 //!   key (the client always names its key; its HashInput strategy is the canonical hash,
-//!   tested in dispatcher.rs and canon); the lookup columns `ttl` and `owner` (not in the
+//!   tested in calls/dispatcher.rs and canon); the lookup columns `ttl` and `owner` (not in the
 //!   client's `Record`).
 //! - failures.sql: nothing.
 //! - leases.sql: `SET pg_idempotency.default_lease` / `default_ttl` (server settings).

@@ -9,9 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use idempotency::*;
 use serde_json::json;
 

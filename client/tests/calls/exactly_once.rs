@@ -10,9 +10,7 @@ use serde_json::{json, Value};
 use tokio::sync::Notify;
 use tokio_postgres::{Client, IsolationLevel, NoTls};
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use idempotency::*;
 
 /// How long a test waits for something it is sure will happen before calling it a failure.

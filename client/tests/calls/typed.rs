@@ -8,9 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use idempotency::*;
 use serde::{Deserialize, Serialize};
 use serde_json::json;

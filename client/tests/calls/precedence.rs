@@ -9,14 +9,11 @@
 //! (`return_cached`), or refused (`fail_fast`); and, where a ttl is at stake, how long the
 //! record is kept.
 
-mod common;
-mod toolkit_upstream;
-
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use idempotency::*;
 use serde_json::{json, Value};
 
@@ -329,7 +326,7 @@ impl Execute {
     /// A POST the upstream rejects (422), under a fresh scope with the strict policy,
     /// executed twice: what the repeat got.
     async fn repeat(self) -> Repeat {
-        let upstream = toolkit_upstream::start().await;
+        let upstream = crate::toolkit_upstream::start().await;
         let scope = unique("open_account");
         set_policy(&scope, strict()).await;
         let web = WebExecutor::new(store());

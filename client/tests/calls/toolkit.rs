@@ -2,14 +2,12 @@
 //! toolkit's over the dispatcher's defaults, field by field; what no level sets is not sent
 //! (unset on the wire); the toolkit's key supplier names its Explicit tools' calls.
 
-mod common;
-
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::common::*;
 use async_trait::async_trait;
-use common::*;
 use idempotency::*;
 use serde_json::{json, Value};
 

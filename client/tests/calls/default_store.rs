@@ -3,14 +3,11 @@
 //! dispatcher; best-effort tools and durable stores log none. The log is captured by a
 //! subscriber scoped to the test's own future.
 
-mod common;
-mod toolkit_upstream;
-
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use idempotency::*;
 use serde_json::{json, Value};
 use tracing::field::{Field, Visit};
@@ -188,7 +185,7 @@ async fn pg_store_never_warns() {
 /// log one warning however many run.
 #[tokio::test]
 async fn the_web_executors_default_store_warns_once_for_unsafe_methods() {
-    let upstream = toolkit_upstream::start().await;
+    let upstream = crate::toolkit_upstream::start().await;
     let warnings = Warnings::default();
     warnings
         .capture(async {

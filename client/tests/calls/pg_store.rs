@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use idempotency::*;
 
 fn claimed(b: Begin) -> Claim {

@@ -6,13 +6,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::common::*;
 use async_trait::async_trait;
-use tokio::sync::{mpsc, Notify};
-mod common;
-
-use common::*;
 use idempotency::*;
 use serde_json::{json, Value};
+use tokio::sync::{mpsc, Notify};
 
 /// How long a test waits for something it is sure will happen before calling it a failure.
 const BOUND: Duration = Duration::from_secs(10);

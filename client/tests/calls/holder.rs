@@ -12,14 +12,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::common::*;
 use async_trait::async_trait;
-use tokio::sync::{Notify, Semaphore};
-mod common;
-
-use common::*;
 use idempotency::*;
 use pg_idempotency_tests::until_async;
 use serde_json::{json, Value};
+use tokio::sync::{Notify, Semaphore};
 
 /// How long a test waits for something it is sure will happen.
 const BOUND: Duration = Duration::from_secs(20);

@@ -1,0 +1,33 @@
+//! The client's calls over real stores, one test binary (each topic a module of calls/):
+//!
+//! - calls/dispatcher.rs: the tool dispatcher over every store: a side effect runs once
+//!   however often the call is repeated
+//! - calls/holder.rs: what becomes of a claimed call: its result recorded although the
+//!   store blinks, a lost lease, a takeover of an attempt that may have acted
+//! - calls/exactly_once.rs: the claim, the tool's outbox row and the completion commit or
+//!   roll back together
+//! - calls/precedence.rs: which setting governs a call: the call's own, the tool's, its
+//!   toolkit's, the scope's policy in the database, the server's settings
+//! - calls/toolkit.rs: toolkits' settings field by field, what no level sets is not sent
+//! - calls/typed.rs: typed tools (`#[idempotency::tool]`): run once, bad input refused
+//!   before any claim, listed with their schema
+//! - calls/unstorable.rs: what no store can hold, refused alike before anything is sent
+//! - calls/default_store.rs: the default MemoryStore and its one warning
+//! - calls/pg_store.rs: what only a store over PostgreSQL has
+//!
+//! The stores' shared behaviour is parity.rs; the web executor is web.rs.
+
+mod common;
+mod toolkit_upstream;
+
+mod calls {
+    pub mod default_store;
+    pub mod dispatcher;
+    pub mod exactly_once;
+    pub mod holder;
+    pub mod pg_store;
+    pub mod precedence;
+    pub mod toolkit;
+    pub mod typed;
+    pub mod unstorable;
+}
