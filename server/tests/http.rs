@@ -7,13 +7,23 @@
 //! - http/admission.rs: which requests are keyed, keys, scopes, bodies, mismatches
 //! - http/fates.rs: which answers are remembered and which released
 //! - http/transactional.rs: a handler that completes inside its own transaction
+//! - http/failing_service.rs: a wrapped service's `Err`: the claim released, the error
+//!   passed on
+//! - http/store_down.rs: the database stopped mid-run (a server of the test's own)
+//! - http/web_executor.rs: the client's `WebExecutor` against a service behind the layer
+//! - http/example_service.rs: the example service (server/examples/charges/) answers as
+//!   its documentation says
 
 mod common;
 
 mod http {
     pub mod admission;
+    pub mod example_service;
+    pub mod failing_service;
     pub mod fates;
     pub mod replay;
     pub mod running;
+    pub mod store_down;
     pub mod transactional;
+    pub mod web_executor;
 }

@@ -1,5 +1,5 @@
 //! The example service's routes, built by `router` so that the binary (main.rs) and the
-//! test (server/tests/example_service.rs) serve the same thing.
+//! test (server/tests/http/example_service.rs) serve the same thing.
 //!
 //! - `POST /charges {"amount": 500, "currency": "eur"}`: a transactional handler. The
 //!   charge row and the remembered answer commit in one transaction (`RequestClaim::complete_in`),

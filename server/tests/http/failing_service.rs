@@ -12,8 +12,7 @@ use http_body_util::{BodyExt, Full};
 use idempotency_server::{IdempotencyLayer, Rule};
 use tower::{service_fn, Layer, ServiceExt};
 
-mod common;
-use common::*;
+use crate::common::*;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

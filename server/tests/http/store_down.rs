@@ -2,8 +2,6 @@
 //! flight still gets its answer, new keyed requests get 503 with Retry-After (or run
 //! unprotected where the layer fails open), and service resumes when the database returns.
 
-mod common;
-
 use std::time::Duration;
 
 use axum::routing::post;
@@ -11,7 +9,7 @@ use axum::Router;
 use idempotency_server::Rule;
 use pg_idempotency_tests::{backend, install_backend, TempCluster};
 
-use common::*;
+use crate::common::*;
 
 fn app(gate: Gate) -> Router {
     let route = |gate: Gate| {

@@ -2,7 +2,7 @@
 //! real server on 127.0.0.1 over the database under test (`PGIDEM_DSN`, either backend),
 //! the example's tables in a schema of each test's own.
 
-#[path = "../examples/charges/app.rs"]
+#[path = "../../examples/charges/app.rs"]
 mod app;
 
 use std::future::Future;

@@ -3,8 +3,6 @@
 //! executors sending the same call at once give one execution; the layer's `Retry-After`
 //! reaches the caller.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +15,7 @@ use idempotency::{
 use idempotency_server::{IdempotencyLayer, Rule, Scope};
 use serde_json::json;
 
-use common::*;
+use crate::common::*;
 
 /// The service: `/charges`, required, one principal; every request's key is logged.
 async fn service(gate: Gate, wait: Duration) -> (String, Arc<Mutex<Vec<String>>>) {
