@@ -2,9 +2,7 @@
 //! counting server (the official Python SDK) behind it; the server's effect log counts what
 //! really happened, and the records live in the database under test.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 /// Three identical calls of a tool with an effect: one email; the repeats replay the first

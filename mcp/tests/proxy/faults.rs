@@ -3,10 +3,8 @@
 //! counting server's hold), makes the fault happen, and retries the call with the same key
 //! as an agent would; the server's effect log must show one effect per key.
 
-mod common;
-
-use common::lossy::Lossy;
-use common::*;
+use crate::common::lossy::Lossy;
+use crate::common::*;
 use serde_json::{json, Value};
 
 /// The policy of these trials: a short lease (the takeover comes soon after the fault), a

@@ -2,9 +2,7 @@
 //! bearer tokens naming principals, a counting server reached over HTTP; and what a
 //! cancelled call and an oversized result do to the record.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use rmcp::model::{CallToolRequest, ClientRequest};
 use serde_json::json;
 

@@ -7,11 +7,9 @@
 
 #![allow(deprecated)] // sampling and roots: deprecated upstream, still spoken by servers
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use rmcp::model::*;
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleClient, ServiceExt};

@@ -4,11 +4,9 @@
 //! `@modelcontextprotocol/server-memory` and `server-filesystem` behind it, whose write
 //! tools' effects are counted where they act (the memory file, the files).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 #[derive(Clone, Copy, Debug)]
@@ -462,7 +460,7 @@ async fn sdk_callers_the_answer_lost() {
         let name = pg_idempotency_tests::scope("mail");
         let config = write_config(&c.dir, &c.upstream_stdio(&name));
         let proxy = HttpProxy::start(&config, &c.env()).await;
-        let lossy = common::lossy::Lossy::start(proxy.port).await;
+        let lossy = crate::common::lossy::Lossy::start(proxy.port).await;
         let to = vec![
             "--http".to_string(),
             format!("http://127.0.0.1:{}/mcp", lossy.port),
