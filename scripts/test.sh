@@ -103,7 +103,7 @@ behaviour_suite() {
     if command -v redis-server >/dev/null && "$ROOT/scripts/redis.sh" start; then
         redis=(REDIS_URL="$("$ROOT/scripts/redis.sh" url)")
     fi
-    # The Node.js provider the web executor is tested against (client/tests/web_upstream.rs).
+    # The Node.js provider the web executor is tested against (client/tests/web/upstream_scenarios.rs).
     "$ROOT/scripts/upstream-node.sh" || return 1
     # The MCP proxy's real parts: the official SDKs' clients and the reference servers.
     "$ROOT/scripts/mcp-parts.sh" || return 1

@@ -5,7 +5,7 @@
 #
 #   scripts/upstream-node.sh
 #
-# Without node or npm it says so and exits 0: client/tests/web_upstream.rs then records its
+# Without node or npm it says so and exits 0: client/tests/web/upstream_scenarios.rs then records its
 # tests as skipped with that reason. Exits non-zero when npm ci fails.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -15,7 +15,7 @@ lock="$dir/package-lock.json"
 stamp="$dir/node_modules/.package-lock.sha256"
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    log "upstream-node: node and npm are not installed; the web_upstream tests will be skipped"
+    log "upstream-node: node and npm are not installed; the web executor's tests against it will be skipped"
     exit 0
 fi
 

@@ -13,7 +13,8 @@
 //!   request, bad headers refused
 //! - web/paths.rs: path parameters from the input, encoded; bad ones claim nothing
 //!
-//! Against a provider we did not write (express-idempotency): web_upstream.rs.
+//! - web/upstream_scenarios.rs: against a provider we did not write (express with
+//!   express-idempotency, tests/upstream-node/): retries and takeovers execute once
 
 mod common;
 
@@ -26,6 +27,8 @@ mod web {
     pub mod stores;
     pub mod takeover;
     pub mod told;
+    pub mod upstream;
+    pub mod upstream_scenarios;
 }
 
 use web::*;
@@ -74,5 +77,14 @@ web! {
         bad_headers_refused => headers::bad_headers_are_refused,
         path_parameters => paths::path_parameters_reach_the_right_path,
         bad_path_inputs => paths::bad_path_inputs_claim_nothing,
+    ]
+}
+
+web! {
+    stores: [postgres, memory, redis],
+    scenarios: [
+        retries_execute_once => upstream_scenarios::retries_execute_once,
+        takeover_after_provider_finished => upstream_scenarios::a_takeover_after_the_provider_finished,
+        takeover_while_provider_runs => upstream_scenarios::a_takeover_while_the_provider_still_runs,
     ]
 }
