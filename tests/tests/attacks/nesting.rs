@@ -252,7 +252,7 @@ fn wide_json_is_accepted_without_a_crash() {
         assert!(canonical == expected, "canonical form of {what} differs");
         let b = try_begin(&mut c, &sc, what, Some(text), None, None).unwrap();
         assert_eq!(b.outcome, "claimed", "{what}");
-        // (Large responses are attack_sizes.rs's: these are above max_response_bytes.)
+        // (Large responses are sizes.rs's: these are above max_response_bytes.)
         complete(&mut c, &sc, what, b.fence.unwrap(), "{}").unwrap();
         let replay = try_begin(&mut c, &sc, what, Some(text), None, None).unwrap();
         assert_eq!(replay.outcome, "replay", "{what}");

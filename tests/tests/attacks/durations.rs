@@ -1,7 +1,7 @@
 //! Extreme durations in every place that takes one: idem_begin's ttl, lease and wait,
 //! idem_extend's lease, idem_set_policy's ttl and lease. Each is refused with 22023 and
 //! nothing written, or accepted with a lease and an expiry where the duration says.
-//! (bounds.rs has idem_begin's ttl against days and hours that overflow nothing.)
+//! (behaviour/bounds.rs has idem_begin's ttl against days and hours that overflow nothing.)
 
 use pg_idempotency_tests::attack::storage_picture;
 use pg_idempotency_tests::*;
