@@ -58,7 +58,7 @@ def read_skips(path):
     return skips
 
 
-# cargo prints "Running tests/worker.rs (target/debug/deps/worker-0123abcd)" before each
+# cargo prints "Running tests/operations.rs (target/debug/deps/operations-0123abcd)" before each
 # binary's results, and "Doc-tests canon" before doc tests.
 RUNNING = re.compile(r"^\s*Running (?:.* )?\((?:.*/)?([^/()]+)\)\s*$")
 DOCTESTS = re.compile(r"^\s*Doc-tests (\S+)")

@@ -15,52 +15,15 @@ use std::sync::Arc;
 
 use common::raw_http::read_request;
 use idempotency::*;
+use pg_idempotency_tests::attack::Db;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
-/// A database of its own for one test (the sync helpers of the behaviour suite).
-struct Db {
-    name: String,
-    dsn: String,
-}
-
-impl Db {
-    fn fresh(test: &str) -> Db {
-        let tag = match pg_idempotency_tests::backend() {
-            pg_idempotency_tests::Backend::Extension => "ext",
-            pg_idempotency_tests::Backend::Portable => "por",
-        };
-        let name = format!("pidem_atk2_client_{test}_{tag}");
-        let dsn = pg_idempotency_tests::fresh_database(&name);
-        pg_idempotency_tests::install(&dsn);
-        Db { name, dsn }
-    }
-
-    /// Every record, as text, read as the superuser (a sync client: inside the runtime it
-    /// runs as a blocking section).
-    fn records(&self) -> Vec<String> {
-        tokio::task::block_in_place(|| self.records_now())
-    }
-
-    fn records_now(&self) -> Vec<String> {
-        pg_idempotency_tests::connect_to(&self.dsn)
-            .query(
-                "SELECT (r.*)::text FROM idempotency.records r ORDER BY 1",
-                &[],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
-    }
-}
-
-/// Dropped with the test, failed or not.
-impl Drop for Db {
-    fn drop(&mut self) {
-        pg_idempotency_tests::drop_database(&self.name);
-    }
+/// Every record of the test's database, as text: the behaviour suite's sync client, inside
+/// the runtime as a blocking section.
+fn records(db: &Db) -> Vec<String> {
+    tokio::task::block_in_place(|| db.records())
 }
 
 /// Runs `test` on a store: MemoryStore, or PgStore on a fresh database (the sync database
@@ -78,7 +41,7 @@ where
         rt.block_on(test("MemoryStore", Arc::new(MemoryStore::new()), None));
         return;
     }
-    let db = Arc::new(Db::fresh(test_name));
+    let db = Arc::new(Db::fresh(&format!("client_{test_name}")));
     rt.block_on(async {
         let (client, conn) = tokio_postgres::connect(&db.dsn, tokio_postgres::NoTls)
             .await
@@ -121,7 +84,7 @@ async fn nul_in_scope_or_key(
     s: Arc<dyn IdempotencyStore>,
     db: Option<Arc<Db>>,
 ) {
-    let before = db.as_ref().map(|d| d.records());
+    let before = db.as_deref().map(records);
     for (scope, key) in [("s\0", "k"), ("s", "k\0"), ("\0", "k"), ("s", "\0")] {
         let what = format!("{store_name}: begin({scope:?}, {key:?})");
         let e = s
@@ -150,7 +113,7 @@ async fn nul_in_scope_or_key(
         );
     }
     if let Some(db) = db {
-        assert_eq!(Some(db.records()), before, "{store_name} stored something");
+        assert_eq!(Some(records(&db)), before, "{store_name} stored something");
     }
 }
 
@@ -182,7 +145,7 @@ async fn u0000_in_request(
         assert_eq!(s.lookup("nul-request", "k").await.unwrap(), None, "{what}");
     }
     if let Some(db) = db {
-        assert!(db.records().is_empty(), "{store_name} stored something");
+        assert!(records(&db).is_empty(), "{store_name} stored something");
     }
 }
 

@@ -1,8 +1,8 @@
 -- pg_idempotency: the SQL API's functions and who may call them.
 --
 -- Generated from protocol/src/functions.rs by scripts/render-sql.sh: edit the declaration
--- there, not this file (tests/tests/signatures.rs fails when the two differ). The bodies
--- of the SQL functions are in sql/bodies/.
+-- there, not this file (tests/tests/consistency/signatures.rs fails when the two
+-- differ). The bodies of the SQL functions are in sql/bodies/.
 
 CREATE FUNCTION @extschema@.idem_begin(
     scope        text,

@@ -4,9 +4,10 @@
 //! From this table come the extension's `CREATE FUNCTION` text (pg_idempotency/sql/
 //! functions.sql), the PL/pgSQL variant's declarations of the same functions in its
 //! installer (sql/pg_idempotency.sql, around the bodies in sql/src/), both written by
-//! `scripts/render-sql.sh` and held equal to the rendering by tests/tests/signatures.rs, and
-//! the typed argument structs the extension's C functions read (pg_idempotency's build.rs).
-//! The same test holds what PostgreSQL reports of both backends' functions equal.
+//! `scripts/render-sql.sh` and held equal to the rendering by
+//! tests/tests/consistency/signatures.rs, and the typed argument structs the extension's C
+//! functions read (pg_idempotency's build.rs). The same test holds what PostgreSQL reports
+//! of both backends' functions equal.
 //!
 //! Adding an argument to a function means adding it here, then giving it behaviour (and,
 //! once a version is released, an upgrade script for both backends).

@@ -1,8 +1,8 @@
 //! The `CREATE FUNCTION` text of both backends, rendered from
 //! [`crate::functions::FUNCTIONS`]: here the extension's pg_idempotency/sql/functions.sql
 //! and what both share, in [`portable`] the PL/pgSQL variant's sql/pg_idempotency.sql.
-//! scripts/render-sql.sh writes both; tests/tests/signatures.rs holds them equal to this
-//! rendering.
+//! scripts/render-sql.sh writes both; tests/tests/consistency/signatures.rs holds them
+//! equal to this rendering.
 
 pub mod portable;
 
@@ -16,8 +16,8 @@ pub const HEADER: &str = "\
 -- pg_idempotency: the SQL API's functions and who may call them.
 --
 -- Generated from protocol/src/functions.rs by scripts/render-sql.sh: edit the declaration
--- there, not this file (tests/tests/signatures.rs fails when the two differ). The bodies
--- of the SQL functions are in sql/bodies/.
+-- there, not this file (tests/tests/consistency/signatures.rs fails when the two
+-- differ). The bodies of the SQL functions are in sql/bodies/.
 ";
 
 /// How a rendering names the two schemas: the API's and the storage schema.

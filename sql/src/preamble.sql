@@ -19,7 +19,8 @@
 -- equal to it by the behaviour suite (tests/, run on both backends) and, with the client's
 -- MemoryStore and RedisStore (client/src/memory.rs, client/src/redis.rs), by the parity
 -- suite client/tests/parity.rs. The API functions are declared once, with the extension's,
--- in protocol/src/functions.rs; tests/tests/signatures.rs compares what both backends install.
+-- in protocol/src/functions.rs; tests/tests/consistency/signatures.rs compares what both
+-- backends install.
 \set ON_ERROR_STOP 1
 \if :{?schema}
 \else

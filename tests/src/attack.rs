@@ -1,7 +1,65 @@
-//! What the attack tests share: roles made for one test, a canary table that only attacker
-//! code writes, and a picture of the storage to show that an attack changed nothing.
+//! What the attack tests share: a database made for one test, roles made for one test, a
+//! canary table that only attacker code writes, and a picture of the storage to show that
+//! an attack changed nothing.
 
 use postgres::Client;
+
+/// A database of its own for one test, with the backend under test installed; dropped when
+/// this is, whether the test passed or failed.
+pub struct Db {
+    pub name: String,
+    pub dsn: String,
+}
+
+impl Db {
+    /// A fresh `pidem_atk2_<test>_<backend>` (dropped first if an earlier run left it).
+    pub fn fresh(test: &str) -> Db {
+        let tag = match crate::backend() {
+            crate::Backend::Extension => "ext",
+            crate::Backend::Portable => "por",
+        };
+        let name = format!("pidem_atk2_{test}_{tag}");
+        let dsn = crate::fresh_database(&name);
+        crate::install(&dsn);
+        Db { name, dsn }
+    }
+
+    /// A session of the suite's superuser on it.
+    pub fn connect(&self) -> Client {
+        crate::connect_to(&self.dsn)
+    }
+
+    /// Every record, as text, read as the suite's superuser.
+    pub fn records(&self) -> Vec<String> {
+        self.connect()
+            .query(
+                "SELECT (r.*)::text FROM idempotency.records r ORDER BY 1",
+                &[],
+            )
+            .unwrap_or_else(|e| panic!("reading idempotency.records: {e}"))
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // A failed test: a second panic here would abort the whole binary, so this
+            // drop is best effort (the next run's `fresh` drops what it leaves).
+            let admin = crate::with_db(&self.dsn, "postgres");
+            if let Ok(mut c) = postgres::Client::connect(&admin, postgres::NoTls) {
+                let _ = c.batch_execute(&format!(
+                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                    self.name
+                ));
+            }
+        } else {
+            crate::drop_database(&self.name);
+        }
+    }
+}
 
 /// A login role made for one test (dropped, with what it owns, when this is dropped). The
 /// name is unique per test run, so tests can run side by side on one server.

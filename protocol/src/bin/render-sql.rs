@@ -1,7 +1,8 @@
 //! Writes the rendered SQL of both backends: pg_idempotency/sql/functions.sql (the
 //! extension's functions) and sql/pg_idempotency.sql (the PL/pgSQL variant's installer),
 //! from the declarations in functions.rs and the hand-written SQL beside them.
-//! Run by scripts/render-sql.sh; tests/tests/signatures.rs fails when a file is stale.
+//! Run by scripts/render-sql.sh; tests/tests/consistency/signatures.rs fails when a file is
+//! stale.
 
 use std::path::Path;
 

@@ -1,5 +1,5 @@
 -- Extension only: install hygiene of CREATE EXTENSION (the portable install script's is in
--- tests/tests/portable.rs).
+-- tests/tests/operations/portable.rs).
 \set VERBOSITY verbose
 \set SHOW_CONTEXT never
 

@@ -1,5 +1,5 @@
 -- Security: privileges, search_path immunity, durable commits. (Install hygiene: install.sql
--- for the extension, tests/tests/portable.rs for the portable variant.)
+-- for the extension, tests/tests/operations/portable.rs for the portable variant.)
 \set SHOW_CONTEXT never
 
 -- Execute is not granted to PUBLIC; members of idempotency_user may call the API.

@@ -1,12 +1,8 @@
 //! Canonical JSON in SQL: byte for byte what the canon crate computes, on the RFC 8785
 //! vectors, every number line in several spellings, and generated documents.
 
-#[path = "../../canon/tests/common/mod.rs"]
-mod common;
-#[path = "../../canon/tests/gen/mod.rs"]
-mod gen;
-
-use common::*;
+use crate::common::*;
+use crate::gen;
 use pg_idempotency_tests::*;
 use proptest::prelude::*;
 

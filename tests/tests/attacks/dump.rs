@@ -1,7 +1,7 @@
 //! pg_dump -Fc / pg_restore --exit-on-error of a database that two roles use: the records
 //! keep their owners, each role still sees and completes only its own, policies and
 //! grants come back, and the fence sequence stays above every fence issued.
-//! (dump_restore.rs covers one role's records and the fence sequence.)
+//! (operations/dump_restore.rs covers one role's records and the fence sequence.)
 
 use std::process::Command;
 

@@ -7,34 +7,8 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
-use pg_idempotency_tests::attack::storage_picture;
+use pg_idempotency_tests::attack::{storage_picture, Db};
 use pg_idempotency_tests::*;
-
-struct Db {
-    name: String,
-    dsn: String,
-}
-
-impl Db {
-    fn fresh(test: &str) -> Db {
-        let tag = match backend() {
-            Backend::Extension => "ext",
-            Backend::Portable => "por",
-        };
-        let name = format!("pidem_atk2_{test}_{tag}");
-        let dsn = fresh_database(&name);
-        install(&dsn);
-        Db { name, dsn }
-    }
-
-    fn connect(&self) -> Client {
-        connect_to(&self.dsn)
-    }
-
-    fn drop_it(self) {
-        drop_database(&self.name);
-    }
-}
 
 /// Watches the server for a crash between `start` and `assert_no_crash`: the postmaster
 /// restarts its children after a backend dies of a signal, but keeps its start time, so
@@ -174,7 +148,6 @@ fn deep_requests_are_refused_without_a_crash() {
     }
     drop(c);
     watch.assert_no_crash();
-    db.drop_it();
 }
 
 /// Responses are stored as given, not canonicalised: as deep as PostgreSQL parses them,
@@ -220,7 +193,6 @@ fn deep_responses_are_stored_or_refused_without_a_crash() {
     }
     drop(c);
     watch.assert_no_crash();
-    db.drop_it();
 }
 
 /// Wide is not deep: 100,000 keys, long strings and long arrays are hashed (the same
@@ -252,12 +224,11 @@ fn wide_json_is_accepted_without_a_crash() {
         assert!(canonical == expected, "canonical form of {what} differs");
         let b = try_begin(&mut c, &sc, what, Some(text), None, None).unwrap();
         assert_eq!(b.outcome, "claimed", "{what}");
-        // (Large responses are attack_sizes.rs's: these are above max_response_bytes.)
+        // (Large responses are sizes.rs's: these are above max_response_bytes.)
         complete(&mut c, &sc, what, b.fence.unwrap(), "{}").unwrap();
         let replay = try_begin(&mut c, &sc, what, Some(text), None, None).unwrap();
         assert_eq!(replay.outcome, "replay", "{what}");
     }
     drop(c);
     watch.assert_no_crash();
-    db.drop_it();
 }

@@ -2,34 +2,8 @@
 //! lost (IK003) and changes nothing. And a fence sequence at its end: the next claim fails
 //! with a clear error, changes nothing, and earlier claims still complete.
 
-use pg_idempotency_tests::attack::{storage_picture, TestRole};
+use pg_idempotency_tests::attack::{storage_picture, Db, TestRole};
 use pg_idempotency_tests::*;
-
-struct Db {
-    name: String,
-    dsn: String,
-}
-
-impl Db {
-    fn fresh(test: &str) -> Db {
-        let tag = match backend() {
-            Backend::Extension => "ext",
-            Backend::Portable => "por",
-        };
-        let name = format!("pidem_atk2_{test}_{tag}");
-        let dsn = fresh_database(&name);
-        install(&dsn);
-        Db { name, dsn }
-    }
-
-    fn connect(&self) -> Client {
-        connect_to(&self.dsn)
-    }
-
-    fn drop_it(self) {
-        drop_database(&self.name);
-    }
-}
 
 /// The three calls that present a fence.
 const FENCED: [&str; 3] = ["complete", "extend", "release"];
@@ -103,7 +77,6 @@ fn forged_fences_are_lease_lost() {
     // The holder is unharmed.
     assert_eq!(complete(&mut c, &sc, "k1", f1, "{}").unwrap(), "succeeded");
     drop((c, other));
-    db.drop_it();
 }
 
 #[test]
@@ -151,7 +124,6 @@ fn the_previous_holders_fence_is_lease_lost_after_a_takeover() {
         "the previous holder's fence, after completion",
     );
     drop((c, previous));
-    db.drop_it();
 }
 
 /// 0.2.0 isolation (spec-isolation.md): another role's fence on a key that is the other
@@ -191,7 +163,6 @@ fn another_roles_fence_on_its_key_is_lease_lost() {
     drop((o, t, t2));
     drop((owner, thief));
     drop(admin);
-    db.drop_it();
 }
 
 /// 0.2.0 isolation: the same (scope, key) held by two roles is two calls, each with its own
@@ -233,7 +204,6 @@ fn two_roles_fences_on_the_same_key_do_not_cross() {
     drop((ca, cb));
     drop((a, b));
     drop(admin);
-    db.drop_it();
 }
 
 #[test]
@@ -273,5 +243,4 @@ fn an_exhausted_fence_sequence_fails_clearly_and_changes_nothing() {
         assert_eq!(begin(&mut c, &sc, key).outcome, "replay", "{key}");
     }
     drop(c);
-    db.drop_it();
 }

@@ -1,7 +1,7 @@
 //! Released SQL files never change: databases were installed from them and upgrades start
 //! from exactly them. Each backend keeps one base script (the first release's install
 //! script, in its `released/` folder) and the chain of upgrade scripts; an older release is
-//! installed as its base plus the chain up to it (tests/tests/upgrade.rs).
+//! installed as its base plus the chain up to it (upgrade.rs beside this file).
 //! `sql/released/SHA256SUMS` lists every one of them with its SHA-256: a listed file that is
 //! missing or differs fails, and so does a file in those places that the manifest does not
 //! list (a release adds its lines, see the manifest's header) or a released/ folder holding

@@ -1,36 +1,10 @@
 //! Extreme durations in every place that takes one: idem_begin's ttl, lease and wait,
 //! idem_extend's lease, idem_set_policy's ttl and lease. Each is refused with 22023 and
 //! nothing written, or accepted with a lease and an expiry where the duration says.
-//! (bounds.rs has idem_begin's ttl against days and hours that overflow nothing.)
+//! (behaviour/bounds.rs has idem_begin's ttl against days and hours that overflow nothing.)
 
-use pg_idempotency_tests::attack::storage_picture;
+use pg_idempotency_tests::attack::{storage_picture, Db};
 use pg_idempotency_tests::*;
-
-struct Db {
-    name: String,
-    dsn: String,
-}
-
-impl Db {
-    fn fresh(test: &str) -> Db {
-        let tag = match backend() {
-            Backend::Extension => "ext",
-            Backend::Portable => "por",
-        };
-        let name = format!("pidem_atk2_{test}_{tag}");
-        let dsn = fresh_database(&name);
-        install(&dsn);
-        Db { name, dsn }
-    }
-
-    fn connect(&self) -> Client {
-        connect_to(&self.dsn)
-    }
-
-    fn drop_it(self) {
-        drop_database(&self.name);
-    }
-}
 
 /// Where a duration goes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -159,7 +133,6 @@ fn zero_and_negative_durations() {
     check_everywhere(&mut c, "negative", NEGATIVE);
     check_everywhere(&mut c, "negative once normalised", NEGATIVE_NORMALISED);
     drop(c);
-    db.drop_it();
 }
 
 #[test]
@@ -186,7 +159,6 @@ fn one_microsecond_is_a_duration() {
         .get(0);
     assert!(sane, "the policy's 1 microsecond ttl was not applied");
     drop(c);
-    db.drop_it();
 }
 
 #[test]
@@ -199,7 +171,6 @@ fn durations_beyond_max_ttl() {
     // later refuse to compute it (22008): expected() tells which.
     check_everywhere(&mut c, "a billion years", BILLION_YEARS);
     drop(c);
-    db.drop_it();
 }
 
 #[test]
@@ -212,11 +183,9 @@ fn infinite_durations() {
             "interval 'infinity' exists from PostgreSQL 17 on (this server cannot express it)",
         );
         drop(c);
-        db.drop_it();
         return;
     }
     check_everywhere(&mut c, "infinity", INFINITY);
     check_everywhere(&mut c, "minus infinity", MINUS_INFINITY);
     drop(c);
-    db.drop_it();
 }

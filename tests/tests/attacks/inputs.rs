@@ -3,36 +3,9 @@
 //! alike but is not the same (NFC/NFD, case, trailing space, invisible characters). Each
 //! round-trips byte for byte, names exactly one call (never a pattern), and runs no code.
 
-use pg_idempotency_tests::attack::{storage_picture, Canary};
+use pg_idempotency_tests::attack::{storage_picture, Canary, Db};
 use pg_idempotency_tests::*;
 use serde_json::{json, Value};
-
-/// A database of its own for one test, with the backend under test installed.
-struct Db {
-    name: String,
-    dsn: String,
-}
-
-impl Db {
-    fn fresh(test: &str) -> Db {
-        let tag = match backend() {
-            Backend::Extension => "ext",
-            Backend::Portable => "por",
-        };
-        let name = format!("pidem_atk2_{test}_{tag}");
-        let dsn = fresh_database(&name);
-        install(&dsn);
-        Db { name, dsn }
-    }
-
-    fn connect(&self) -> Client {
-        connect_to(&self.dsn)
-    }
-
-    fn drop_it(self) {
-        drop_database(&self.name);
-    }
-}
 
 /// Strings that would do harm if any of them reached SQL as code or as a pattern, or that
 /// a careless comparison would fold into another. `hit` is the canary's INSERT, so that
@@ -158,7 +131,6 @@ fn hostile_keys_round_trip_exactly_and_run_nothing() {
         .get(0);
     assert!(victim, "the victim table is gone");
     drop(c);
-    db.drop_it();
 }
 
 #[test]
@@ -171,7 +143,6 @@ fn hostile_scopes_round_trip_exactly_and_run_nothing() {
     }
     canary.assert_empty(&mut c);
     drop(c);
-    db.drop_it();
 }
 
 /// Every hostile string is its own call: claiming them one after another in one scope
@@ -215,7 +186,6 @@ fn lookalike_keys_and_scopes_are_distinct_calls() {
         assert_eq!(found[0].1, *s);
     }
     drop(c);
-    db.drop_it();
 }
 
 /// Patterns look up nothing when only what they would match exists.
@@ -256,7 +226,6 @@ fn pattern_keys_never_match_other_keys() {
         .get(0);
     assert_eq!(n, 5);
     drop(c);
-    db.drop_it();
 }
 
 /// Requests that differ only by normalisation, case or a trailing space are different
@@ -296,7 +265,6 @@ fn lookalike_requests_are_different_requests() {
         assert_eq!(sqlstate(&e), "IK001", "{b:?} under {a:?}'s key");
     }
     drop(c);
-    db.drop_it();
 }
 
 /// A NUL cannot reach the server as text, and a U+0000 cannot be in a jsonb: PostgreSQL
@@ -325,5 +293,4 @@ fn nul_in_text_and_json_is_refused_before_anything_is_written() {
     assert_eq!(sqlstate(&e), "22P05", "U+0000 in a response: {e}");
     assert_eq!(storage_picture(&mut c), before);
     drop(c);
-    db.drop_it();
 }

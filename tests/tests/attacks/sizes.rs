@@ -3,39 +3,13 @@
 //! above it, with multibyte characters counted in bytes. Requests have no size limit:
 //! only their 32-byte fingerprint is stored.
 
-use pg_idempotency_tests::attack::storage_picture;
+use pg_idempotency_tests::attack::{storage_picture, Db};
 use pg_idempotency_tests::*;
 
 /// The documented defaults (docs/settings.md); a fresh database leaves them in force.
 const MAX_SCOPE_BYTES: usize = 128;
 const MAX_KEY_BYTES: usize = 512;
 const MAX_RESPONSE_BYTES: usize = 1_048_576;
-
-struct Db {
-    name: String,
-    dsn: String,
-}
-
-impl Db {
-    fn fresh(test: &str) -> Db {
-        let tag = match backend() {
-            Backend::Extension => "ext",
-            Backend::Portable => "por",
-        };
-        let name = format!("pidem_atk2_{test}_{tag}");
-        let dsn = fresh_database(&name);
-        install(&dsn);
-        Db { name, dsn }
-    }
-
-    fn connect(&self) -> Client {
-        connect_to(&self.dsn)
-    }
-
-    fn drop_it(self) {
-        drop_database(&self.name);
-    }
-}
 
 /// Texts of exactly `bytes` bytes made of 1-, 2- and 4-byte characters (when `bytes`
 /// allows), and the same plus one byte: (fits, one byte over).
@@ -117,7 +91,6 @@ fn scopes_count_bytes_and_are_refused_before_any_write() {
         complete(&mut c, &fits, k, fence, "{}").unwrap();
     }
     drop(c);
-    db.drop_it();
 }
 
 #[test]
@@ -165,7 +138,6 @@ fn keys_count_bytes_and_are_refused_before_any_write() {
         assert_eq!(stored, fits);
     }
     drop(c);
-    db.drop_it();
 }
 
 /// A response of `n` string bytes under key "s": `{"s": "<n bytes>"}`, with `last` as its
@@ -225,7 +197,6 @@ fn responses_are_refused_one_byte_over_the_limit_before_any_write() {
         MAX_RESPONSE_BYTES
     );
     drop(c);
-    db.drop_it();
 }
 
 /// A request is hashed, not stored: one of 16 MB claims, stores 32 bytes, and replays.
@@ -258,5 +229,4 @@ fn large_requests_store_only_their_fingerprint() {
     let replay = try_begin(&mut c, &sc, "k", Some(&request), None, None).unwrap();
     assert_eq!(replay.outcome, "replay");
     drop(c);
-    db.drop_it();
 }

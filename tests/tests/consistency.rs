@@ -1,0 +1,23 @@
+//! What must agree with what: the installed catalogue, the SQL files, the docs and the
+//! protocol's declarations, one module per check (consistency/<module>.rs), linked as one
+//! test binary. Each test reads files or works in databases of its own.
+//!
+//! - catalogue_lint: our functions are immune to search_path; the lint finds what is broken
+//! - docs_agree: the docs list every SQLSTATE and setting the protocol declares
+//! - portable_settings: the PL/pgSQL variant's copies of the settings are the protocol's
+//! - released_files: released SQL files never change (sql/released/SHA256SUMS)
+//! - signatures: both backends install each function as protocol/ declares it
+//! - upgrade: a database on each release, upgraded, is a fresh install of this version
+
+#[path = "consistency/catalogue_lint.rs"]
+mod catalogue_lint;
+#[path = "consistency/docs_agree.rs"]
+mod docs_agree;
+#[path = "consistency/portable_settings.rs"]
+mod portable_settings;
+#[path = "consistency/released_files.rs"]
+mod released_files;
+#[path = "consistency/signatures.rs"]
+mod signatures;
+#[path = "consistency/upgrade.rs"]
+mod upgrade;
