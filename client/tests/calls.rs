@@ -14,6 +14,8 @@
 //! - calls/unstorable.rs: what no store can hold, refused alike before anything is sent
 //! - calls/default_store.rs: the default MemoryStore and its one warning
 //! - calls/pg_store.rs: what only a store over PostgreSQL has
+//! - calls/hostile_input.rs: input the SQL API cannot hold (NUL, U+0000, a body that is
+//!   not UTF-8): a typed error, no panic, nothing stored
 //!
 //! The stores' shared behaviour is parity.rs; the web executor is web.rs.
 
@@ -25,6 +27,7 @@ mod calls {
     pub mod dispatcher;
     pub mod exactly_once;
     pub mod holder;
+    pub mod hostile_input;
     pub mod pg_store;
     pub mod precedence;
     pub mod toolkit;

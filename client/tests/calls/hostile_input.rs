@@ -9,11 +9,9 @@
 //! never cached), so that is the boundary tested here, with a body that is not UTF-8 and
 //! a JSON body that carries U+0000.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::raw_http::read_request;
+use crate::common::raw_http::read_request;
 use idempotency::*;
 use pg_idempotency_tests::attack::Db;
 use serde_json::{json, Value};
