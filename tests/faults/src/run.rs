@@ -3,12 +3,13 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio_postgres::Client;
 
+use crate::clock::Clock;
 use crate::history::{Event, FinalRecord, Observed, Op, Outcome, Run};
 use crate::ledger;
 
@@ -86,30 +87,6 @@ impl Progress {
 
     fn ended(&self) {
         self.0.send_modify(|p| p.ended = true);
-    }
-}
-
-/// The run's clock: microseconds since it started, and the wall clock at its start.
-#[derive(Debug, Clone, Copy)]
-pub struct Clock {
-    start: Instant,
-    pub start_epoch_micros: i64,
-}
-
-impl Clock {
-    pub fn start() -> Clock {
-        let epoch = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_micros() as i64)
-            .unwrap_or(0);
-        Clock {
-            start: Instant::now(),
-            start_epoch_micros: epoch,
-        }
-    }
-
-    pub fn now(&self) -> i64 {
-        self.start.elapsed().as_micros() as i64
     }
 }
 

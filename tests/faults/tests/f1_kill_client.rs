@@ -18,7 +18,7 @@ use pg_idempotency_faults::history::{Op, Outcome, Run};
 use pg_idempotency_faults::lines::{Line, Recorder};
 use pg_idempotency_faults::report::{self, Tally};
 use pg_idempotency_faults::run::{self, Choices};
-use pg_idempotency_faults::{check, ledger};
+use pg_idempotency_faults::{check, clock, ledger};
 use pg_idempotency_tests as suite;
 
 const CLIENT: &str = env!("CARGO_BIN_EXE_fault_client");
@@ -168,7 +168,7 @@ async fn trial(server: &str, ledger_dsn: &str, seed: u64, api: &'static str) -> 
     let l = ledger::connect(ledger_dsn).await.unwrap();
     // The ledger is keyed by key alone: each trial starts from an empty one.
     l.batch_execute("TRUNCATE effects, fences").await.unwrap();
-    let clock = run::Clock::start();
+    let clock = clock::Clock::start();
     let (tx, rx) = mpsc::channel();
     let mut t = Trial {
         server,

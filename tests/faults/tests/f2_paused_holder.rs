@@ -17,7 +17,7 @@ use pg_idempotency_faults::client_process::{ClientProcess, Message, Settings};
 use pg_idempotency_faults::history::{Event, Op, Outcome, Run};
 use pg_idempotency_faults::lines::{self, Line, Recorder};
 use pg_idempotency_faults::report::{self, Tally};
-use pg_idempotency_faults::{check, ledger, run, rust_client};
+use pg_idempotency_faults::{check, clock, ledger, run, rust_client};
 use pg_idempotency_tests as suite;
 use serde_json::json;
 
@@ -72,7 +72,7 @@ impl Taker<'_> {
 /// One trial: the holder frozen after `point` (`claim` or `effect`); the run, and how many
 /// holders were seen frozen (1).
 async fn trial(server: &str, ledger_dsn: &str, point: &str, api: &str, seed: u64) -> (Run, usize) {
-    let clock = run::Clock::start();
+    let clock = clock::Clock::start();
     let w = run::Workload {
         processes: 1,
         keys: 1,

@@ -25,7 +25,7 @@ use pg_idempotency_faults::crash_server::{backend_name, major_version, CrashServ
 use pg_idempotency_faults::fake_clock::{self, real_micros, server_offset_micros, FakeClock};
 use pg_idempotency_faults::history::{Event, Observed, Op, Outcome, Run};
 use pg_idempotency_faults::report::{self, Tally};
-use pg_idempotency_faults::{ledger, run};
+use pg_idempotency_faults::{clock, ledger, run};
 use pg_idempotency_tests::{self as suite, Backend, Skip};
 use serde_json::json;
 use tokio_postgres::Client;
@@ -132,7 +132,7 @@ fn workload(scope: &str, seed: u64) -> run::Workload {
 
 /// Records the operations of the two sessions of a hand-made trial on the run's clock.
 struct Recorder {
-    clock: run::Clock,
+    clock: clock::Clock,
     events: Vec<Event>,
 }
 
@@ -219,7 +219,7 @@ async fn forward_trial(b: &mut Bench, effect_first: bool, seed: u64) -> Run {
     // The ledger is keyed by key alone: each trial starts from an empty one.
     l.batch_execute("TRUNCATE effects, fences").await.unwrap();
     let mut r = Recorder {
-        clock: run::Clock::start(),
+        clock: clock::Clock::start(),
         events: Vec::new(),
     };
 
