@@ -19,7 +19,7 @@ use pg_idempotency_faults::crash_server::{self, CrashServer};
 use pg_idempotency_faults::history::{Observed, Run, SeenRecord};
 use pg_idempotency_faults::ledger;
 use pg_idempotency_faults::report::{self, Tally};
-use pg_idempotency_faults::run::{self, Monitor, Progress};
+use pg_idempotency_faults::run::{self, Monitor};
 use pg_idempotency_tests::{self as suite, Backend};
 
 const DB: &str = "pgidem_faults_i5_expiry";
@@ -118,13 +118,11 @@ async fn trial(
         purge_by_call: purging && suite::backend() == Backend::Portable,
         pause_between_calls: Duration::from_millis(100),
     };
-    let mut run = run::plain_sql_monitored(
+    let mut run = run::run(
         &server.dsn(),
         &ledger_dsn,
         w,
-        run::Retries::default(),
-        Progress::default(),
-        monitor,
+        run::Options::default().monitor(monitor),
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n}: {e}"));

@@ -413,15 +413,15 @@ async fn trial(
         progress.clone(),
         10_000 + n,
     ));
-    let run = run::plain_sql_monitored(
+    let run = run::run(
         &server.dsn(),
         &ledger_dsn,
         w,
-        run::Retries::default(),
-        progress,
         // Nothing expires in a run (ttl 1 hour): the monitor checks that no record seen
         // committed disappears, whatever the full disk does to the server.
-        run::Monitor::watching_for_vanished_records(),
+        run::Options::default()
+            .progress(progress)
+            .monitor(run::Monitor::watching_for_vanished_records()),
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n}: {e}"));

@@ -105,13 +105,13 @@ async fn trial(n: u64) -> (Run, Kills, Vec<Violation>) {
     };
     let progress = Progress::default();
     let kills = tokio::spawn(killer(server.clone(), progress.clone(), 3000 + n));
-    let run = run::plain_sql_monitored(
+    let run = run::run(
         &server,
         &ledger_dsn,
         w,
-        run::Retries::default(),
-        progress,
-        run::Monitor::watching_for_vanished_records(),
+        run::Options::default()
+            .progress(progress)
+            .monitor(run::Monitor::watching_for_vanished_records()),
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n}: {e}"));

@@ -147,13 +147,13 @@ async fn trial(server: Arc<CrashServer>, aim: Aim, n: u64) -> (Run, Kills, Vec<V
     };
     let progress = Progress::default();
     let kills = tokio::spawn(killer(server.clone(), aim, progress.clone(), 4000 + n));
-    let run = run::plain_sql_monitored(
+    let run = run::run(
         &server.dsn(),
         &ledger_dsn,
         w,
-        run::Retries::default(),
-        progress,
-        run::Monitor::watching_for_vanished_records(),
+        run::Options::default()
+            .progress(progress)
+            .monitor(run::Monitor::watching_for_vanished_records()),
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n}: {e}"));

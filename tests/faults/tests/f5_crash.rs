@@ -109,13 +109,13 @@ async fn trial(
     };
     let progress = Progress::default();
     let crashes = tokio::spawn(crasher(server.clone(), progress.clone(), 5000 + n));
-    let run = run::plain_sql_monitored(
+    let run = run::run(
         &sessions.dsn(&server.dsn()),
         &ledger_dsn,
         w,
-        run::Retries::default(),
-        progress,
-        run::Monitor::watching_for_vanished_records(),
+        run::Options::default()
+            .progress(progress)
+            .monitor(run::Monitor::watching_for_vanished_records()),
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n} ({sessions:?}): {e}"));

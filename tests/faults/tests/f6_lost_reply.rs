@@ -783,7 +783,12 @@ async fn trial(server: &str, ledger_dsn: &str, seed: u64) -> (Run, usize) {
         lost_completion: 3,
         lost_claim: 3,
     };
-    let run = run::plain_sql_with(&proxy.dsn(server), ledger_dsn, w, retries)
+    let run = run::run(
+        &proxy.dsn(server),
+        ledger_dsn,
+        w,
+        run::Options::default().retries(retries),
+    )
         .await
         .unwrap();
     stop.store(true, Ordering::SeqCst);

@@ -203,13 +203,13 @@ async fn trial(n: u64) -> Trial {
     let through = proxy.dsn(&server);
     let run = {
         let cutting = cutter(&proxy, progress.clone(), 7000 + n);
-        let running = run::plain_sql_bounded(
+        let running = run::run(
             &through,
             &ledger_dsn,
             w,
-            run::Retries::default(),
-            progress,
-            Some(CALL_TIMEOUT),
+            run::Options::default()
+                .progress(progress)
+                .call_timeout(CALL_TIMEOUT),
         );
         let (run, ()) = tokio::join!(running, cutting);
         run.unwrap_or_else(|e| panic!("trial {n}: {e}"))

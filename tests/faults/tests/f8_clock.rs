@@ -427,8 +427,8 @@ async fn random_trial(b: &mut Bench, seed: u64) -> (Run, usize) {
         pause_between_calls: Duration::ZERO,
     };
     let running = tokio::spawn(async move {
-        let retries = run::Retries::default();
-        run::plain_sql_monitored(&server, &ledger_dsn, w, retries, watched, monitor).await
+        let options = run::Options::default().progress(watched).monitor(monitor);
+        run::run(&server, &ledger_dsn, w, options).await
     });
     let mut jumps = 0;
     for events in at {

@@ -25,7 +25,9 @@ async fn trial(name: &'static str, w: run::Workload) -> (Run, Vec<Violation>) {
         .await
         .unwrap();
     ledger::create(&ledger_dsn).await.unwrap();
-    let run = run::plain_sql(&server, &ledger_dsn, w).await.unwrap();
+    let run = run::run(&server, &ledger_dsn, w, run::Options::default())
+        .await
+        .unwrap();
     let violations = check::check(&run);
     (run, violations)
 }
