@@ -395,37 +395,6 @@ async fn a_changed_request_after_a_lost_completion_reply_is_a_mismatch() {
 /// waits it out.
 const SHORT_LEASE: Duration = Duration::from_millis(500);
 
-const BEGIN_WITH_TOKEN: &str =
-    "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response \
-     FROM idem_begin($1, $2, lease => $3::text::interval, ttl => $4::text::interval, \
-                     claim_token => $5)";
-
-/// `idem_begin` as run.rs's `begin`, with a claim token.
-async fn begin_with_token(c: &Client, w: &Workload, key: &str, token: uuid::Uuid) -> Outcome {
-    match c
-        .query_one(
-            BEGIN_WITH_TOKEN,
-            &[&w.scope, &key, &w.lease, &w.ttl, &token],
-        )
-        .await
-    {
-        Ok(row) => match row.get::<_, String>(0).as_str() {
-            "claimed" => Outcome::Claimed {
-                fence: row.get(1),
-                attempt: row.get(2),
-                recovered: row.get(3),
-                upstream_key: row.get(4),
-            },
-            "replay" => Outcome::Replay {
-                succeeded: row.get(5),
-                response: row.get(6),
-            },
-            _ => Outcome::InProgress,
-        },
-        Err(e) => run::failure(&e),
-    }
-}
-
 /// The rest of a claimed call, as a client goes on: its one effect, its completion, and a
 /// replay of the result.
 async fn effect_complete_replay(
@@ -488,7 +457,7 @@ async fn a_claim_whose_reply_was_lost_is_given_back_to_its_repeat() {
 
     proxy.set_once(lose_the_reply_of("idem_begin"));
     let lost_at = story.now();
-    let lost = begin_with_token(conn.get().await, &w, key, token).await;
+    let lost = run::begin_with_token(conn.get().await, &w, key, Some(token)).await;
     conn.settle(&lost);
     assert!(
         matches!(
@@ -505,7 +474,7 @@ async fn a_claim_whose_reply_was_lost_is_given_back_to_its_repeat() {
     );
 
     let t = story.now();
-    let again = begin_with_token(conn.get().await, &w, key, token).await;
+    let again = run::begin_with_token(conn.get().await, &w, key, Some(token)).await;
     conn.settle(&again);
     assert_eq!(
         story.record(key, Op::Begin, t, again),
