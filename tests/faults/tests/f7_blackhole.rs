@@ -99,21 +99,15 @@ async fn connect(dsn: &str) -> Client {
         .unwrap_or_else(|e| panic!("cannot connect to {dsn}: {e}"))
 }
 
-/// Polls `check` every 20 ms until it holds or `limit` passes: how long it took.
+/// Polls `check` until it holds or `limit` passes: how long it took.
 async fn within<F: Future<Output = bool>>(
     limit: Duration,
-    mut check: impl FnMut() -> F,
+    check: impl FnMut() -> F,
 ) -> Option<Duration> {
     let started = Instant::now();
-    loop {
-        if check().await {
-            return Some(started.elapsed());
-        }
-        if started.elapsed() > limit {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    suite::eventually_async(limit, check)
+        .await
+        .then(|| started.elapsed())
 }
 
 // ---------------------------------------------------------------------------------------
