@@ -530,10 +530,12 @@ async fn scenario(volume: Volume) -> Option<(Tally, Filled, Logged, usize)> {
         logs.crash_restarts += t.logged.crash_restarts;
         logs.failed_startups += t.logged.failed_startups;
     }
-    let version =
-        crash_server::major_version(&crash_server::connect_when_up(&server.dsn()).await).await;
-    tally.write(crash_server::backend_name(), &version);
-    eprintln!("{tag}: {tally:?}; {sum:?}; {logs:?}; 53100 failures: {refused}");
+    tally
+        .close(
+            &server.dsn(),
+            &format!("{sum:?}; {logs:?}; 53100 failures: {refused}"),
+        )
+        .await;
     // The disk was really full, every trial.
     assert_eq!(
         sum.fills, tally.trials,

@@ -274,16 +274,6 @@ async fn begin(c: &tokio_postgres::Client, w: &run::Workload, key: &str, api: &s
     }
 }
 
-async fn server_version(server: &str) -> String {
-    let c = ledger::connect(server).await.unwrap();
-    let v: String = c
-        .query_one("SHOW server_version_num", &[])
-        .await
-        .unwrap()
-        .get(0);
-    (v.parse::<i32>().unwrap() / 10000).to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_holder_is_fenced_off() {
     let (server, ledger_dsn) = tokio::task::spawn_blocking(databases).await.unwrap();
@@ -304,11 +294,7 @@ async fn a_frozen_holder_is_fenced_off() {
     }
     // Every trial saw its holder frozen (the stop was observed, not assumed).
     assert_eq!(tally.faults, tally.trials);
-    let backend = match suite::backend() {
-        suite::Backend::Extension => "extension",
-        suite::Backend::Portable => "portable",
-    };
-    tally.write(backend, &server_version(&server).await);
+    tally.close(&server, "").await;
     tokio::task::spawn_blocking(|| {
         suite::drop_database(NAME);
         suite::drop_database(&format!("{NAME}_ledger"));

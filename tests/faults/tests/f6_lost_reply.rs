@@ -20,6 +20,7 @@ use pg_idempotency_faults::history::{Event, Op, Outcome, Run};
 use pg_idempotency_faults::proxy::{Fault, Proxy, Trigger, Upstream};
 use pg_idempotency_faults::report::{self, Tally};
 use pg_idempotency_faults::clock::Clock;
+use pg_idempotency_faults::crash_server::{backend_name, major_version};
 use pg_idempotency_faults::run::{self, Choices, Conn, Workload};
 use pg_idempotency_faults::{check, ledger};
 use pg_idempotency_tests as suite;
@@ -155,22 +156,6 @@ fn assert_clean(run: &Run, what: &str) {
             .join("\n"),
         run.events
     );
-}
-
-fn backend_name() -> &'static str {
-    match suite::backend() {
-        suite::Backend::Extension => "extension",
-        suite::Backend::Portable => "portable",
-    }
-}
-
-async fn server_version(direct: &Client) -> String {
-    let v: String = direct
-        .query_one("SHOW server_version_num", &[])
-        .await
-        .unwrap()
-        .get(0);
-    (v.parse::<i32>().unwrap() / 10000).to_string()
 }
 
 /// A completion whose reply is lost: the server has stored the result, the client saw an
@@ -580,7 +565,7 @@ async fn without_a_token_a_lost_claim_waits_out_its_lease() {
         "F6 lost claim without a token ({}, PostgreSQL {}): the caller's retry was answered \
          in_progress {} times and took its own call over after {} ms (lease {} ms)",
         backend_name(),
-        server_version(&direct).await,
+        major_version(&direct).await,
         in_progress,
         waited.as_millis(),
         SHORT_LEASE.as_millis()
@@ -685,7 +670,7 @@ async fn the_dispatcher_picks_up_a_claim_whose_reply_was_lost() {
     println!(
         "F6 lost claim through the dispatcher ({}, PostgreSQL {}): picked up at fence {fence}",
         backend_name(),
-        server_version(&direct).await
+        major_version(&direct).await
     );
     drop((direct, agent, proxy));
     drop_databases(name).await;
@@ -788,15 +773,7 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
         tally.add(&run, fired, &violations);
         let lost = run.events.iter().filter(|e| e.is_indeterminate()).count();
         let lost_begins = count(&run, |e| e.op == Op::Begin && e.is_indeterminate());
-        let takeovers = count(&run, |e| {
-            matches!(
-                e.outcome,
-                Outcome::Claimed {
-                    recovered: true,
-                    ..
-                }
-            )
-        });
+        let takeovers = report::takeovers(&run);
         println!(
             "trial {n}: {fired} replies lost ({lost_begins} of begins), {lost} of {} operations \
              unknown, {takeovers} takeovers, {} ms so far",
@@ -822,7 +799,7 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
          operations unknown, {} completions retried with their fence and told the state, {} \
          lost claims given back to their repeat",
         backend_name(),
-        server_version(&direct).await,
+        major_version(&direct).await,
         tally.trials,
         started.elapsed().as_millis(),
         tally.faults,
@@ -845,7 +822,7 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
         given_back > 0,
         "no claim whose reply was lost was given back to its repeat"
     );
-    tally.write(backend_name(), &server_version(&direct).await);
+    tally.close(&server, "").await;
     drop((direct, ledger_direct));
     drop_databases(name).await;
 }
