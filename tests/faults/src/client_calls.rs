@@ -71,7 +71,11 @@ impl Counting {
     pub async fn until(&self, why: &str, what: impl Fn(&Counts) -> bool) {
         let held =
             suite::eventually_async(BOUND, || std::future::ready(what(&self.counts()))).await;
-        assert!(held, "{why}: not within {BOUND:?}; counts {:?}", self.counts());
+        assert!(
+            held,
+            "{why}: not within {BOUND:?}; counts {:?}",
+            self.counts()
+        );
     }
 
     fn count<T>(&self, r: &idempotency::Result<T>, completion: bool) {

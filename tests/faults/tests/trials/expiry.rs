@@ -189,7 +189,10 @@ async fn records_are_purged_after_their_expiry_and_never_before() {
     );
 
     tally
-        .close(&server.dsn(), &format!("{total:?}; {:?}", started.elapsed()))
+        .close(
+            &server.dsn(),
+            &format!("{total:?}; {:?}", started.elapsed()),
+        )
         .await;
     tokio::task::spawn_blocking(move || {
         suite::drop_database(&format!("{DB}_ledger"));

@@ -298,18 +298,22 @@ async fn lock_the_record(server: &CrashServer, scope: &str) -> tokio_postgres::C
 /// Waits until a session runs a completion of `scope` and waits on a lock.
 async fn until_completion_waits(server: &CrashServer) {
     let c = crash_server::connect_when_up(&server.dsn()).await;
-    suite::until_async("a completion to wait on the locked record", BOUND, || async {
-        let waiting: i64 = c
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity \
+    suite::until_async(
+        "a completion to wait on the locked record",
+        BOUND,
+        || async {
+            let waiting: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity \
                  WHERE query LIKE '%idem_complete%' AND wait_event_type = 'Lock'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        waiting > 0
-    })
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            waiting > 0
+        },
+    )
     .await;
 }
 

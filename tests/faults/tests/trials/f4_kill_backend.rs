@@ -164,12 +164,7 @@ async fn trial(server: Arc<CrashServer>, aim: Aim, n: u64) -> (Run, Kills, Vec<V
 
 /// Trials of the run with `aim`'s kills on a server of its own named `name`; every trial
 /// checked; the tally, with the kills made, once written.
-async fn trials(
-    name: &'static str,
-    aim: Aim,
-    scenario: &str,
-    count: usize,
-) -> (Tally, Kills) {
+async fn trials(name: &'static str, aim: Aim, scenario: &str, count: usize) -> (Tally, Kills) {
     let db = format!("{NAME}_{name}");
     let server = tokio::task::spawn_blocking(move || CrashServer::start(name, &db))
         .await

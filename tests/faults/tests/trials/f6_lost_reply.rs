@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use pg_idempotency_faults::clock::Clock;
+use pg_idempotency_faults::crash_server::{backend_name, major_version};
 use pg_idempotency_faults::history::{Event, Op, Outcome, Run};
 use pg_idempotency_faults::proxy::{Fault, Proxy, Trigger, Upstream};
 use pg_idempotency_faults::report::{self, Tally};
-use pg_idempotency_faults::clock::Clock;
-use pg_idempotency_faults::crash_server::{backend_name, major_version};
 use pg_idempotency_faults::run::{self, Choices, Conn, Workload};
 use pg_idempotency_faults::{check, ledger};
 use pg_idempotency_tests as suite;
@@ -743,8 +743,8 @@ async fn trial(server: &str, ledger_dsn: &str, seed: u64) -> (Run, usize) {
         w,
         run::Options::default().retries(retries),
     )
-        .await
-        .unwrap();
+    .await
+    .unwrap();
     stop.store(true, Ordering::SeqCst);
     faults.await.unwrap();
     (run, proxy.fired() as usize)

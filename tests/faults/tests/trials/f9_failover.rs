@@ -183,9 +183,14 @@ async fn trial(server: Arc<ReplicatedServer>, mode: Replication, cut: bool, n: u
         may_stall,
     ));
     let started = Instant::now();
-    let run = run::run(&dsn, &ledger_dsn, w, run::Options::default().progress(progress))
-        .await
-        .unwrap_or_else(|e| panic!("trial {n} ({mode:?}): {e}"));
+    let run = run::run(
+        &dsn,
+        &ledger_dsn,
+        w,
+        run::Options::default().progress(progress),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("trial {n} ({mode:?}): {e}"));
     let Injected {
         failover,
         waiting_for_standby,

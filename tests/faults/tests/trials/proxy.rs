@@ -304,9 +304,11 @@ async fn close_at_byte_cuts_a_reply_and_closes_both_sides() {
     assert_eq!(proxy.bytes_down(), limit, "cut exactly at the limit");
     assert_eq!(proxy.fired(), 1);
     // The server's side was closed too: its backend ends.
-    until_async("the server's side of the cut connection to close", PATIENCE, || async {
-        backends_named(&direct, &app).await == 0
-    })
+    until_async(
+        "the server's side of the cut connection to close",
+        PATIENCE,
+        || async { backends_named(&direct, &app).await == 0 },
+    )
     .await;
 }
 
@@ -377,13 +379,17 @@ async fn dropping_the_proxy_closes_its_connections_and_listener() {
     client.query_one("SELECT 1", &[]).await.unwrap();
 
     drop(proxy);
-    until_async("the client's connection to close with the proxy", PATIENCE, || async {
-        client.is_closed()
-    })
+    until_async(
+        "the client's connection to close with the proxy",
+        PATIENCE,
+        || async { client.is_closed() },
+    )
     .await;
-    until_async("the server's side to close with the proxy", PATIENCE, || async {
-        backends_named(&direct, &app).await == 0
-    })
+    until_async(
+        "the server's side to close with the proxy",
+        PATIENCE,
+        || async { backends_named(&direct, &app).await == 0 },
+    )
     .await;
     assert!(tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
