@@ -69,11 +69,13 @@ impl Counting {
 
     /// Waits until the counts satisfy `what` (at most [`BOUND`]).
     pub async fn until(&self, why: &str, what: impl Fn(&Counts) -> bool) {
-        let mut rx = self.counts.subscribe();
-        tokio::time::timeout(BOUND, rx.wait_for(|c| what(c)))
-            .await
-            .unwrap_or_else(|_| panic!("{why}: not within {BOUND:?}; counts {:?}", self.counts()))
-            .expect("the sender lives in self");
+        let held =
+            suite::eventually_async(BOUND, || std::future::ready(what(&self.counts()))).await;
+        assert!(
+            held,
+            "{why}: not within {BOUND:?}; counts {:?}",
+            self.counts()
+        );
     }
 
     fn count<T>(&self, r: &idempotency::Result<T>, completion: bool) {

@@ -10,6 +10,7 @@ pub mod check_expiry;
 pub mod check_kept;
 pub mod client_calls;
 pub mod client_process;
+pub mod clock;
 pub mod crash_server;
 pub mod fake_clock;
 pub mod history;

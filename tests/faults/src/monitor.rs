@@ -10,8 +10,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_postgres::Client;
 
+use crate::clock::Clock;
 use crate::history::{Poll, SeenRecord};
-use crate::run::Clock;
 
 /// One read of the scope's records with the server's clock. The clock is read once, in a
 /// subquery of the same statement (after its snapshot was taken: a record missing from

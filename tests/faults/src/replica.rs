@@ -121,13 +121,6 @@ fn settings(c: &mut suite::Client, statements: &[&str]) {
     }
 }
 
-fn poll(what: &str, limit: Duration, check: impl FnMut() -> bool) {
-    assert!(
-        suite::eventually(limit, check),
-        "{what}: not after {limit:?}"
-    );
-}
-
 impl ReplicatedServer {
     /// A primary named `name` with the backend under test installed in `db` (and, for the
     /// extension, preloaded with its purge worker on `db`), and its standby.
@@ -198,7 +191,7 @@ impl ReplicatedServer {
         }
         let streaming = "SELECT sync_state FROM pg_stat_replication \
                          WHERE application_name = $1 AND state = 'streaming'";
-        poll(
+        suite::wait_until(
             "the standby streams from the primary",
             Duration::from_secs(30),
             || !p.query(streaming, &[&STANDBY]).unwrap().is_empty(),
@@ -215,7 +208,7 @@ impl ReplicatedServer {
         );
         // A reload reaches every process a little later: wait until the standby is
         // reported in the mode's state and a new session commits as the mode says.
-        poll(
+        suite::wait_until(
             &format!("the standby is {}", mode.sync_state()),
             Duration::from_secs(30),
             || {
@@ -238,7 +231,7 @@ impl ReplicatedServer {
     pub fn cut_replication(&self) {
         let mut s = admin(self.standby());
         settings(&mut s, &["ALTER SYSTEM SET primary_conninfo = ''"]);
-        poll(
+        suite::wait_until(
             "the standby's WAL receiver stops",
             Duration::from_secs(30),
             || {
@@ -276,7 +269,7 @@ impl ReplicatedServer {
             return;
         }
         let mut p = admin(self.primary());
-        poll(
+        suite::wait_until(
             "the purge worker runs on the primary",
             Duration::from_secs(30),
             || {

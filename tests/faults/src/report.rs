@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use crate::check::Violation;
-use crate::history::Run;
+use crate::crash_server::{backend_name, connect_when_up, major_version};
+use crate::history::{Outcome, Run};
 
 /// How many trials to run: the test command's count, times `PGIDEM_FAULT_SCALE` in a full
 /// run.
@@ -32,6 +33,25 @@ pub struct Tally {
     pub violations: BTreeMap<String, usize>,
     /// Trials that had a record monitor: only they are checked against I5 (the expiry).
     pub monitored: usize,
+    /// Calls taken over from a holder whose lease lapsed (claims that recovered): what
+    /// most faults must lead to, and what the tests assert happened.
+    pub takeovers: usize,
+}
+
+/// The calls of `run` taken over from a holder whose lease lapsed.
+pub fn takeovers(run: &Run) -> usize {
+    run.events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.outcome,
+                Outcome::Claimed {
+                    recovered: true,
+                    ..
+                }
+            )
+        })
+        .count()
 }
 
 impl Tally {
@@ -49,6 +69,7 @@ impl Tally {
         self.operations += run.events.len();
         self.indeterminate += run.events.iter().filter(|e| e.is_indeterminate()).count();
         self.monitored += usize::from(run.observed.is_some());
+        self.takeovers += takeovers(run);
         for v in violations {
             *self
                 .violations
@@ -78,6 +99,30 @@ impl Tally {
                 .entry(format!("{:?}", v.invariant))
                 .or_default() += 1;
         }
+    }
+
+    /// The end of a scenario's test on the server at `server_dsn`: prints the tally, with
+    /// `besides` (what the test counted on its own, if anything), and appends its report
+    /// line for the backend under test and the server's major version (waiting for the
+    /// server if a fault left it restarting).
+    pub async fn close(&self, server_dsn: &str, besides: &str) {
+        if besides.is_empty() {
+            eprintln!("{self:?}");
+        } else {
+            eprintln!("{self:?}; {besides}");
+        }
+        let version = major_version(&connect_when_up(server_dsn).await).await;
+        self.write(backend_name(), &version);
+    }
+
+    /// Asserts that the faults reached the clients: some operation's outcome was unknown.
+    pub fn assert_unknown_outcomes(&self) {
+        assert!(self.indeterminate > 0, "no outcome was unknown: {self:?}");
+    }
+
+    /// Asserts that some call was taken over once its holder's lease lapsed.
+    pub fn assert_takeovers(&self) {
+        assert!(self.takeovers > 0, "no call was taken over: {self:?}");
     }
 
     /// Appends the tally to the report file, when a full run asked for one. One line:

@@ -3,12 +3,13 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio_postgres::Client;
 
+use crate::clock::Clock;
 use crate::history::{Event, FinalRecord, Observed, Op, Outcome, Run};
 use crate::ledger;
 
@@ -30,7 +31,7 @@ pub struct Workload {
 
 /// What the client tasks do after an operation whose answer was lost, beyond connecting
 /// again. Apart from the [`Workload`] so that adding a behaviour never changes how a
-/// workload is written; the default is none of them ([`plain_sql`] runs that way).
+/// workload is written; the default is none of them.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Retries {
     /// After a completion whose answer was lost, complete again with the same fence and
@@ -86,30 +87,6 @@ impl Progress {
 
     fn ended(&self) {
         self.0.send_modify(|p| p.ended = true);
-    }
-}
-
-/// The run's clock: microseconds since it started, and the wall clock at its start.
-#[derive(Debug, Clone, Copy)]
-pub struct Clock {
-    start: Instant,
-    pub start_epoch_micros: i64,
-}
-
-impl Clock {
-    pub fn start() -> Clock {
-        let epoch = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_micros() as i64)
-            .unwrap_or(0);
-        Clock {
-            start: Instant::now(),
-            start_epoch_micros: epoch,
-        }
-    }
-
-    pub fn now(&self) -> i64 {
-        self.start.elapsed().as_micros() as i64
     }
 }
 
@@ -404,63 +381,9 @@ pub async fn final_records(
     .collect())
 }
 
-/// Runs the workload against the SQL API at `server_dsn`, effects into the ledger at
-/// `ledger_dsn` (created by [`ledger::create`]); returns everything the checker needs.
-pub async fn plain_sql(
-    server_dsn: &str,
-    ledger_dsn: &str,
-    w: Workload,
-) -> Result<Run, tokio_postgres::Error> {
-    plain_sql_with(server_dsn, ledger_dsn, w, Retries::default()).await
-}
-
-/// [`plain_sql`], with client tasks that retry as `retries` says.
-pub async fn plain_sql_with(
-    server_dsn: &str,
-    ledger_dsn: &str,
-    w: Workload,
-    retries: Retries,
-) -> Result<Run, tokio_postgres::Error> {
-    plain_sql_observed(server_dsn, ledger_dsn, w, retries, Progress::default()).await
-}
-
-/// [`plain_sql_with`], reporting its progress to `progress` as it goes.
-pub async fn plain_sql_observed(
-    server_dsn: &str,
-    ledger_dsn: &str,
-    w: Workload,
-    retries: Retries,
-    progress: Progress,
-) -> Result<Run, tokio_postgres::Error> {
-    plain_sql_bounded(server_dsn, ledger_dsn, w, retries, progress, None).await
-}
-
-/// [`plain_sql_observed`], with every call to the server under test given up after
-/// `call_timeout` (when set): its outcome is then unknown and the task connects again, as
-/// a service with a client-side timeout does when a connection stops answering.
-pub async fn plain_sql_bounded(
-    server_dsn: &str,
-    ledger_dsn: &str,
-    w: Workload,
-    retries: Retries,
-    progress: Progress,
-    call_timeout: Option<Duration>,
-) -> Result<Run, tokio_postgres::Error> {
-    run_tasks(
-        server_dsn,
-        ledger_dsn,
-        w,
-        retries,
-        progress,
-        call_timeout,
-        None,
-    )
-    .await
-}
-
 /// A record monitor alongside the client tasks (see `monitor.rs`), and the purge it needs:
 /// what the checker's I5 (no record outlives its expiry by more than the purge interval,
-/// none is purged early) reads. Off unless a test asks for it with [`plain_sql_monitored`]
+/// none is purged early) reads. Off unless a test asks for it with [`Options::monitor`]
 /// (not on whenever [`Run::ttl_micros`] is set): the monitor only means something while a
 /// purge really runs, and the extension's worker purges only the database that
 /// `pg_idempotency.database` names, so the test must run on a server set up for it (a
@@ -494,37 +417,63 @@ impl Monitor {
     }
 }
 
-/// [`plain_sql_observed`] with a record monitor (and a purge, if `monitor` says so): the
-/// run's [`Run::observed`] holds what the monitor saw.
-pub async fn plain_sql_monitored(
-    server_dsn: &str,
-    ledger_dsn: &str,
-    w: Workload,
-    retries: Retries,
-    progress: Progress,
-    monitor: Monitor,
-) -> Result<Run, tokio_postgres::Error> {
-    run_tasks(
-        server_dsn,
-        ledger_dsn,
-        w,
-        retries,
-        progress,
-        None,
-        Some(monitor),
-    )
-    .await
+/// How a [`run`] goes beyond its workload: what the client tasks retry, who watches its
+/// progress, a bound on each call, a record monitor. The default is none of them (client
+/// tasks that connect again after a fault and do nothing else); a test names what differs:
+/// `Options::default().retries(..).progress(..)`.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub retries: Retries,
+    /// Reported to as the run goes: what a fault injector paces itself on.
+    pub progress: Progress,
+    /// Every call to the server under test given up after this long (when set): its
+    /// outcome is then unknown and the task connects again, as a service with a
+    /// client-side timeout does when a connection stops answering.
+    pub call_timeout: Option<Duration>,
+    /// A record monitor (and a purge, if it says so) alongside the tasks: the run's
+    /// [`Run::observed`] holds what it saw.
+    pub monitor: Option<Monitor>,
 }
 
-async fn run_tasks(
+impl Options {
+    pub fn retries(self, retries: Retries) -> Options {
+        Options { retries, ..self }
+    }
+
+    pub fn progress(self, progress: Progress) -> Options {
+        Options { progress, ..self }
+    }
+
+    pub fn call_timeout(self, limit: Duration) -> Options {
+        Options {
+            call_timeout: Some(limit),
+            ..self
+        }
+    }
+
+    pub fn monitor(self, monitor: Monitor) -> Options {
+        Options {
+            monitor: Some(monitor),
+            ..self
+        }
+    }
+}
+
+/// Runs the workload against the SQL API at `server_dsn`, effects into the ledger at
+/// `ledger_dsn` (created by [`ledger::create`]), as `options` say; returns everything the
+/// checker needs.
+pub async fn run(
     server_dsn: &str,
     ledger_dsn: &str,
     w: Workload,
-    retries: Retries,
-    progress: Progress,
-    call_timeout: Option<Duration>,
-    monitor: Option<Monitor>,
+    options: Options,
 ) -> Result<Run, tokio_postgres::Error> {
+    let Options {
+        retries,
+        progress,
+        call_timeout,
+        monitor,
+    } = options;
     let w = Arc::new(w);
     let clock = Clock::start();
     let (stop, stopped) = watch::channel(false);

@@ -11,7 +11,7 @@
 
 use pg_idempotency_faults::check::{self, Violation};
 use pg_idempotency_faults::crash_server::{self, CrashServer, PURGE_WORKER};
-use pg_idempotency_faults::history::{Outcome, Run};
+use pg_idempotency_faults::history::Run;
 use pg_idempotency_faults::ledger;
 use pg_idempotency_faults::report::{self, Tally};
 use pg_idempotency_faults::run::{self, Choices, Progress};
@@ -147,13 +147,13 @@ async fn trial(server: Arc<CrashServer>, aim: Aim, n: u64) -> (Run, Kills, Vec<V
     };
     let progress = Progress::default();
     let kills = tokio::spawn(killer(server.clone(), aim, progress.clone(), 4000 + n));
-    let run = run::plain_sql_monitored(
+    let run = run::run(
         &server.dsn(),
         &ledger_dsn,
         w,
-        run::Retries::default(),
-        progress,
-        run::Monitor::watching_for_vanished_records(),
+        run::Options::default()
+            .progress(progress)
+            .monitor(run::Monitor::watching_for_vanished_records()),
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n}: {e}"));
@@ -164,12 +164,7 @@ async fn trial(server: Arc<CrashServer>, aim: Aim, n: u64) -> (Run, Kills, Vec<V
 
 /// Trials of the run with `aim`'s kills on a server of its own named `name`; every trial
 /// checked; the tally, with the kills made, once written.
-async fn trials(
-    name: &'static str,
-    aim: Aim,
-    scenario: &str,
-    count: usize,
-) -> (Tally, Kills, usize) {
+async fn trials(name: &'static str, aim: Aim, scenario: &str, count: usize) -> (Tally, Kills) {
     let db = format!("{NAME}_{name}");
     let server = tokio::task::spawn_blocking(move || CrashServer::start(name, &db))
         .await
@@ -177,7 +172,6 @@ async fn trials(
     let server = Arc::new(server);
     let mut tally = Tally::new(scenario);
     let mut total = Kills::default();
-    let mut takeovers = 0;
     for n in 0..report::trials(count) {
         let started = Instant::now();
         let (run, kills, violations) = trial(server.clone(), aim, n as u64).await;
@@ -186,19 +180,6 @@ async fn trials(
         total.workers += kills.workers;
         total.workers_back += kills.workers_back;
         total.restarts += kills.restarts;
-        takeovers += run
-            .events
-            .iter()
-            .filter(|e| {
-                matches!(
-                    e.outcome,
-                    Outcome::Claimed {
-                        recovered: true,
-                        ..
-                    }
-                )
-            })
-            .count();
         eprintln!(
             "{name} trial {n}: {} operations, {} unknown, {kills:?}, {:?}",
             run.events.len(),
@@ -207,33 +188,29 @@ async fn trials(
         );
         assert!(violations.is_empty(), "{name} trial {n}: {violations:#?}");
     }
-    eprintln!("{tally:?}; {total:?}; takeovers: {takeovers}");
     // Every kill was followed by a crash restart that broke the sessions.
     assert_eq!(
         total.restarts,
         total.clients + total.workers,
         "a kill without a crash restart: {total:?}"
     );
-    assert!(tally.indeterminate > 0, "no outcome was unknown: {tally:?}");
-    let version =
-        crash_server::major_version(&crash_server::connect_when_up(&server.dsn()).await).await;
-    tally.write(crash_server::backend_name(), &version);
+    tally.assert_unknown_outcomes();
+    tally.close(&server.dsn(), &format!("{total:?}")).await;
     tokio::task::spawn_blocking(move || {
         suite::drop_database(&ledger_name(&server.db));
         drop(server);
     })
     .await
     .unwrap();
-    (tally, total, takeovers)
+    (tally, total)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_client_backends_keep_the_invariants() {
-    let (_, kills, takeovers) =
-        trials("f4_clients", Aim::ClientBackends, "F4 backend killed", 4).await;
+    let (tally, kills) = trials("f4_clients", Aim::ClientBackends, "F4 backend killed", 4).await;
     assert!(kills.clients > 0, "no client backend was killed: {kills:?}");
     // Calls cut short by a crash were taken over once their lease lapsed.
-    assert!(takeovers > 0, "no call was taken over");
+    tally.assert_takeovers();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -245,7 +222,7 @@ async fn a_killed_purge_worker_comes_back() {
         );
         return;
     }
-    let (_, kills, _) = trials("f4_worker", Aim::PurgeWorker, "F4 purge worker killed", 2).await;
+    let (_, kills) = trials("f4_worker", Aim::PurgeWorker, "F4 purge worker killed", 2).await;
     assert!(kills.workers > 0, "the purge worker was never killed");
     assert_eq!(
         kills.workers_back, kills.workers,

@@ -17,7 +17,7 @@ use pg_idempotency_faults::client_process::{ClientProcess, Message, Settings};
 use pg_idempotency_faults::history::{Event, Op, Outcome, Run};
 use pg_idempotency_faults::lines::{self, Line, Recorder};
 use pg_idempotency_faults::report::{self, Tally};
-use pg_idempotency_faults::{check, ledger, run, rust_client};
+use pg_idempotency_faults::{check, clock, ledger, run, rust_client};
 use pg_idempotency_tests as suite;
 use serde_json::json;
 
@@ -72,7 +72,7 @@ impl Taker<'_> {
 /// One trial: the holder frozen after `point` (`claim` or `effect`); the run, and how many
 /// holders were seen frozen (1).
 async fn trial(server: &str, ledger_dsn: &str, point: &str, api: &str, seed: u64) -> (Run, usize) {
-    let clock = run::Clock::start();
+    let clock = clock::Clock::start();
     let w = run::Workload {
         processes: 1,
         keys: 1,
@@ -274,16 +274,6 @@ async fn begin(c: &tokio_postgres::Client, w: &run::Workload, key: &str, api: &s
     }
 }
 
-async fn server_version(server: &str) -> String {
-    let c = ledger::connect(server).await.unwrap();
-    let v: String = c
-        .query_one("SHOW server_version_num", &[])
-        .await
-        .unwrap()
-        .get(0);
-    (v.parse::<i32>().unwrap() / 10000).to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_holder_is_fenced_off() {
     let (server, ledger_dsn) = tokio::task::spawn_blocking(databases).await.unwrap();
@@ -304,11 +294,7 @@ async fn a_frozen_holder_is_fenced_off() {
     }
     // Every trial saw its holder frozen (the stop was observed, not assumed).
     assert_eq!(tally.faults, tally.trials);
-    let backend = match suite::backend() {
-        suite::Backend::Extension => "extension",
-        suite::Backend::Portable => "portable",
-    };
-    tally.write(backend, &server_version(&server).await);
+    tally.close(&server, "").await;
     tokio::task::spawn_blocking(|| {
         suite::drop_database(NAME);
         suite::drop_database(&format!("{NAME}_ledger"));

@@ -18,7 +18,7 @@ use pg_idempotency_faults::history::{Op, Outcome, Run};
 use pg_idempotency_faults::lines::{Line, Recorder};
 use pg_idempotency_faults::report::{self, Tally};
 use pg_idempotency_faults::run::{self, Choices};
-use pg_idempotency_faults::{check, ledger};
+use pg_idempotency_faults::{check, clock, ledger};
 use pg_idempotency_tests as suite;
 
 const CLIENT: &str = env!("CARGO_BIN_EXE_fault_client");
@@ -168,7 +168,7 @@ async fn trial(server: &str, ledger_dsn: &str, seed: u64, api: &'static str) -> 
     let l = ledger::connect(ledger_dsn).await.unwrap();
     // The ledger is keyed by key alone: each trial starts from an empty one.
     l.batch_execute("TRUNCATE effects, fences").await.unwrap();
-    let clock = run::Clock::start();
+    let clock = clock::Clock::start();
     let (tx, rx) = mpsc::channel();
     let mut t = Trial {
         server,
@@ -249,22 +249,11 @@ async fn trial(server: &str, ledger_dsn: &str, seed: u64, api: &'static str) -> 
     (run, kills)
 }
 
-async fn server_version(server: &str) -> String {
-    let c = ledger::connect(server).await.unwrap();
-    let v: String = c
-        .query_one("SHOW server_version_num", &[])
-        .await
-        .unwrap()
-        .get(0);
-    (v.parse::<i32>().unwrap() / 10000).to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_clients_break_no_invariant() {
     let (server, ledger_dsn) = tokio::task::spawn_blocking(databases).await.unwrap();
     ledger::create(&ledger_dsn).await.unwrap();
     let mut tally = Tally::new("F1 client killed");
-    let mut takeovers = 0;
     let mut in_flight: HashMap<&str, usize> = HashMap::new();
     for n in 0..report::trials(6) {
         // Plain SQL and the Rust client (PgStore), in turn.
@@ -272,19 +261,6 @@ async fn killed_clients_break_no_invariant() {
         let (run, kills) = trial(&server, &ledger_dsn, n as u64, api).await;
         let violations = check::check(&run);
         tally.add(&run, kills, &violations);
-        takeovers += run
-            .events
-            .iter()
-            .filter(|e| {
-                matches!(
-                    e.outcome,
-                    Outcome::Claimed {
-                        recovered: true,
-                        ..
-                    }
-                )
-            })
-            .count();
         for e in run.events.iter().filter(|e| e.is_indeterminate()) {
             let op = match e.op {
                 Op::Begin => "begin",
@@ -296,7 +272,6 @@ async fn killed_clients_break_no_invariant() {
         }
         assert!(violations.is_empty(), "trial {n} ({api}): {violations:#?}");
     }
-    eprintln!("{tally:?}, {takeovers} takeovers, in flight when killed: {in_flight:?}");
     // The kills happened, some while an operation was in flight, and the calls they left
     // in progress were taken over.
     assert!(tally.faults > 0, "no client was killed: {tally:?}");
@@ -304,15 +279,10 @@ async fn killed_clients_break_no_invariant() {
         tally.indeterminate > 0,
         "no kill caught an operation in flight: {tally:?}"
     );
-    assert!(
-        takeovers > 0,
-        "no call left by a killed client was taken over"
-    );
-    let backend = match suite::backend() {
-        suite::Backend::Extension => "extension",
-        suite::Backend::Portable => "portable",
-    };
-    tally.write(backend, &server_version(&server).await);
+    tally.assert_takeovers();
+    tally
+        .close(&server, &format!("in flight when killed: {in_flight:?}"))
+        .await;
     tokio::task::spawn_blocking(|| {
         suite::drop_database(NAME);
         suite::drop_database(&ledger_db());

@@ -105,29 +105,19 @@ async fn trial(n: u64) -> (Run, Kills, Vec<Violation>) {
     };
     let progress = Progress::default();
     let kills = tokio::spawn(killer(server.clone(), progress.clone(), 3000 + n));
-    let run = run::plain_sql_monitored(
+    let run = run::run(
         &server,
         &ledger_dsn,
         w,
-        run::Retries::default(),
-        progress,
-        run::Monitor::watching_for_vanished_records(),
+        run::Options::default()
+            .progress(progress)
+            .monitor(run::Monitor::watching_for_vanished_records()),
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n}: {e}"));
     let kills = kills.await.unwrap();
     let violations = check::check(&run);
     (run, kills, violations)
-}
-
-async fn server_version() -> String {
-    let c = ledger::connect(&suite::dsn()).await.unwrap();
-    let v: String = c
-        .query_one("SHOW server_version_num", &[])
-        .await
-        .unwrap()
-        .get(0);
-    (v.parse::<i32>().unwrap() / 10000).to_string()
 }
 
 /// How many operations of the run were answered as `matches` says.
@@ -139,7 +129,6 @@ fn count(run: &Run, matches: impl Fn(&Outcome) -> bool) -> usize {
 async fn terminated_backends_keep_the_invariants() {
     let mut tally = Tally::new("F3 terminated backends");
     let mut ended_in_statement = 0;
-    let mut takeovers = 0;
     for n in 0..report::trials(4) {
         let started = std::time::Instant::now();
         let (run, kills, violations) = trial(n as u64).await;
@@ -148,17 +137,8 @@ async fn terminated_backends_keep_the_invariants() {
             &run,
             |o| matches!(o, Outcome::Failed { sqlstate } if sqlstate == "57P01"),
         );
-        let taken = count(&run, |o| {
-            matches!(
-                o,
-                Outcome::Claimed {
-                    recovered: true,
-                    ..
-                }
-            )
-        });
+        let taken = report::takeovers(&run);
         ended_in_statement += ended;
-        takeovers += taken;
         eprintln!(
             "trial {n}: {} operations, {} unknown, {ended} ended by 57P01, {taken} taken over; \
              {kills:?}; {:?}",
@@ -172,14 +152,10 @@ async fn terminated_backends_keep_the_invariants() {
     // (57P01) and operations whose outcome they could not know.
     assert!(tally.faults > 0, "no session was terminated: {tally:?}");
     assert!(ended_in_statement > 0, "no statement was ended by a kill");
-    assert!(tally.indeterminate > 0, "no outcome was unknown: {tally:?}");
+    tally.assert_unknown_outcomes();
     // Holders were ended mid-call and their calls taken over once their lease lapsed.
-    assert!(takeovers > 0, "no call was taken over: {tally:?}");
-    let backend = match suite::backend() {
-        suite::Backend::Extension => "extension",
-        suite::Backend::Portable => "portable",
-    };
-    tally.write(backend, &server_version().await);
+    tally.assert_takeovers();
+    tally.close(&suite::dsn(), "").await;
     tokio::task::spawn_blocking(|| {
         suite::drop_database(NAME);
         suite::drop_database(&format!("{NAME}_ledger"));

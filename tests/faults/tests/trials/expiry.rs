@@ -19,7 +19,7 @@ use pg_idempotency_faults::crash_server::{self, CrashServer};
 use pg_idempotency_faults::history::{Observed, Run, SeenRecord};
 use pg_idempotency_faults::ledger;
 use pg_idempotency_faults::report::{self, Tally};
-use pg_idempotency_faults::run::{self, Monitor, Progress};
+use pg_idempotency_faults::run::{self, Monitor};
 use pg_idempotency_tests::{self as suite, Backend};
 
 const DB: &str = "pgidem_faults_i5_expiry";
@@ -118,13 +118,11 @@ async fn trial(
         purge_by_call: purging && suite::backend() == Backend::Portable,
         pause_between_calls: Duration::from_millis(100),
     };
-    let mut run = run::plain_sql_monitored(
+    let mut run = run::run(
         &server.dsn(),
         &ledger_dsn,
         w,
-        run::Retries::default(),
-        Progress::default(),
-        monitor,
+        run::Options::default().monitor(monitor),
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n}: {e}"));
@@ -178,7 +176,6 @@ async fn records_are_purged_after_their_expiry_and_never_before() {
         );
         assert!(violations.is_empty(), "trial {n}: {violations:#?}");
     }
-    eprintln!("{tally:?}; {total:?}; {:?}", started.elapsed());
     // The monitor watched the whole run, and the run did what it is for: records were
     // purged while it went on, and keys were claimed afresh once their record expired.
     assert!(
@@ -191,9 +188,12 @@ async fn records_are_purged_after_their_expiry_and_never_before() {
         "no expired record was claimed afresh: {total:?}"
     );
 
-    let version =
-        crash_server::major_version(&crash_server::connect_when_up(&server.dsn()).await).await;
-    tally.write(crash_server::backend_name(), &version);
+    tally
+        .close(
+            &server.dsn(),
+            &format!("{total:?}; {:?}", started.elapsed()),
+        )
+        .await;
     tokio::task::spawn_blocking(move || {
         suite::drop_database(&format!("{DB}_ledger"));
         drop(server);

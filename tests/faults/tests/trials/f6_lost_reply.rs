@@ -16,10 +16,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use pg_idempotency_faults::clock::Clock;
+use pg_idempotency_faults::crash_server::{backend_name, major_version};
 use pg_idempotency_faults::history::{Event, Op, Outcome, Run};
 use pg_idempotency_faults::proxy::{Fault, Proxy, Trigger, Upstream};
 use pg_idempotency_faults::report::{self, Tally};
-use pg_idempotency_faults::run::{self, Choices, Clock, Conn, Workload};
+use pg_idempotency_faults::run::{self, Choices, Conn, Workload};
 use pg_idempotency_faults::{check, ledger};
 use pg_idempotency_tests as suite;
 use serde_json::{json, Value};
@@ -154,22 +156,6 @@ fn assert_clean(run: &Run, what: &str) {
             .join("\n"),
         run.events
     );
-}
-
-fn backend_name() -> &'static str {
-    match suite::backend() {
-        suite::Backend::Extension => "extension",
-        suite::Backend::Portable => "portable",
-    }
-}
-
-async fn server_version(direct: &Client) -> String {
-    let v: String = direct
-        .query_one("SHOW server_version_num", &[])
-        .await
-        .unwrap()
-        .get(0);
-    (v.parse::<i32>().unwrap() / 10000).to_string()
 }
 
 /// A completion whose reply is lost: the server has stored the result, the client saw an
@@ -394,37 +380,6 @@ async fn a_changed_request_after_a_lost_completion_reply_is_a_mismatch() {
 /// waits it out.
 const SHORT_LEASE: Duration = Duration::from_millis(500);
 
-const BEGIN_WITH_TOKEN: &str =
-    "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response \
-     FROM idem_begin($1, $2, lease => $3::text::interval, ttl => $4::text::interval, \
-                     claim_token => $5)";
-
-/// `idem_begin` as run.rs's `begin`, with a claim token.
-async fn begin_with_token(c: &Client, w: &Workload, key: &str, token: uuid::Uuid) -> Outcome {
-    match c
-        .query_one(
-            BEGIN_WITH_TOKEN,
-            &[&w.scope, &key, &w.lease, &w.ttl, &token],
-        )
-        .await
-    {
-        Ok(row) => match row.get::<_, String>(0).as_str() {
-            "claimed" => Outcome::Claimed {
-                fence: row.get(1),
-                attempt: row.get(2),
-                recovered: row.get(3),
-                upstream_key: row.get(4),
-            },
-            "replay" => Outcome::Replay {
-                succeeded: row.get(5),
-                response: row.get(6),
-            },
-            _ => Outcome::InProgress,
-        },
-        Err(e) => run::failure(&e),
-    }
-}
-
 /// The rest of a claimed call, as a client goes on: its one effect, its completion, and a
 /// replay of the result.
 async fn effect_complete_replay(
@@ -487,7 +442,7 @@ async fn a_claim_whose_reply_was_lost_is_given_back_to_its_repeat() {
 
     proxy.set_once(lose_the_reply_of("idem_begin"));
     let lost_at = story.now();
-    let lost = begin_with_token(conn.get().await, &w, key, token).await;
+    let lost = run::begin_with_token(conn.get().await, &w, key, Some(token)).await;
     conn.settle(&lost);
     assert!(
         matches!(
@@ -504,7 +459,7 @@ async fn a_claim_whose_reply_was_lost_is_given_back_to_its_repeat() {
     );
 
     let t = story.now();
-    let again = begin_with_token(conn.get().await, &w, key, token).await;
+    let again = run::begin_with_token(conn.get().await, &w, key, Some(token)).await;
     conn.settle(&again);
     assert_eq!(
         story.record(key, Op::Begin, t, again),
@@ -610,7 +565,7 @@ async fn without_a_token_a_lost_claim_waits_out_its_lease() {
         "F6 lost claim without a token ({}, PostgreSQL {}): the caller's retry was answered \
          in_progress {} times and took its own call over after {} ms (lease {} ms)",
         backend_name(),
-        server_version(&direct).await,
+        major_version(&direct).await,
         in_progress,
         waited.as_millis(),
         SHORT_LEASE.as_millis()
@@ -715,7 +670,7 @@ async fn the_dispatcher_picks_up_a_claim_whose_reply_was_lost() {
     println!(
         "F6 lost claim through the dispatcher ({}, PostgreSQL {}): picked up at fence {fence}",
         backend_name(),
-        server_version(&direct).await
+        major_version(&direct).await
     );
     drop((direct, agent, proxy));
     drop_databases(name).await;
@@ -782,9 +737,14 @@ async fn trial(server: &str, ledger_dsn: &str, seed: u64) -> (Run, usize) {
         lost_completion: 3,
         lost_claim: 3,
     };
-    let run = run::plain_sql_with(&proxy.dsn(server), ledger_dsn, w, retries)
-        .await
-        .unwrap();
+    let run = run::run(
+        &proxy.dsn(server),
+        ledger_dsn,
+        w,
+        run::Options::default().retries(retries),
+    )
+    .await
+    .unwrap();
     stop.store(true, Ordering::SeqCst);
     faults.await.unwrap();
     (run, proxy.fired() as usize)
@@ -813,15 +773,7 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
         tally.add(&run, fired, &violations);
         let lost = run.events.iter().filter(|e| e.is_indeterminate()).count();
         let lost_begins = count(&run, |e| e.op == Op::Begin && e.is_indeterminate());
-        let takeovers = count(&run, |e| {
-            matches!(
-                e.outcome,
-                Outcome::Claimed {
-                    recovered: true,
-                    ..
-                }
-            )
-        });
+        let takeovers = report::takeovers(&run);
         println!(
             "trial {n}: {fired} replies lost ({lost_begins} of begins), {lost} of {} operations \
              unknown, {takeovers} takeovers, {} ms so far",
@@ -847,7 +799,7 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
          operations unknown, {} completions retried with their fence and told the state, {} \
          lost claims given back to their repeat",
         backend_name(),
-        server_version(&direct).await,
+        major_version(&direct).await,
         tally.trials,
         started.elapsed().as_millis(),
         tally.faults,
@@ -870,7 +822,7 @@ async fn client_tasks_survive_lost_replies_of_random_statements() {
         given_back > 0,
         "no claim whose reply was lost was given back to its repeat"
     );
-    tally.write(backend_name(), &server_version(&direct).await);
+    tally.close(&server, "").await;
     drop((direct, ledger_direct));
     drop_databases(name).await;
 }

@@ -2,11 +2,10 @@
 //! each fault does to a client what it says, observed from the client and from a direct
 //! connection to the server (never ordered by sleeping: by polling what the server shows).
 
-use std::future::Future;
 use std::time::Duration;
 
 use pg_idempotency_faults::proxy::{Cut, Fault, Proxy, Trigger, Upstream};
-use pg_idempotency_tests as suite;
+use pg_idempotency_tests::{self as suite, until_async, PATIENCE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_postgres::{Client, NoTls};
 
@@ -57,20 +56,6 @@ fn assert_io_error(result: Result<impl std::fmt::Debug, tokio_postgres::Error>, 
         "{what}: expected a broken connection, got SQLSTATE {:?}: {err}",
         err.code()
     );
-}
-
-/// Polls `check` every 50 ms until it holds or 10 s pass; whether it held.
-async fn eventually<F: Future<Output = bool>>(mut check: impl FnMut() -> F) -> bool {
-    let until = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        if check().await {
-            return true;
-        }
-        if tokio::time::Instant::now() > until {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Backends of the server with this application_name.
@@ -319,10 +304,12 @@ async fn close_at_byte_cuts_a_reply_and_closes_both_sides() {
     assert_eq!(proxy.bytes_down(), limit, "cut exactly at the limit");
     assert_eq!(proxy.fired(), 1);
     // The server's side was closed too: its backend ends.
-    assert!(
-        eventually(|| async { backends_named(&direct, &app).await == 0 }).await,
-        "the server's side of the cut connection is still open"
-    );
+    until_async(
+        "the server's side of the cut connection to close",
+        PATIENCE,
+        || async { backends_named(&direct, &app).await == 0 },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -392,14 +379,18 @@ async fn dropping_the_proxy_closes_its_connections_and_listener() {
     client.query_one("SELECT 1", &[]).await.unwrap();
 
     drop(proxy);
-    assert!(
-        eventually(|| async { client.is_closed() }).await,
-        "the client's connection outlived the proxy"
-    );
-    assert!(
-        eventually(|| async { backends_named(&direct, &app).await == 0 }).await,
-        "the server's side outlived the proxy"
-    );
+    until_async(
+        "the client's connection to close with the proxy",
+        PATIENCE,
+        || async { client.is_closed() },
+    )
+    .await;
+    until_async(
+        "the server's side to close with the proxy",
+        PATIENCE,
+        || async { backends_named(&direct, &app).await == 0 },
+    )
+    .await;
     assert!(tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .is_err());
@@ -470,10 +461,8 @@ async fn half_open_cuts_one_connection_and_passes_no_close_on() {
     other.query_one("SELECT 'cut me'", &[]).await.unwrap();
     // Dropping the proxy closes the server's side: the half-open sessions end.
     drop(proxy);
-    assert!(
-        eventually(|| async {
-            backends_named(&direct, &apps[0]).await + backends_named(&direct, &apps[1]).await == 0
-        })
-        .await
-    );
+    until_async("the half-open sessions to end", PATIENCE, || async {
+        backends_named(&direct, &apps[0]).await + backends_named(&direct, &apps[1]).await == 0
+    })
+    .await;
 }

@@ -5,7 +5,7 @@
 //! race with their completions.
 
 use pg_idempotency_faults::check::{self, Violation};
-use pg_idempotency_faults::history::{Outcome, Run};
+use pg_idempotency_faults::history::Run;
 use pg_idempotency_faults::report::{self, Tally};
 use pg_idempotency_faults::{ledger, run};
 use pg_idempotency_tests as suite;
@@ -25,21 +25,16 @@ async fn trial(name: &'static str, w: run::Workload) -> (Run, Vec<Violation>) {
         .await
         .unwrap();
     ledger::create(&ledger_dsn).await.unwrap();
-    let run = run::plain_sql(&server, &ledger_dsn, w).await.unwrap();
+    let run = run::run(&server, &ledger_dsn, w, run::Options::default())
+        .await
+        .unwrap();
     let violations = check::check(&run);
     (run, violations)
 }
 
-/// Writes the tally (when a full run asked for it) and drops the databases of `name`.
+/// Closes the tally and drops the databases of `name`.
 async fn finish(name: &'static str, tally: &Tally) {
-    let backend = match suite::backend() {
-        suite::Backend::Extension => "extension",
-        suite::Backend::Portable => "portable",
-    };
-    let version = tokio::task::spawn_blocking(|| suite::server_major(&mut suite::connect()))
-        .await
-        .unwrap();
-    tally.write(backend, &version.to_string());
+    tally.close(&suite::dsn(), "").await;
     tokio::task::spawn_blocking(move || {
         suite::drop_database(&format!("pgidem_faults_{name}"));
         suite::drop_database(&format!("pgidem_faults_{name}_ledger"));
@@ -90,7 +85,6 @@ async fn hot_keys_through_plain_sql() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn takeovers_race_completions_under_a_short_lease() {
     let mut tally = Tally::new("no-fault");
-    let mut takeovers = 0;
     for n in 0..report::trials(2) {
         // A 5 ms lease is shorter than many calls (a claim, an effect in another database,
         // a completion, with eight tasks on the machine's cores): holders are taken over
@@ -112,23 +106,9 @@ async fn takeovers_race_completions_under_a_short_lease() {
             0,
             "trial {n}: no fault, no unknown outcome"
         );
-        takeovers += run
-            .events
-            .iter()
-            .filter(|e| {
-                matches!(
-                    e.outcome,
-                    Outcome::Claimed {
-                        recovered: true,
-                        ..
-                    }
-                )
-            })
-            .count();
         assert!(violations.is_empty(), "trial {n}: {violations:#?}");
     }
-    eprintln!("{tally:?}, {takeovers} takeovers");
     // The run did what it is for: calls were taken over from live holders.
-    assert!(takeovers > 0, "no call was taken over: {tally:?}");
+    tally.assert_takeovers();
     finish("hot_short_lease", &tally).await;
 }

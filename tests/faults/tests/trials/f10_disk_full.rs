@@ -413,15 +413,15 @@ async fn trial(
         progress.clone(),
         10_000 + n,
     ));
-    let run = run::plain_sql_monitored(
+    let run = run::run(
         &server.dsn(),
         &ledger_dsn,
         w,
-        run::Retries::default(),
-        progress,
         // Nothing expires in a run (ttl 1 hour): the monitor checks that no record seen
         // committed disappears, whatever the full disk does to the server.
-        run::Monitor::watching_for_vanished_records(),
+        run::Options::default()
+            .progress(progress)
+            .monitor(run::Monitor::watching_for_vanished_records()),
     )
     .await
     .unwrap_or_else(|e| panic!("trial {n}: {e}"));
@@ -530,10 +530,12 @@ async fn scenario(volume: Volume) -> Option<(Tally, Filled, Logged, usize)> {
         logs.crash_restarts += t.logged.crash_restarts;
         logs.failed_startups += t.logged.failed_startups;
     }
-    let version =
-        crash_server::major_version(&crash_server::connect_when_up(&server.dsn()).await).await;
-    tally.write(crash_server::backend_name(), &version);
-    eprintln!("{tag}: {tally:?}; {sum:?}; {logs:?}; 53100 failures: {refused}");
+    tally
+        .close(
+            &server.dsn(),
+            &format!("{sum:?}; {logs:?}; 53100 failures: {refused}"),
+        )
+        .await;
     // The disk was really full, every trial.
     assert_eq!(
         sum.fills, tally.trials,
