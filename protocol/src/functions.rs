@@ -117,6 +117,25 @@ pub enum Portable {
     Absent,
 }
 
+/// How the PL/Proxy layer (sql/proxy/) serves a function on a proxy database, in front of
+/// partitions that each run either backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proxy {
+    /// On the partition of the call's scope and key (`RUN ON` their routing hash): every
+    /// record lives on exactly one partition.
+    ByKey,
+    /// As `ByKey`; with a NULL key, by the key the partition derives from the request (the
+    /// hex SHA-256 of its canonical JSON), so that a HASH_INPUT call and the same call with
+    /// its key spelled out meet on one partition.
+    ByKeyOrRequest,
+    /// On any one partition: the answer depends on the arguments alone.
+    Any,
+    /// On every partition, the answers combined by `sql/proxy/src/bodies/<name>.sql`.
+    All,
+    /// Not part of the layer: an internal helper of a backend.
+    Absent,
+}
+
 /// Which role may EXECUTE it (never PUBLIC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Grant {
@@ -151,6 +170,8 @@ pub struct Function {
     pub language: Language,
     /// How the PL/pgSQL variant writes it.
     pub portable: Portable,
+    /// How the PL/Proxy layer routes it.
+    pub proxy: Proxy,
     pub grant: Grant,
     /// Said above the function in the SQL, for whoever reads it there.
     pub note: Option<&'static str>,
@@ -190,6 +211,7 @@ const API: Function = Function {
     security_definer: true,
     language: Language::Sql,
     portable: Portable::Plpgsql,
+    proxy: Proxy::ByKey,
     grant: Grant::User,
     note: None,
     comment: None,
@@ -213,6 +235,7 @@ pub const IDEM_BEGIN: Function = Function {
     comment: Some(
         "Claim a call (outcome claimed, with a fence), or learn it is running (in_progress), or get its remembered result (replay)",
     ),
+    proxy: Proxy::ByKeyOrRequest,
     ..API
 };
 
@@ -300,6 +323,7 @@ pub const IDEM_CANONICAL: Function = Function {
         "Canonical JSON of a request: RFC 8785 with lossless numbers (what idem_hash hashes)",
     ),
     portable: Portable::SqlReturn,
+    proxy: Proxy::Any,
     ..API
 };
 
@@ -316,6 +340,7 @@ pub const IDEM_HASH: Function = Function {
         "SHA-256 of the canonical JSON of a request: its fingerprint; as lowercase hex, its HASH_INPUT key",
     ),
     portable: Portable::SqlReturn,
+    proxy: Proxy::Any,
     ..API
 };
 
@@ -329,6 +354,7 @@ pub const IDEM_PURGE_EXPIRED: Function = Function {
     comment: Some(
         "Delete the rows of expired records, batch_size at a time; returns how many (never a live record)",
     ),
+    proxy: Proxy::All,
     ..API
 };
 
@@ -349,6 +375,7 @@ pub const IDEM_SET_POLICY: Function = Function {
     comment: Some(
         "Set (replace) the policy of a scope: the defaults every caller of that scope obeys",
     ),
+    proxy: Proxy::All,
     ..API
 };
 
@@ -359,6 +386,7 @@ pub const IDEM_DROP_POLICY: Function = Function {
     language: Language::C("idem_drop_policy"),
     grant: Grant::Admin,
     comment: Some("Remove the policy of a scope; true when it had one"),
+    proxy: Proxy::All,
     ..API
 };
 
@@ -381,6 +409,7 @@ pub const IDEM_POLICIES: Function = Function {
     parallel_safe: true,
     comment: Some("Every scope's policy"),
     portable: Portable::Sql,
+    proxy: Proxy::All,
     ..API
 };
 
@@ -405,6 +434,7 @@ pub const IDEM_OWNER_COUNTERS: Function = Function {
          whose rows idem_metrics shows the caller.",
     ),
     portable: Portable::Absent,
+    proxy: Proxy::Absent,
     ..API
 };
 
@@ -418,6 +448,7 @@ pub const IDEM_COUNTING: Function = Function {
     language: Language::C("idem_counting"),
     grant: Grant::Internal,
     portable: Portable::Absent,
+    proxy: Proxy::Absent,
     ..API
 };
 
@@ -434,6 +465,7 @@ pub const IDEM_VISIBLE_OWNER: Function = Function {
         "NULL: every owner's (the caller has idempotency_admin's privileges); else the caller.",
     ),
     portable: Portable::Absent,
+    proxy: Proxy::Absent,
     ..API
 };
 
@@ -459,6 +491,7 @@ pub const IDEM_METRICS: Function = Function {
         "Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)",
     ),
     portable: Portable::Sql,
+    proxy: Proxy::All,
     ..API
 };
 

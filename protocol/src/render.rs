@@ -5,6 +5,7 @@
 //! equal to this rendering.
 
 pub mod portable;
+pub mod proxy;
 
 use std::fmt::Write;
 use std::path::Path;

@@ -20,6 +20,11 @@ fn main() {
         "sql/pg_idempotency.sql",
         protocol::render::portable::portable_install_sql(root),
     );
+    write(
+        root,
+        "sql/proxy/pg_idempotency_proxy.sql",
+        protocol::render::proxy::proxy_install_sql(root),
+    );
 }
 
 fn write(root: &Path, file: &str, text: std::io::Result<String>) {
