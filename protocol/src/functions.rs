@@ -128,8 +128,9 @@ pub enum Proxy {
     /// hex SHA-256 of its canonical JSON), so that a HASH_INPUT call and the same call with
     /// its key spelled out meet on one partition.
     ByKeyOrRequest,
-    /// On any one partition: the answer depends on the arguments alone.
-    Any,
+    /// On the proxy itself, by the portable variant's SQL: the answer depends on the
+    /// arguments alone, and the layer needs it to route (a HASH_INPUT call's key).
+    Local,
     /// On every partition, the answers combined by `sql/proxy/src/bodies/<name>.sql`.
     All,
     /// Not part of the layer: an internal helper of a backend.
@@ -323,7 +324,7 @@ pub const IDEM_CANONICAL: Function = Function {
         "Canonical JSON of a request: RFC 8785 with lossless numbers (what idem_hash hashes)",
     ),
     portable: Portable::SqlReturn,
-    proxy: Proxy::Any,
+    proxy: Proxy::Local,
     ..API
 };
 
@@ -340,7 +341,7 @@ pub const IDEM_HASH: Function = Function {
         "SHA-256 of the canonical JSON of a request: its fingerprint; as lowercase hex, its HASH_INPUT key",
     ),
     portable: Portable::SqlReturn,
-    proxy: Proxy::Any,
+    proxy: Proxy::Local,
     ..API
 };
 

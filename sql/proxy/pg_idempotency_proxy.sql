@@ -19,7 +19,19 @@
 -- Every name below is schema-qualified, so nothing depends on the installer's search_path;
 -- the schema is created plainly, so one of that name made by someone else makes the
 -- install fail instead of being adopted.
-SET LOCAL search_path = pg_catalog, pg_temp;
+-- The canonical JSON helpers below are the portable variant's, bound through this path.
+SET LOCAL search_path = pg_catalog, idempotency, pg_temp;
+DO $transaction$
+BEGIN
+    -- SET LOCAL lasts to the end of a transaction: outside one it was lost already.
+    IF pg_catalog.current_setting('search_path') <> 'pg_catalog, idempotency, pg_temp' THEN
+        RAISE EXCEPTION 'pg_idempotency: the PL/Proxy layer installs in one transaction'
+            USING ERRCODE = 'no_active_sql_transaction',
+                  DETAIL = 'Each statement ran in a transaction of its own, so a failure would leave a partial install.',
+                  HINT = 'Run it with psql --single-transaction -v ON_ERROR_STOP=1 -f, or as one migration of a migration tool.';
+    END IF;
+END
+$transaction$;
 
 CREATE EXTENSION IF NOT EXISTS plproxy;
 
@@ -80,6 +92,129 @@ CREATE TYPE idempotency.lookup_result AS (
     owner        regrole);
 COMMENT ON TYPE idempotency.lookup_result IS 'A record as idem_lookup shows it';
 
+-- How the canonical JSON helpers raise their errors (the portable variant's).
+CREATE FUNCTION idempotency._idem_fail(code text, message text, detail text, hint text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE AS $fn$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = code, MESSAGE = message, DETAIL = detail, HINT = hint;
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------------------
+-- Canonical JSON (docs/canonical-json.md): RFC 8785 with lossless numbers, byte for byte
+-- what the extension and the Rust client compute.
+-- ---------------------------------------------------------------------------------------
+
+-- A number: jsonb keeps its exact decimal value, and numeric's text form writes it without
+-- an exponent, so its significant digits are all there is to write, in ECMAScript's layout
+-- (Number::toString). No float8 is involved, so its text form's quirks never matter.
+CREATE FUNCTION idempotency._idem_canonical_number(literal text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+    negative boolean := left(literal, 1) = '-';
+    body text := CASE WHEN negative THEN substr(literal, 2) ELSE literal END;
+    int_part text := split_part(body, '.', 1);
+    all_digits text := int_part || split_part(body, '.', 2);
+    digits text := ltrim(all_digits, '0');
+    k integer;
+    n integer;
+    e integer;
+    out text;
+BEGIN
+    IF digits = '' THEN
+        RETURN '0';
+    END IF;
+    -- value = 0.DIGITS x 10^n
+    n := length(int_part) - (length(all_digits) - length(digits));
+    digits := rtrim(digits, '0');
+    k := length(digits);
+    IF k <= n AND n <= 21 THEN
+        out := digits || repeat('0', n - k);
+    ELSIF 0 < n AND n <= 21 THEN
+        out := left(digits, n) || '.' || substr(digits, n + 1);
+    ELSIF -6 < n AND n <= 0 THEN
+        out := '0.' || repeat('0', -n) || digits;
+    ELSE
+        e := n - 1;
+        out := left(digits, 1) || CASE WHEN k > 1 THEN '.' || substr(digits, 2) ELSE '' END
+               || 'e' || CASE WHEN e < 0 THEN '-' ELSE '+' END || abs(e);
+    END IF;
+    RETURN CASE WHEN negative THEN '-' || out ELSE out END;
+END
+$fn$;
+
+-- An object key's place in UTF-16 code unit order, for keys with characters beyond the
+-- Basic Multilingual Plane (whose surrogates sort before U+E000..U+FFFF).
+CREATE FUNCTION idempotency._idem_utf16(key text) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN coalesce((
+    SELECT decode(string_agg(
+               CASE WHEN c < 65536 THEN lpad(to_hex(c), 4, '0')
+                    ELSE to_hex(55296 + ((c - 65536) >> 10)) || to_hex(56320 + ((c - 65536) & 1023))
+               END, '' ORDER BY i), 'hex')
+    FROM (SELECT ascii(ch) AS c, i FROM regexp_split_to_table(key, '') WITH ORDINALITY AS t(ch, i)) AS chars),
+    '\x'::bytea);
+
+-- The canonical text of a jsonb value that sits at nesting level `depth` (1 at the top).
+CREATE FUNCTION idempotency._idem_canonical_value(v jsonb, depth integer) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+    kind text := jsonb_typeof(v);
+    out text;
+BEGIN
+    IF kind = 'object' OR kind = 'array' THEN
+        IF depth > 128 THEN
+            PERFORM _idem_fail('IK005', 'request has no canonical form',
+                'JSON nested deeper than 128 levels.',
+                'Requests are hashed in canonical JSON, which allows at most 128 levels of nesting.');
+        END IF;
+    END IF;
+    IF kind = 'object' THEN
+        -- Code point order is UTF-16 order unless a key has a supplementary character.
+        IF getdatabaseencoding() = 'UTF8'
+           AND EXISTS (SELECT FROM jsonb_object_keys(v) AS k WHERE k ~ '[\U00010000-\U0010FFFF]') THEN
+            SELECT string_agg(to_jsonb(e.key)::text || ':' ||
+                       CASE jsonb_typeof(e.value)
+                           WHEN 'object' THEN _idem_canonical_value(e.value, depth + 1)
+                           WHEN 'array' THEN _idem_canonical_value(e.value, depth + 1)
+                           WHEN 'number' THEN _idem_canonical_number(e.value::text)
+                           ELSE e.value::text END,
+                       ',' ORDER BY _idem_utf16(e.key))
+            INTO out FROM jsonb_each(v) AS e;
+        ELSE
+            SELECT string_agg(to_jsonb(e.key)::text || ':' ||
+                       CASE jsonb_typeof(e.value)
+                           WHEN 'object' THEN _idem_canonical_value(e.value, depth + 1)
+                           WHEN 'array' THEN _idem_canonical_value(e.value, depth + 1)
+                           WHEN 'number' THEN _idem_canonical_number(e.value::text)
+                           ELSE e.value::text END,
+                       ',' ORDER BY convert_to(e.key, 'UTF8'))
+            INTO out FROM jsonb_each(v) AS e;
+        END IF;
+        RETURN '{' || coalesce(out, '') || '}';
+    ELSIF kind = 'array' THEN
+        SELECT string_agg(
+                   CASE jsonb_typeof(a.value)
+                       WHEN 'object' THEN _idem_canonical_value(a.value, depth + 1)
+                       WHEN 'array' THEN _idem_canonical_value(a.value, depth + 1)
+                       WHEN 'number' THEN _idem_canonical_number(a.value::text)
+                       ELSE a.value::text END,
+                   ',' ORDER BY a.i)
+        INTO out FROM jsonb_array_elements(v) WITH ORDINALITY AS a(value, i);
+        RETURN '[' || coalesce(out, '') || ']';
+    ELSIF kind = 'number' THEN
+        RETURN _idem_canonical_number(v::text);
+    END IF;
+    -- Strings, true, false, null: jsonb writes strings with exactly JCS's escapes.
+    RETURN v::text;
+END
+$fn$;
+
+CREATE FUNCTION idempotency._idem_hash(request jsonb) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN sha256(convert_to(_idem_canonical_value(request, 1), 'UTF8'));
+
 -- ---------------------------------------------------------------------------------------
 -- Routing: which partition holds a record.
 -- ---------------------------------------------------------------------------------------
@@ -95,36 +230,26 @@ RETURNS integer
 IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
-    SELECT ('x' OPERATOR(pg_catalog.||) pg_catalog.encode(pg_catalog.substring(pg_catalog.sha256(
-                pg_catalog.convert_to(pg_catalog.coalesce(scope, ''), 'UTF8')
+    SELECT ('x' OPERATOR(pg_catalog.||) pg_catalog.encode(pg_catalog.substr(pg_catalog.sha256(
+                pg_catalog.convert_to(COALESCE(scope, ''), 'UTF8')
                 OPERATOR(pg_catalog.||) '\x00'::pg_catalog.bytea
-                OPERATOR(pg_catalog.||) pg_catalog.convert_to(pg_catalog.coalesce(key, ''), 'UTF8'))
-            FROM 1 FOR 4), 'hex'))::pg_catalog.bit(32)::pg_catalog.int4
+                OPERATOR(pg_catalog.||) pg_catalog.convert_to(COALESCE(key, ''), 'UTF8')),
+            1, 4), 'hex'))::pg_catalog.bit(32)::pg_catalog.int4
 $fn$;
 COMMENT ON FUNCTION idempotency._idem_partition(text, text) IS
     'The routing hash of a record: the first 4 bytes of sha256(scope || NUL || key) as int4';
 
--- The fingerprint of a request, from a partition (every backend computes the same), for
--- a HASH_INPUT call whose key is its request's hash.
-CREATE FUNCTION idempotency._idem_request_hash(request jsonb)
-RETURNS bytea
-VOLATILE STRICT PARALLEL UNSAFE
-LANGUAGE plproxy AS $fn$
-    CLUSTER 'pg_idempotency';
-    RUN ON ANY;
-    TARGET public.idem_hash;
-$fn$;
-
 -- idem_begin's partition: with a NULL key, the key the partition will derive from the
--- request (its hash in lowercase hex), so that the call meets the same call made with
--- its key spelled out.
+-- request (the hash of its canonical JSON in lowercase hex, computed here by the same SQL
+-- as the portable variant's), so that the call meets the same call made with its key
+-- spelled out.
 CREATE FUNCTION idempotency._idem_begin_partition(scope text, key text, request jsonb)
 RETURNS integer
-VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
+IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, idempotency, pg_temp
 LANGUAGE sql AS $fn$
-    SELECT idempotency._idem_partition(scope, pg_catalog.coalesce(key,
-        pg_catalog.encode(idempotency._idem_request_hash(request), 'hex')))
+    SELECT idempotency._idem_partition(scope, COALESCE(key,
+        pg_catalog.encode(idempotency._idem_hash(request), 'hex')))
 $fn$;
 
 -- ---------------------------------------------------------------------------------------
@@ -178,7 +303,7 @@ RETURNS TABLE (
     on_mismatch    text,
     updated_at     timestamptz,
     updated_by     regrole)
-STABLE CALLED ON NULL INPUT PARALLEL UNSAFE
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 LANGUAGE plproxy AS $fn$
     CLUSTER 'pg_idempotency';
     RUN ON ALL;
@@ -299,22 +424,20 @@ COMMENT ON FUNCTION public.idem_forget(text, text, regrole) IS
 CREATE FUNCTION public.idem_canonical(
     request jsonb)
 RETURNS text
-IMMUTABLE STRICT PARALLEL UNSAFE
-LANGUAGE plproxy AS $fn$
-    CLUSTER 'pg_idempotency';
-    RUN ON ANY;
-$fn$;
+IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, idempotency, pg_temp
+LANGUAGE sql
+RETURN idempotency._idem_canonical_value(request, 1);
 COMMENT ON FUNCTION public.idem_canonical(jsonb) IS
     'Canonical JSON of a request: RFC 8785 with lossless numbers (what idem_hash hashes)';
 
 CREATE FUNCTION public.idem_hash(
     request jsonb)
 RETURNS bytea
-IMMUTABLE STRICT PARALLEL UNSAFE
-LANGUAGE plproxy AS $fn$
-    CLUSTER 'pg_idempotency';
-    RUN ON ANY;
-$fn$;
+IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, idempotency, pg_temp
+LANGUAGE sql
+RETURN idempotency._idem_hash(request);
 COMMENT ON FUNCTION public.idem_hash(jsonb) IS
     'SHA-256 of the canonical JSON of a request: its fingerprint; as lowercase hex, its HASH_INPUT key';
 
@@ -326,7 +449,7 @@ RETURNS bigint
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
-    SELECT pg_catalog.coalesce(pg_catalog.sum(n), 0)::bigint
+    SELECT COALESCE(pg_catalog.sum(n), 0)::bigint
     FROM idempotency._idem_purge_expired_all(batch_size) AS n
 $fn$;
 COMMENT ON FUNCTION public.idem_purge_expired(integer) IS
@@ -365,7 +488,7 @@ RETURNS boolean
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
-    SELECT pg_catalog.coalesce(pg_catalog.bool_or(d), false)
+    SELECT COALESCE(pg_catalog.bool_or(d), false)
     FROM idempotency._idem_drop_policy_all(scope) AS d
 $fn$;
 COMMENT ON FUNCTION public.idem_drop_policy(text) IS
@@ -465,19 +588,16 @@ GRANT EXECUTE ON FUNCTION
     public.idem_drop_policy(text)
 TO idempotency_admin;
 
--- The helpers that ask every partition run as the caller of the API function they
--- serve, so its callers may execute them; the routing helpers likewise.
+-- The API functions run as their caller (PL/Proxy connects as it), so their callers
+-- call the helpers themselves.
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA idempotency FROM PUBLIC;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA idempotency TO idempotency_user;
+REVOKE EXECUTE ON FUNCTION idempotency._idem_purge_expired_all(integer) FROM idempotency_user;
 GRANT EXECUTE ON FUNCTION idempotency._idem_purge_expired_all(integer) TO idempotency_admin;
+REVOKE EXECUTE ON FUNCTION idempotency._idem_set_policy_all(text, interval, interval, text, boolean, text) FROM idempotency_user;
 GRANT EXECUTE ON FUNCTION idempotency._idem_set_policy_all(text, interval, interval, text, boolean, text) TO idempotency_admin;
+REVOKE EXECUTE ON FUNCTION idempotency._idem_drop_policy_all(text) FROM idempotency_user;
 GRANT EXECUTE ON FUNCTION idempotency._idem_drop_policy_all(text) TO idempotency_admin;
-GRANT EXECUTE ON FUNCTION idempotency._idem_policies_all() TO idempotency_user;
-GRANT EXECUTE ON FUNCTION idempotency._idem_metrics_all() TO idempotency_user;
-GRANT EXECUTE ON FUNCTION
-    idempotency._idem_partition(text, text),
-    idempotency._idem_request_hash(jsonb),
-    idempotency._idem_begin_partition(text, text, jsonb)
-TO idempotency_user;
 
 -- ---------------------------------------------------------------------------------------
 -- Configuration: the partitions, and a range of fences for each.

@@ -11,6 +11,7 @@ pub mod attack;
 pub mod backends;
 mod lapse;
 mod poll;
+pub mod sharded;
 mod skip;
 mod temp_cluster;
 pub use lapse::{wait_for_expiry, wait_for_lapse};

@@ -4,8 +4,10 @@
 //! caller cannot tell the proxy from a partition; what [`Proxy`] says of it decides its
 //! body:
 //!
-//! - `ByKey`, `ByKeyOrRequest`, `Any`: a PL/Proxy function that runs the partition's
-//!   function of the same name on the partition the call's key hashes to (or on any one);
+//! - `ByKey`, `ByKeyOrRequest`: a PL/Proxy function that runs the partition's function of
+//!   the same name on the partition the call's key hashes to;
+//! - `Local`: the portable variant's SQL function (its body, sql/src/bodies/<name>.sql, and
+//!   its canonical JSON helpers, sql/src/canonical.sql), run on the proxy itself;
 //! - `All`: a SQL function over `idempotency._idem_<name>_all`, a PL/Proxy function that
 //!   runs it on every partition, combining the answers by `sql/proxy/src/bodies/<name>.sql`.
 //!
@@ -71,15 +73,30 @@ fn volatility(f: &Function) -> &'static str {
 }
 
 /// The declaration's behaviour, as the partitions have it, less what cannot hold on a
-/// proxy: a PL/Proxy call opens connections of its backend, so none is parallel safe, and
-/// none runs as its definer (the partition must see the caller).
+/// proxy: PL/Proxy requires its functions to be volatile (a call is a round trip to
+/// another server), and a call opens connections of its backend, so none is parallel
+/// safe. None runs as its definer: the partition must see the caller.
 fn behaviour(f: &Function) -> String {
     let strict = if f.strict {
         "STRICT"
     } else {
         "CALLED ON NULL INPUT"
     };
-    format!("{} {strict} PARALLEL UNSAFE{}", volatility(f), rows(f))
+    match f.proxy {
+        Proxy::All => format!("{} {strict} PARALLEL UNSAFE{}", volatility(f), rows(f)),
+        // The portable variant's function, as declared.
+        Proxy::Local => format!(
+            "{} {strict} {}{}",
+            volatility(f),
+            if f.parallel_safe {
+                "PARALLEL SAFE"
+            } else {
+                "PARALLEL UNSAFE"
+            },
+            rows(f)
+        ),
+        _ => format!("VOLATILE {strict} PARALLEL UNSAFE{}", rows(f)),
+    }
 }
 
 /// `RUN ON ...` of a function served by one partition.
@@ -87,9 +104,15 @@ fn run_on(f: &Function) -> &'static str {
     match f.proxy {
         Proxy::ByKey => "RUN ON idempotency._idem_partition(scope, key);",
         Proxy::ByKeyOrRequest => "RUN ON idempotency._idem_begin_partition(scope, key, request);",
-        Proxy::Any => "RUN ON ANY;",
-        Proxy::All | Proxy::Absent => unreachable!("{} is not served by one partition", f.name),
+        Proxy::Local | Proxy::All | Proxy::Absent => {
+            unreachable!("{} is not served by one partition", f.name)
+        }
     }
+}
+
+/// The portable variant's SQL with its storage schema named: the proxy's is `idempotency`.
+fn portable_sql(text: &str) -> String {
+    text.replace(":\"storage\"", PROXY.storage)
 }
 
 fn plproxy_body(run_on: &str, target: Option<&str>) -> String {
@@ -101,7 +124,8 @@ fn plproxy_body(run_on: &str, target: Option<&str>) -> String {
     body
 }
 
-/// An API function as the proxy declares it; `source` is its body file (for `All`).
+/// An API function as the proxy declares it; `source` is its body file (for `All`, the
+/// layer's; for `Local`, the portable variant's).
 pub fn create_function(f: &Function, source: Option<&str>) -> String {
     let mut out = String::new();
     if let Some(note) = f.note {
@@ -111,7 +135,17 @@ pub fn create_function(f: &Function, source: Option<&str>) -> String {
     arguments(&mut out, f);
     returns(&mut out, f, PROXY);
     let _ = writeln!(out, "{}", behaviour(f));
-    if fans_out(f) {
+    if f.proxy == Proxy::Local {
+        let source = source.unwrap_or_else(|| panic!("{} needs a body", f.name));
+        let (_, body) = split(source);
+        // Its helpers have no SET clause of their own: the path is pinned here.
+        let _ = writeln!(
+            out,
+            "SET search_path = pg_catalog, {}, pg_temp\nLANGUAGE sql\nRETURN {};",
+            PROXY.storage,
+            portable_sql(body.trim())
+        );
+    } else if fans_out(f) {
         let source = source.unwrap_or_else(|| panic!("{} needs a body", f.name));
         let (notes, body) = split(source);
         let mut text = String::new();
@@ -149,7 +183,7 @@ pub fn create_fan_out(f: &Function) -> String {
             unreachable!("{}: no fan-out of this result", f.name)
         }
     }
-    let _ = writeln!(out, "{} CALLED ON NULL INPUT PARALLEL UNSAFE", volatility(f));
+    out.push_str("VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE\n");
     out.push_str(&plproxy_body(
         "RUN ON ALL;",
         Some(&format!("{}.{}", PROXY.api, f.name)),
@@ -169,34 +203,49 @@ fn split(source: &str) -> (String, &str) {
     (notes, rest)
 }
 
-/// `GRANT EXECUTE` on the fan-out helpers to the role of the function they serve: the API
-/// function runs as its caller, and so calls them as the caller.
-fn fan_out_grants() -> String {
+/// EXECUTE on the storage schema's functions: the API functions run as their caller, so
+/// their callers call the helpers (routing, canonical JSON, the fan-outs) themselves; the
+/// fan-outs of the admin's functions are the admin's only.
+fn helper_grants() -> String {
     let mut out = String::from(
-        "-- The helpers that ask every partition run as the caller of the API function they\n\
-         -- serve, so its callers may execute them; the routing helpers likewise.\n\
-         REVOKE ALL ON ALL FUNCTIONS IN SCHEMA idempotency FROM PUBLIC;\n",
+        "-- The API functions run as their caller (PL/Proxy connects as it), so their callers\n\
+         -- call the helpers themselves.\n\
+         REVOKE ALL ON ALL FUNCTIONS IN SCHEMA idempotency FROM PUBLIC;\n\
+         GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA idempotency TO idempotency_user;\n",
     );
-    for f in rendered().filter(|f| fans_out(f)) {
-        let role = match f.grant {
-            Grant::User => "idempotency_user",
-            Grant::Admin => "idempotency_admin",
-            Grant::Internal => continue,
-        };
-        let _ = writeln!(
-            out,
-            "GRANT EXECUTE ON FUNCTION {}.{}({}) TO {role};",
+    for f in rendered().filter(|f| fans_out(f) && f.grant == Grant::Admin) {
+        let helper = format!(
+            "{}.{}({})",
             PROXY.storage,
             fan_out_name(f),
             f.identity_args()
         );
+        let _ = writeln!(
+            out,
+            "REVOKE EXECUTE ON FUNCTION {helper} FROM idempotency_user;\n\
+             GRANT EXECUTE ON FUNCTION {helper} TO idempotency_admin;"
+        );
     }
-    out.push_str(
-        "GRANT EXECUTE ON FUNCTION\n    idempotency._idem_partition(text, text),\n    \
-         idempotency._idem_request_hash(jsonb),\n    \
-         idempotency._idem_begin_partition(text, text, jsonb)\nTO idempotency_user;\n",
-    );
     out
+}
+
+/// The portable variant's canonical JSON (sql/src/canonical.sql) and the one helper it
+/// raises its errors through (`_idem_fail`, in sql/src/helpers.sql), in the proxy's
+/// storage schema.
+fn canonical_helpers(helpers_sql: &str, canonical_sql: &str) -> std::io::Result<String> {
+    let from = "CREATE FUNCTION :\"storage\"._idem_fail(";
+    let at = helpers_sql
+        .find(from)
+        .ok_or_else(|| std::io::Error::other(format!("sql/src/helpers.sql: no {from}")))?;
+    let end = helpers_sql[at..]
+        .find("$fn$;\n")
+        .map(|e| at + e + "$fn$;\n".len())
+        .ok_or_else(|| std::io::Error::other("sql/src/helpers.sql: _idem_fail has no end"))?;
+    Ok(format!(
+        "-- How the canonical JSON helpers raise their errors (the portable variant's).\n{}\n{}",
+        portable_sql(&helpers_sql[at..end]),
+        portable_sql(canonical_sql).trim_end()
+    ))
 }
 
 /// The result types of the extension's storage.sql.
@@ -214,11 +263,13 @@ fn result_types(storage_sql: &str) -> std::io::Result<String> {
 pub fn install_sql(
     part: &dyn Fn(&str) -> String,
     types: &str,
+    canonical: &str,
     body: &dyn Fn(&Function) -> String,
 ) -> String {
     let mut blocks: Vec<String> = vec![HEADER.to_string()];
     blocks.push(part("preamble"));
     blocks.push(types.to_string());
+    blocks.push(canonical.to_string());
     blocks.push(part("routing"));
     blocks.push(
         "-- ---------------------------------------------------------------------------------------\n\
@@ -228,7 +279,7 @@ pub fn install_sql(
     );
     blocks.extend(rendered().filter(|f| fans_out(f)).map(create_fan_out));
     blocks.extend(rendered().map(|f| {
-        let source = fans_out(f).then(|| body(f));
+        let source = (fans_out(f) || f.proxy == Proxy::Local).then(|| body(f));
         create_function(f, source.as_deref())
     }));
     let api: Vec<&Function> = rendered().filter(|f| f.schema == Schema::Api).collect();
@@ -237,7 +288,7 @@ pub fn install_sql(
          -- Privileges: execute is granted deliberately, never to PUBLIC.\n\
          -- ---------------------------------------------------------------------------------------\n{}\n{}",
         privileges(&api, PROXY),
-        fan_out_grants()
+        helper_grants()
     ));
     blocks.extend(AFTER.iter().map(|p| part(p)));
     let mut out = blocks
@@ -285,12 +336,22 @@ pub fn proxy_install_sql(root: &Path) -> std::io::Result<String> {
             read_source(&bodies.join(format!("{}.sql", f.name)))?,
         );
     }
-    let types = result_types(&read_source(
-        &root.join("pg_idempotency/sql/storage.sql"),
-    )?)?;
+    let portable = root.join("sql/src");
+    for f in rendered().filter(|f| f.proxy == Proxy::Local) {
+        read.insert(
+            f.name.to_string(),
+            read_source(&portable.join(format!("bodies/{}.sql", f.name)))?,
+        );
+    }
+    let types = result_types(&read_source(&root.join("pg_idempotency/sql/storage.sql"))?)?;
+    let canonical = canonical_helpers(
+        &read_source(&portable.join("helpers.sql"))?,
+        &read_source(&portable.join("canonical.sql"))?,
+    )?;
     Ok(install_sql(
         &|p| read[p].clone(),
         &types,
+        &canonical,
         &|f| read[f.name].clone(),
     ))
 }
@@ -298,14 +359,20 @@ pub fn proxy_install_sql(root: &Path) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::functions::{IDEM_BEGIN, IDEM_COMPLETE, IDEM_HASH, IDEM_METRICS, IDEM_PURGE_EXPIRED};
+    use crate::functions::{
+        IDEM_BEGIN, IDEM_COMPLETE, IDEM_HASH, IDEM_METRICS, IDEM_PURGE_EXPIRED,
+    };
 
     #[test]
     fn a_keyed_function_runs_on_its_keys_partition_as_the_caller() {
         let text = create_function(&IDEM_COMPLETE, None);
         assert!(text.starts_with("CREATE FUNCTION public.idem_complete(\n"));
-        assert!(text.contains("RETURNS idempotency.complete_result\nVOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE\n"));
-        assert!(text.contains("CLUSTER 'pg_idempotency';\n    RUN ON idempotency._idem_partition(scope, key);\n"));
+        assert!(text.contains(
+            "RETURNS idempotency.complete_result\nVOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE\n"
+        ));
+        assert!(text.contains(
+            "CLUSTER 'pg_idempotency';\n    RUN ON idempotency._idem_partition(scope, key);\n"
+        ));
         assert!(!text.contains("SECURITY DEFINER"));
     }
 
@@ -316,10 +383,16 @@ mod tests {
     }
 
     #[test]
-    fn a_pure_function_runs_anywhere() {
-        let text = create_function(&IDEM_HASH, None);
-        assert!(text.contains("IMMUTABLE STRICT PARALLEL UNSAFE\n"));
-        assert!(text.contains("RUN ON ANY;"));
+    fn a_pure_function_is_the_portable_variants_run_on_the_proxy() {
+        let text = create_function(
+            &IDEM_HASH,
+            Some("-- why\n:\"storage\"._idem_hash(request)\n"),
+        );
+        assert!(text.contains(
+            "IMMUTABLE STRICT PARALLEL SAFE\nSET search_path = pg_catalog, idempotency, pg_temp\n\
+             LANGUAGE sql\nRETURN idempotency._idem_hash(request);\n"
+        ));
+        assert!(!text.contains("plproxy"));
     }
 
     #[test]
@@ -329,7 +402,9 @@ mod tests {
         assert!(text.contains("RETURNS SETOF bigint\n"));
         assert!(text.contains("RUN ON ALL;\n    TARGET public.idem_purge_expired;\n"));
         let text = create_fan_out(&IDEM_METRICS);
-        assert!(text.starts_with("CREATE FUNCTION idempotency._idem_metrics_all()\nRETURNS TABLE (\n"));
+        assert!(
+            text.starts_with("CREATE FUNCTION idempotency._idem_metrics_all()\nRETURNS TABLE (\n")
+        );
         let text = create_function(&IDEM_METRICS, Some("-- why\nSELECT 1\n"));
         assert!(text.starts_with("-- why\nCREATE FUNCTION public.idem_metrics()"));
         assert!(text.contains("LANGUAGE sql AS $fn$\nSELECT 1\n$fn$;"));

@@ -13,7 +13,19 @@
 -- Every name below is schema-qualified, so nothing depends on the installer's search_path;
 -- the schema is created plainly, so one of that name made by someone else makes the
 -- install fail instead of being adopted.
-SET LOCAL search_path = pg_catalog, pg_temp;
+-- The canonical JSON helpers below are the portable variant's, bound through this path.
+SET LOCAL search_path = pg_catalog, idempotency, pg_temp;
+DO $transaction$
+BEGIN
+    -- SET LOCAL lasts to the end of a transaction: outside one it was lost already.
+    IF pg_catalog.current_setting('search_path') <> 'pg_catalog, idempotency, pg_temp' THEN
+        RAISE EXCEPTION 'pg_idempotency: the PL/Proxy layer installs in one transaction'
+            USING ERRCODE = 'no_active_sql_transaction',
+                  DETAIL = 'Each statement ran in a transaction of its own, so a failure would leave a partial install.',
+                  HINT = 'Run it with psql --single-transaction -v ON_ERROR_STOP=1 -f, or as one migration of a migration tool.';
+    END IF;
+END
+$transaction$;
 
 CREATE EXTENSION IF NOT EXISTS plproxy;
 

@@ -13,34 +13,24 @@ RETURNS integer
 IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
-    SELECT ('x' OPERATOR(pg_catalog.||) pg_catalog.encode(pg_catalog.substring(pg_catalog.sha256(
-                pg_catalog.convert_to(pg_catalog.coalesce(scope, ''), 'UTF8')
+    SELECT ('x' OPERATOR(pg_catalog.||) pg_catalog.encode(pg_catalog.substr(pg_catalog.sha256(
+                pg_catalog.convert_to(COALESCE(scope, ''), 'UTF8')
                 OPERATOR(pg_catalog.||) '\x00'::pg_catalog.bytea
-                OPERATOR(pg_catalog.||) pg_catalog.convert_to(pg_catalog.coalesce(key, ''), 'UTF8'))
-            FROM 1 FOR 4), 'hex'))::pg_catalog.bit(32)::pg_catalog.int4
+                OPERATOR(pg_catalog.||) pg_catalog.convert_to(COALESCE(key, ''), 'UTF8')),
+            1, 4), 'hex'))::pg_catalog.bit(32)::pg_catalog.int4
 $fn$;
 COMMENT ON FUNCTION idempotency._idem_partition(text, text) IS
     'The routing hash of a record: the first 4 bytes of sha256(scope || NUL || key) as int4';
 
--- The fingerprint of a request, from a partition (every backend computes the same), for
--- a HASH_INPUT call whose key is its request's hash.
-CREATE FUNCTION idempotency._idem_request_hash(request jsonb)
-RETURNS bytea
-VOLATILE STRICT PARALLEL UNSAFE
-LANGUAGE plproxy AS $fn$
-    CLUSTER 'pg_idempotency';
-    RUN ON ANY;
-    TARGET public.idem_hash;
-$fn$;
-
 -- idem_begin's partition: with a NULL key, the key the partition will derive from the
--- request (its hash in lowercase hex), so that the call meets the same call made with
--- its key spelled out.
+-- request (the hash of its canonical JSON in lowercase hex, computed here by the same SQL
+-- as the portable variant's), so that the call meets the same call made with its key
+-- spelled out.
 CREATE FUNCTION idempotency._idem_begin_partition(scope text, key text, request jsonb)
 RETURNS integer
-VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
+IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, idempotency, pg_temp
 LANGUAGE sql AS $fn$
-    SELECT idempotency._idem_partition(scope, pg_catalog.coalesce(key,
-        pg_catalog.encode(idempotency._idem_request_hash(request), 'hex')))
+    SELECT idempotency._idem_partition(scope, COALESCE(key,
+        pg_catalog.encode(idempotency._idem_hash(request), 'hex')))
 $fn$;

@@ -1,3 +1,3 @@
 -- Each partition purges its own expired records; the proxy adds up how many.
-    SELECT pg_catalog.coalesce(pg_catalog.sum(n), 0)::bigint
+    SELECT COALESCE(pg_catalog.sum(n), 0)::bigint
     FROM idempotency._idem_purge_expired_all(batch_size) AS n

@@ -1,0 +1,32 @@
+//! The SQL API through the PL/Proxy layer (sql/proxy/): a proxy database in front of
+//! partition databases that each run the backend under test (`PGIDEM_BACKEND`), one module
+//! per area (sharding/<module>.rs), linked as one test binary. PL/Proxy is Debian's
+//! package for PostgreSQL 15; on another server every test is skipped with its reason.
+//! Each test makes its own proxy and partitions (pg_idempotency_tests::sharded).
+//!
+//! - calls: the state machine through the proxy, each record on the partition its key
+//!   hashes to and on no other
+//! - race: many sessions on one hot key through the proxy: exactly one claims
+//! - routing: keys spread over every partition, by the documented hash
+//! - fences: each partition's fences in a range of its own, unique across partitions
+//! - roles: the calling role reaches the partition: owners and isolation hold
+//! - outage: one partition down: only its keys fail, and work again when it returns
+//! - purge: purge and metrics ask every partition
+//! - configure: idem_proxy_configure refuses what PL/Proxy cannot route
+
+#[path = "sharding/calls.rs"]
+mod calls;
+#[path = "sharding/configure.rs"]
+mod configure;
+#[path = "sharding/fences.rs"]
+mod fences;
+#[path = "sharding/outage.rs"]
+mod outage;
+#[path = "sharding/purge.rs"]
+mod purge;
+#[path = "sharding/race.rs"]
+mod race;
+#[path = "sharding/roles.rs"]
+mod roles;
+#[path = "sharding/routing.rs"]
+mod routing;
