@@ -114,6 +114,7 @@ struct Extra {
     retry_after: Option<std::time::Duration>,
     outcome_unknown: bool,
     replayed: bool,
+    partition: Option<String>,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -194,6 +195,12 @@ impl Error {
         self.extra.outcome_unknown
     }
 
+    /// Through a PL/Proxy proxy (sql/proxy/): the partition that answered, or that could
+    /// not be reached, by the database name PL/Proxy names it with.
+    pub fn partition(&self) -> Option<&str> {
+        self.extra.partition.as_deref()
+    }
+
     /// A failure the store remembered from an earlier run (`cache_failures`), replayed
     /// without running the tool: its kind and response are the first run's.
     pub fn replayed(&self) -> bool {
@@ -242,13 +249,42 @@ impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Error {
         let err = match e.as_db_error() {
             Some(db) => {
-                let mut err = Error::new(ErrorKind::from_sqlstate(db.code().code()), db.message());
+                let kind = ErrorKind::from_sqlstate(db.code().code());
+                let mut err = Error::new(kind, db.message());
                 err.extra.detail = db.detail().map(str::to_string);
                 err.extra.hint = db.hint().map(str::to_string);
                 // A PANIC (the server crashes: a full WAL volume) or a FATAL (the session
                 // ends) may come after the call's own commit reached the disk: the answer is
                 // an error, the outcome unknown.
                 err.extra.outcome_unknown = matches!(db.severity(), "PANIC" | "FATAL");
+                match crate::plproxy::parse(db.message()) {
+                    Some(crate::plproxy::Proxied::Remote { partition, message }) => {
+                        err.message = message.to_string();
+                        err.extra.detail = db
+                            .detail()
+                            .map(|d| crate::plproxy::unlabelled(d, "Remote detail: ").to_string());
+                        err.extra.hint = db
+                            .hint()
+                            .map(|h| crate::plproxy::unlabelled(h, "Remote hint: ").to_string());
+                        err.extra.partition = Some(partition.to_string());
+                    }
+                    Some(crate::plproxy::Proxied::Transport {
+                        partition,
+                        message,
+                        connect,
+                    }) => {
+                        err.message = format!("partition {partition} of the proxy: {message}");
+                        err.extra.partition = Some(partition.to_string());
+                        // Lost with the call in flight: the partition may have done it.
+                        err.extra.outcome_unknown = !connect;
+                        if err.extra.hint.is_none() {
+                            err.extra.hint = Some(
+                                "The PL/Proxy proxy could not reach this partition: the calls whose keys live on it fail until it is back; retry then.".into(),
+                            );
+                        }
+                    }
+                    None => {}
+                }
                 err
             }
             None => Error::new(ErrorKind::Database, e.to_string())

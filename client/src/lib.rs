@@ -23,6 +23,7 @@ mod macro_support;
 pub mod marks;
 mod memory;
 mod pg;
+mod plproxy;
 #[cfg(feature = "redis")]
 mod redis;
 mod replayed;

@@ -324,12 +324,13 @@ RETURNS TABLE (
     replay_total       bigint,
     in_progress_total  bigint,
     mismatch_total     bigint,
-    note               text)
+    note               text,
+    server timestamptz)
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 LANGUAGE plproxy AS $fn$
     CLUSTER 'pg_idempotency';
     RUN ON ALL;
-    TARGET public.idem_metrics;
+    SELECT m.*, pg_catalog.pg_postmaster_start_time() AS server FROM public.idem_metrics() AS m;
 $fn$;
 
 CREATE FUNCTION public.idem_begin(
@@ -518,8 +519,10 @@ COMMENT ON FUNCTION public.idem_policies() IS
     'Every scope''s policy';
 
 -- Each partition's rows, added up per owner and scope (a scope's keys are spread over
--- every partition): counts and counters summed, the oldest running call the oldest of
--- all. A counter NULL on every partition (the portable variant keeps none) stays NULL.
+-- every partition): the live counts summed, the oldest running call the oldest of all.
+-- The outcome counters are each server's (shared memory): partitions on one server report
+-- the same ones, so they are added up once per server. A counter NULL everywhere (the
+-- portable variant keeps none) stays NULL.
 CREATE FUNCTION public.idem_metrics()
 RETURNS TABLE (
     owner              regrole,
@@ -538,16 +541,40 @@ RETURNS TABLE (
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
-    SELECT m.owner, m.scope,
-           pg_catalog.sum(m.in_progress)::bigint, pg_catalog.sum(m.succeeded)::bigint,
-           pg_catalog.sum(m.failed)::bigint, pg_catalog.sum(m.lapsed)::bigint,
-           pg_catalog.sum(m.expired)::bigint, pg_catalog.max(m.oldest_in_progress),
-           pg_catalog.sum(m.claimed_total)::bigint, pg_catalog.sum(m.replay_total)::bigint,
-           pg_catalog.sum(m.in_progress_total)::bigint,
-           pg_catalog.sum(m.mismatch_total)::bigint, pg_catalog.max(m.note)
-    FROM idempotency._idem_metrics_all() AS m
-    GROUP BY m.owner, m.scope
-    ORDER BY m.owner::text, m.scope
+    WITH parts AS (
+        SELECT * FROM idempotency._idem_metrics_all()
+    ), per_server AS (
+        SELECT DISTINCT ON (p.owner, p.scope, p.server)
+               p.owner, p.scope, p.claimed_total, p.replay_total, p.in_progress_total,
+               p.mismatch_total
+        FROM parts AS p
+        ORDER BY p.owner, p.scope, p.server
+    ), counters AS (
+        SELECT c.owner, c.scope,
+               pg_catalog.sum(c.claimed_total)::bigint AS claimed_total,
+               pg_catalog.sum(c.replay_total)::bigint AS replay_total,
+               pg_catalog.sum(c.in_progress_total)::bigint AS in_progress_total,
+               pg_catalog.sum(c.mismatch_total)::bigint AS mismatch_total
+        FROM per_server AS c
+        GROUP BY c.owner, c.scope
+    ), live AS (
+        SELECT m.owner, m.scope,
+               pg_catalog.sum(m.in_progress)::bigint AS in_progress,
+               pg_catalog.sum(m.succeeded)::bigint AS succeeded,
+               pg_catalog.sum(m.failed)::bigint AS failed,
+               pg_catalog.sum(m.lapsed)::bigint AS lapsed,
+               pg_catalog.sum(m.expired)::bigint AS expired,
+               pg_catalog.max(m.oldest_in_progress) AS oldest_in_progress,
+               pg_catalog.max(m.note) AS note
+        FROM parts AS m
+        GROUP BY m.owner, m.scope
+    )
+    SELECT l.owner, l.scope, l.in_progress, l.succeeded, l.failed, l.lapsed, l.expired,
+           l.oldest_in_progress, c.claimed_total, c.replay_total, c.in_progress_total,
+           c.mismatch_total, l.note
+    FROM live AS l
+    JOIN counters AS c ON c.owner IS NOT DISTINCT FROM l.owner AND c.scope = l.scope
+    ORDER BY l.owner::text, l.scope
 $fn$;
 COMMENT ON FUNCTION public.idem_metrics() IS
     'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)';

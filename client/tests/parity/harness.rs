@@ -24,6 +24,8 @@ pub(crate) enum Backend {
 pub struct Harness {
     pub store: Arc<dyn IdempotencyStore>,
     pub(crate) backend: Backend,
+    /// `PGIDEM_DSN` is a PL/Proxy proxy (sql/proxy/): the records are on its partitions.
+    pub(crate) proxied: bool,
 }
 
 impl Deref for Harness {
@@ -43,9 +45,21 @@ impl Harness {
             .check_installed()
             .await
             .expect("pg_idempotency installed in PGIDEM_DSN's database");
+        let proxied: bool = pool
+            .get()
+            .await
+            .expect("a connection")
+            .query_one(
+                "SELECT to_regprocedure('idempotency._idem_partition(text, text)') IS NOT NULL",
+                &[],
+            )
+            .await
+            .expect("the catalog")
+            .get(0);
         Some(Harness {
             store: Arc::new(store),
             backend: Backend::Postgres(pool),
+            proxied,
         })
     }
 
@@ -54,6 +68,7 @@ impl Harness {
         Some(Harness {
             store: Arc::new(MemoryStore::new()),
             backend: Backend::Memory,
+            proxied: false,
         })
     }
 
@@ -71,6 +86,7 @@ impl Harness {
                 conn,
                 prefix,
             },
+            proxied: false,
         })
     }
 
@@ -89,9 +105,11 @@ impl Harness {
     }
 
     /// Whether the store still keeps the record's data, live or expired (purge removes the
-    /// expired ones); None where that cannot be seen from outside (`MemoryStore`).
+    /// expired ones); None where that cannot be seen from outside (`MemoryStore`, and a
+    /// proxy, whose records are on its partitions: the sharding suite looks there).
     pub async fn kept(&self, scope: &str, key: &str) -> Option<bool> {
         match &self.backend {
+            Backend::Postgres(_) if self.proxied => None,
             Backend::Postgres(pool) => {
                 let c = pool.get().await.expect("a connection");
                 let n: i64 = c
@@ -178,6 +196,24 @@ impl Harness {
             );
         }
         without
+    }
+
+    /// Whether a scope's duration estimate (retry_after) is kept where its calls' keys
+    /// land: the portable variant reads it from the records, so through a proxy a call
+    /// learns only from the samples on its own partition, and the scenarios that make the
+    /// sample under another key do not apply (recorded as a skip). The extension keeps it
+    /// in the server's shared memory, which the test command's partitions share.
+    pub fn estimates_stay_on_their_partition(&self) -> bool {
+        let per_partition = self.proxied
+            && pg_idempotency_tests::backend() == pg_idempotency_tests::Backend::Portable;
+        if per_partition {
+            pg_idempotency_tests::skip(
+                pg_idempotency_tests::Skip::NotApplicable,
+                "through a PL/Proxy proxy the portable variant estimates a scope's duration from \
+                 the records on the call's own partition; this scenario samples under another key",
+            );
+        }
+        per_partition
     }
 
     /// Whether this test's store instance is its alone, so that `purge` counts only the

@@ -109,6 +109,9 @@ pub async fn without_an_estimate_unknown_bounded_by_the_lease(h: Harness) {
 /// estimate less the time the call has run, well below the lease left (a minute) and below
 /// UNKNOWN_MS. Each kind of completion makes a sample: one scope each, run side by side.
 pub async fn the_estimate_less_the_time_run(h: Harness) {
+    if h.estimates_stay_on_their_partition() {
+        return;
+    }
     let d = Duration::from_millis(300);
     let one = |how: Completed| {
         let (h, sc) = (&h, h.scope(&format!("retry-estimate-{how:?}")));
@@ -147,6 +150,9 @@ pub async fn the_estimate_less_the_time_run(h: Harness) {
 /// A takeover's time runs from its own claim; a call running past the estimate is told
 /// FLOOR_MS; and never more than its lease left.
 pub async fn past_the_estimate_the_floor_bounded_by_the_lease(h: Harness) {
+    if h.estimates_stay_on_their_partition() {
+        return;
+    }
     let sc = h.scope("retry-floor");
     let d = Duration::from_millis(400);
     let upper = sample(&h, &sc, "s", d, Completed::Succeeded).await;

@@ -5,7 +5,9 @@
 //! - `PgStore`: the waiter's own session is seen in pg_stat_activity asleep inside
 //!   `idem_begin`: wait event `Extension` (the extension's nap, a `WaitLatch` of
 //!   `PG_WAIT_EXTENSION`) or `PgSleep` (the portable variant's `pg_sleep`). Both backends
-//!   nap only after reading a live holder's record.
+//!   nap only after reading a live holder's record. Through a PL/Proxy proxy, the session
+//!   watched is the partition's backend that PL/Proxy calls the key's partition through
+//!   for the waiter's session (which it asks for its pid first).
 //! - `MemoryStore`: it has no waiting state to observe, but its `begin` decides under its
 //!   lock within the first poll of its future and only awaits when it waits; it registers
 //!   on the store's `Notify` before that decision, and `notify_waiters` reaches a
@@ -41,11 +43,31 @@ impl Harness {
                     .await
                     .expect("a session for the waiter");
                 tokio::spawn(conn);
-                let pid: i32 = client
-                    .query_one("SELECT pg_backend_pid()", &[])
-                    .await
-                    .expect("its pid")
-                    .get(0);
+                let pid: i32 = if self.proxied {
+                    // Through a proxy the call waits on its partition, in the backend of the
+                    // connection PL/Proxy keeps from this session to the key's partition.
+                    client
+                        .batch_execute(
+                            "CREATE FUNCTION pg_temp.partition_pid(scope text, key text) \
+                             RETURNS integer LANGUAGE plproxy AS $$ \
+                             CLUSTER 'pg_idempotency'; \
+                             RUN ON idempotency._idem_partition(scope, key); \
+                             SELECT pg_catalog.pg_backend_pid() AS partition_pid; $$",
+                        )
+                        .await
+                        .expect("a function to learn the partition's backend");
+                    client
+                        .query_one("SELECT pg_temp.partition_pid($1, $2)", &[&scope, &key])
+                        .await
+                        .expect("the partition's backend")
+                        .get(0)
+                } else {
+                    client
+                        .query_one("SELECT pg_backend_pid()", &[])
+                        .await
+                        .expect("its pid")
+                        .get(0)
+                };
                 let store = PgStore::new(Arc::new(client));
                 let waiter = tokio::spawn(async move { store.begin(&scope, &key, &o).await });
                 let watcher = pool.get().await.expect("a connection");

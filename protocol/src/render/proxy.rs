@@ -164,16 +164,28 @@ pub fn create_function(f: &Function, source: Option<&str>) -> String {
     out
 }
 
+/// Metrics' outcome counters are the partition's server's (shared memory, per owner and
+/// scope), so partitions that share a server each report the same ones: their fan-out
+/// adds which server answered (its start time, which any role may read), and the proxy
+/// adds the counters up once per server.
+const SERVER_COLUMN: &str = "server";
+
 /// The PL/Proxy function that runs `f` on every partition and returns every answer.
 pub fn create_fan_out(f: &Function) -> String {
     let mut out = String::new();
     let _ = write!(out, "CREATE FUNCTION {}.{}", PROXY.storage, fan_out_name(f));
     arguments(&mut out, f);
+    let per_server = f.name == crate::functions::IDEM_METRICS.name;
     match f.returns {
         Returns::Scalar(t) => {
             let _ = writeln!(out, "RETURNS SETOF {}", t.sql());
         }
         Returns::InOut(_) => out.push_str("RETURNS SETOF record\n"),
+        Returns::Table(cols) if per_server => {
+            out.push_str("RETURNS TABLE (\n");
+            columns(&mut out, "", cols, false);
+            let _ = writeln!(out, "    {SERVER_COLUMN} timestamptz)");
+        }
         Returns::Table(cols) => {
             out.push_str("RETURNS TABLE (\n");
             columns(&mut out, "", cols, true);
@@ -184,10 +196,19 @@ pub fn create_fan_out(f: &Function) -> String {
         }
     }
     out.push_str("VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE\n");
-    out.push_str(&plproxy_body(
-        "RUN ON ALL;",
-        Some(&format!("{}.{}", PROXY.api, f.name)),
-    ));
+    if per_server {
+        let _ = write!(
+            out,
+            "LANGUAGE plproxy AS $fn$\n    CLUSTER '{CLUSTER}';\n    RUN ON ALL;\n    \
+             SELECT m.*, pg_catalog.pg_postmaster_start_time() AS {SERVER_COLUMN} FROM {}.{}() AS m;\n$fn$;\n",
+            PROXY.api, f.name
+        );
+    } else {
+        out.push_str(&plproxy_body(
+            "RUN ON ALL;",
+            Some(&format!("{}.{}", PROXY.api, f.name)),
+        ));
+    }
     out
 }
 
