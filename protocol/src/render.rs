@@ -4,7 +4,10 @@
 //! scripts/render-sql.sh writes both; tests/tests/consistency/signatures.rs holds them
 //! equal to this rendering.
 
+pub mod migration;
+pub mod plain;
 pub mod portable;
+pub mod psql_lex;
 
 use std::fmt::Write;
 use std::path::Path;
