@@ -268,3 +268,115 @@ pub fn committed(root: &Path) -> Result<Vec<(String, String)>, String> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> &'static Path {
+        Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+    }
+
+    #[test]
+    fn names_postgresql_cannot_take_as_they_are_are_refused_with_a_reason() {
+        for (name, says) in [
+            ("", "is empty"),
+            (&"x".repeat(64) as &str, "64 bytes long"),
+            ("a\nb", "control character"),
+            ("pg_app", "starts with pg_"),
+        ] {
+            let err = migration_sql(
+                root(),
+                &Step::Install { to: CURRENT.into() },
+                "public",
+                name,
+            )
+            .unwrap_err();
+            assert!(
+                err.contains("the storage schema name") && err.contains(says),
+                "{name:?}: {err}"
+            );
+        }
+        let err = migration_sql(
+            root(),
+            &Step::Install { to: CURRENT.into() },
+            "same",
+            "same",
+        )
+        .unwrap_err();
+        assert!(err.contains("must differ"), "{err}");
+        assert!(check_name("API", "My \"App\" ünï").is_ok());
+        assert!(check_name("API", &"é".repeat(31)).is_ok());
+    }
+
+    #[test]
+    fn an_older_release_is_the_base_and_the_upgrades_up_to_it() {
+        let chain = versions(root()).unwrap();
+        assert_eq!(chain.first().map(String::as_str), Some("0.1.0"));
+        assert_eq!(chain.last().map(String::as_str), Some(CURRENT));
+        let files = sources(root(), &Step::Install { to: "0.3.0".into() }).unwrap();
+        assert_eq!(
+            files,
+            [
+                "sql/released/pg_idempotency--0.1.0.sql",
+                "sql/upgrade/pg_idempotency--0.1.0--0.2.0.sql",
+                "sql/upgrade/pg_idempotency--0.2.0--0.3.0.sql"
+            ]
+        );
+        assert_eq!(
+            sources(root(), &Step::Install { to: CURRENT.into() }).unwrap(),
+            ["sql/pg_idempotency.sql"]
+        );
+        assert!(sources(
+            root(),
+            &Step::Upgrade {
+                from: "0.4.0".into(),
+                to: "0.2.0".into()
+            }
+        )
+        .is_err());
+        assert!(sources(root(), &Step::Install { to: "0.9.9".into() })
+            .unwrap_err()
+            .contains("not a release"));
+    }
+
+    #[test]
+    fn every_migration_is_plain_sql_that_keeps_and_gives_back_its_settings() {
+        let chain = versions(root()).unwrap();
+        let mut steps: Vec<Step> = chain
+            .iter()
+            .map(|v| Step::Install { to: v.clone() })
+            .collect();
+        steps.extend(chain.windows(2).map(|w| Step::Upgrade {
+            from: w[0].clone(),
+            to: w[1].clone(),
+        }));
+        for step in steps {
+            let sql = migration_sql(root(), &step, "App API", "app store").unwrap();
+            let code: String = super::super::psql_lex::lex(&sql)
+                .unwrap()
+                .into_iter()
+                .filter_map(|p| match p {
+                    super::super::psql_lex::Piece::Code(t) => Some(t),
+                    _ => None,
+                })
+                .collect();
+            assert!(!code.contains('\\'), "{step:?}: a backslash outside quotes");
+            for word in ["BEGIN;", "COMMIT;", ":\"", ":'"] {
+                assert!(!code.contains(word), "{step:?}: {word} outside quotes");
+            }
+            assert!(
+                sql.contains("CREATE SCHEMA \"app store\";")
+                    || matches!(step, Step::Upgrade { .. })
+            );
+            // The first statement keeps search_path; the last gives it back.
+            assert!(
+                sql.contains("set_config('idem_migration.search_path'"),
+                "{step:?}"
+            );
+            assert!(sql.trim_end().ends_with(
+                "PERFORM pg_catalog.set_config('search_path', pg_catalog.current_setting('idem_migration.search_path'), true);\nEND\n$idem_migration$;"
+            ) || sql.contains("set_config('client_min_messages'"), "{step:?}");
+        }
+    }
+}

@@ -457,3 +457,106 @@ pub fn plain_sql(root: &Path, files: &[&str], api: &str, storage: &str) -> Resul
     }
     Ok(interp.out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `files` written under a fresh folder, translated for the schemas `app` and `st`.
+    fn translate(files: &[(&str, &str)]) -> Result<String, String> {
+        let dir = std::env::temp_dir().join(format!(
+            "pgidem-plain-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (name, text) in files {
+            let path = dir.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let out = plain_sql(&dir, &[files[0].0], "My app", "St\"x").map(|p| p.sql);
+        let _ = std::fs::remove_dir_all(&dir);
+        out
+    }
+
+    #[test]
+    fn variables_are_quoted_as_psql_quotes_them() {
+        assert_eq!(psql_ident("my \"app\""), "\"my \"\"app\"\"\"");
+        assert_eq!(psql_literal("it's"), "'it''s'");
+        assert_eq!(psql_literal("a\\b"), " E'a\\\\b'");
+        let out = translate(&[(
+            "a.sql",
+            "CREATE SCHEMA :\"storage\"; SELECT :'schema', a[1:2];\n",
+        )])
+        .unwrap();
+        assert!(
+            out.contains("CREATE SCHEMA \"St\"\"x\"; SELECT 'My app', a[1:2];\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn defaults_and_the_own_transaction_leave_no_psql_and_no_begin_or_commit() {
+        let script = "\\set ON_ERROR_STOP 1\n\\if :{?schema}\n\\else\n\\set schema public\n\\endif\n\
+            -- the trick\nSELECT now() = now()\n    AS _idem_own_transaction \\gset\n\
+            \\if :_idem_own_transaction\nBEGIN;\n\\endif\nSELECT 1;\n\\if :_idem_own_transaction\nCOMMIT;\n\\endif\n";
+        let out = translate(&[("a.sql", script)]).unwrap();
+        assert!(
+            !out.contains('\\') && !out.contains("BEGIN") && !out.contains("COMMIT"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("the trick") && !out.contains("_idem_own_transaction"),
+            "{out}"
+        );
+        assert!(out.contains("SELECT 1;"), "{out}");
+    }
+
+    #[test]
+    fn a_guard_becomes_one_do_block_running_the_else_bodies() {
+        let script = "\\ir inc/g.sql\n";
+        let inc = "SELECT set_config('x.y', v, true) AS found, v = '1' AS ok FROM :\"storage\".t \\gset\n\
+            \\if :ok\n\\else\nDO $$ BEGIN\n    RAISE EXCEPTION 'no';\nEND $$;\n\\endif\n";
+        let out = translate(&[("a.sql", script), ("inc/g.sql", inc)]).unwrap();
+        assert!(out.contains("SELECT * INTO STRICT gset FROM (\n        SELECT set_config('x.y', v, true) AS found, v = '1' AS ok FROM \"St\"\"x\".t\n    ) AS q;\n    IF gset.ok IS NOT TRUE THEN\n        BEGIN\n            RAISE EXCEPTION 'no';\n        END;\n    END IF;"), "{out}");
+    }
+
+    #[test]
+    fn dollar_quoted_bodies_and_comments_are_kept_byte_for_byte() {
+        let body = "$fn$\n  x := :\"storage\" || ':''y'; -- :schema\n  \\not a command\n$fn$";
+        let out = translate(&[(
+            "a.sql",
+            &format!(
+                "CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS {body};\n-- :\"schema\" \\x\n"
+            ),
+        )])
+        .unwrap();
+        assert!(
+            out.contains(body) && out.contains("-- :\"schema\" \\x\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn what_the_translation_does_not_know_is_refused() {
+        for (script, says) in [
+            ("\\echo hi\n", "not a psql command this translation knows"),
+            ("SELECT :schema;\n", "spliced into SQL"),
+            ("SELECT :\"nope\";\n", "nope is not set"),
+            ("\\if :x\n\\endif\n", "set by no \\gset query"),
+            (
+                "SELECT 1 AS v \\gset\n\\if :v\nSELECT 2;\n\\endif\n",
+                "a statement in a guard's \\if branch",
+            ),
+            (
+                "SELECT 1 AS v \\gset\n\\if :v\n\\else\nSELECT 2;\n\\endif\n",
+                "DO $$ ... $$; statements only",
+            ),
+            ("\\if :{?schema}\nSELECT 1;\n", "\\if without \\endif"),
+        ] {
+            let err = translate(&[("a.sql", script)]).unwrap_err();
+            assert!(err.contains(says), "{script:?}: {err}");
+        }
+    }
+}
