@@ -9,7 +9,8 @@
 #                        suite's short runs (tests/faults/)
 # Layers 2 to 4 run twice per version: against the extension and against the portable SQL
 # variant (sql/), installed into a database where the extension is absent.
-# The Python and Node.js examples (examples/) run against both backends too; the canon,
+# The Python and Node.js examples (examples/) run against both backends too; real migration
+# tools apply the portable variant's plain-SQL migrations (PostgreSQL 18); the canon,
 # protocol and client-macros crates' own tests and a smoke run of the benchmark harness
 # run once. The command ends
 # with one line: N passed, N failed, N skipped (scripts/results.py; under CI=true a skip
@@ -113,6 +114,15 @@ behaviour_suite() {
         -p pg_idempotency_faults -p pg_idempotency_mcp --features pg_idempotency_client/redis -- --test-threads 4
 }
 
+# Real migration tools (Alembic, dbmate, node-pg-migrate, pinned: scripts/migration-tools.sh)
+# apply the portable variant's plain-SQL migrations, each test in a database of its own.
+migration_tools() {
+    local version="$1"
+    "$ROOT/scripts/migration-tools.sh" || return 1
+    PGIDEM_DSN="$(conninfo "$version") dbname=postgres" PGIDEM_BINDIR="$(bindir_of "$version")" \
+        cargo test --no-fail-fast -p pg_idempotency_tests --test migration_tools
+}
+
 bench_smoke() {
     fresh_database pg18 pgidem_bench extension &&
     fresh_database pg18 pgidem_bench_portable portable &&
@@ -137,7 +147,10 @@ for v in "${versions[@]}"; do
         step libtest "$v ($b): behaviour suite (tests/, client/, server/, mcp/, tests/faults/)" behaviour_suite "$v" "$b"
         step self "$v ($b): Python and Node.js examples" "$ROOT/scripts/test-examples.sh" "$v" "$b"
     done
-    if [ "$v" = pg18 ]; then step one "benchmark harness smoke run" bench_smoke; fi
+    if [ "$v" = pg18 ]; then
+        step libtest "$v (portable): migration tools (Alembic, dbmate, node-pg-migrate)" migration_tools "$v"
+        step one "benchmark harness smoke run" bench_smoke
+    fi
 done
 for v in "${skipped_versions[@]}"; do
     results add skip-missing "$v" "every layer" "$(pg15_missing_reason)"

@@ -4,8 +4,11 @@
 //! scripts/render-sql.sh writes both; tests/tests/consistency/signatures.rs holds them
 //! equal to this rendering.
 
+pub mod migration;
+pub mod plain;
 pub mod portable;
 pub mod proxy;
+pub mod psql_lex;
 
 use std::fmt::Write;
 use std::path::Path;

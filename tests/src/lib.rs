@@ -9,6 +9,7 @@ pub use postgres::{Client, NoTls};
 
 pub mod attack;
 pub mod backends;
+pub mod catalogue;
 mod lapse;
 mod poll;
 pub mod sharded;

@@ -4,6 +4,7 @@
 //!
 //! - catalogue_lint: our functions are immune to search_path; the lint finds what is broken
 //! - docs_agree: the docs list every SQLSTATE and setting the protocol declares
+//! - plain_migrations: the portable variant's plain-SQL migrations are its psql scripts'
 //! - portable_settings: the PL/pgSQL variant's copies of the settings are the protocol's
 //! - released_files: released SQL files never change (sql/released/SHA256SUMS)
 //! - signatures: both backends install each function as protocol/ declares it
@@ -13,6 +14,8 @@
 mod catalogue_lint;
 #[path = "consistency/docs_agree.rs"]
 mod docs_agree;
+#[path = "consistency/plain_migrations.rs"]
+mod plain_migrations;
 #[path = "consistency/portable_settings.rs"]
 mod portable_settings;
 #[path = "consistency/released_files.rs"]

@@ -1,6 +1,8 @@
 //! Writes the rendered SQL of both backends: pg_idempotency/sql/functions.sql (the
 //! extension's functions) and sql/pg_idempotency.sql (the PL/pgSQL variant's installer),
-//! from the declarations in functions.rs and the hand-written SQL beside them.
+//! from the declarations in functions.rs and the hand-written SQL beside them; then the
+//! PL/pgSQL variant's plain-SQL migrations for the default schemas, sql/migrations/, from
+//! that installer and the upgrade scripts.
 //! Run by scripts/render-sql.sh; tests/tests/consistency/signatures.rs fails when a file is
 //! stale.
 
@@ -25,6 +27,17 @@ fn main() {
         "sql/proxy/pg_idempotency_proxy.sql",
         protocol::render::proxy::proxy_install_sql(root),
     );
+    let migrations = protocol::render::migration::committed(root).map_err(std::io::Error::other);
+    let migrations = migrations.unwrap_or_else(|e| {
+        eprintln!("render-sql: {e}");
+        std::process::exit(1);
+    });
+    for (file, text) in migrations {
+        if let Some(dir) = root.join(&file).parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        write(root, &file, Ok(text));
+    }
 }
 
 fn write(root: &Path, file: &str, text: std::io::Result<String>) {
