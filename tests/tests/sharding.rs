@@ -13,6 +13,7 @@
 //! - outage: one partition down: only its keys fail, and work again when it returns
 //! - purge: purge and metrics ask every partition
 //! - configure: idem_proxy_configure refuses what PL/Proxy cannot route
+//! - signatures: the proxy declares the API as the partitions do
 
 #[path = "sharding/calls.rs"]
 mod calls;
@@ -30,3 +31,5 @@ mod race;
 mod roles;
 #[path = "sharding/routing.rs"]
 mod routing;
+#[path = "sharding/signatures.rs"]
+mod signatures;

@@ -5,7 +5,7 @@
 use pg_idempotency_tests::backends::Both;
 use pg_idempotency_tests::{root, Backend, Client};
 use protocol::functions::{self, Function, Grant, Portable, Returns, Schema, SqlType, Volatility};
-use protocol::render::{extension_functions_sql, portable::portable_install_sql};
+use protocol::render::{extension_functions_sql, portable::portable_install_sql, proxy::proxy_install_sql};
 
 /// A checked-in rendered file, against what scripts/render-sql.sh writes now.
 fn is_current(file: &str, rendered: std::io::Result<String>) {
@@ -30,6 +30,14 @@ fn the_installed_functions_sql_is_the_rendered_declarations() {
 #[test]
 fn the_portable_installer_is_rendered_from_sql_src_and_the_declarations() {
     is_current("sql/pg_idempotency.sql", portable_install_sql(&root()));
+}
+
+#[test]
+fn the_proxy_layer_is_rendered_from_sql_proxy_src_and_the_declarations() {
+    is_current(
+        "sql/proxy/pg_idempotency_proxy.sql",
+        proxy_install_sql(&root()),
+    );
 }
 
 /// What PostgreSQL says of one function: the facts a caller depends on.
