@@ -45,6 +45,19 @@ strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage$
 install -m 0644 "$out$extdir"/pg_idempotency.control "$out$extdir"/pg_idempotency--*.sql "$stage$extdir/"
 install -m 0644 "$ROOT"/pg_idempotency/sql/released/pg_idempotency--*.sql "$stage$extdir/"
 install -m 0644 "$ROOT/LICENSE" "$stage/usr/share/doc/$name/copyright"
+maintainer="${DEB_MAINTAINER:-pg_idempotency contributors <pg-idempotency@users.noreply.github.com>}"
+# Dated by the last commit, as are the archive's timestamps (dpkg-deb reads
+# SOURCE_DATE_EPOCH), so the same commit gives the same package.
+export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || date +%s)}"
+# Debian wants a changelog in every package (lintian: no-changelog).
+cat <<EOF | gzip -9n > "$stage/usr/share/doc/$name/changelog.gz"
+$name ($version) unstable; urgency=medium
+
+  * pg_idempotency $version, built from the repository by scripts/package.sh.
+
+ -- $maintainer  $(date -R -u -d "@$SOURCE_DATE_EPOCH")
+EOF
+chmod 0644 "$stage/usr/share/doc/$name/changelog.gz"
 
 # Depends: the server, and the libraries the .so links to with the versions its symbols
 # need, as dpkg-shlibdeps works them out from the installed packages' shlibs files
@@ -72,7 +85,7 @@ cat > "$stage/DEBIAN/control" <<EOF
 Package: $name
 Version: $version
 Architecture: $arch
-Maintainer: ${DEB_MAINTAINER:-pg_idempotency contributors <pg-idempotency@users.noreply.github.com>}
+Maintainer: $maintainer
 Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 Depends: postgresql-$major, $libdeps
 Section: database

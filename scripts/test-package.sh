@@ -73,6 +73,15 @@ build() {
 }
 check "build (scripts/package.sh)" build
 deb=$(tail -n1 "$work/deb-path")
+
+# Debian's own checks of a package: errors and warnings fail (the informational notes
+# left are Rust's missing _FORTIFY_SOURCE and Debian's lib/postgresql/NN/lib layout).
+lint() { lintian --fail-on error,warning "$deb"; }
+if command -v lintian >/dev/null; then
+    check "lintian: no errors, no warnings" lint
+else
+    record add skip-missing "$layer" "lintian: no errors, no warnings" "lintian is not installed (setup installs it as root: apt-get install lintian)"
+fi
 pkg=$(dpkg-deb --field "$deb" Package)
 version=$(dpkg-deb --field "$deb" Version)
 # The regular files the package installs, as absolute paths.
