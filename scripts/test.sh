@@ -9,6 +9,8 @@
 #                        suite's short runs (tests/faults/)
 # Layers 2 to 4 run twice per version: against the extension and against the portable SQL
 # variant (sql/), installed into a database where the extension is absent.
+# On PostgreSQL 15 the Debian package (scripts/package.sh) is built, installed with dpkg,
+# smoke-tested on a cluster of its own and purged (scripts/test-package.sh).
 # The Python and Node.js examples (examples/) run against both backends too; real migration
 # tools apply the portable variant's plain-SQL migrations (PostgreSQL 18); the canon,
 # protocol and client-macros crates' own tests and a smoke run of the benchmark harness
@@ -140,6 +142,12 @@ step libtest "protocol (declarations, rendering, codes and words)" cargo test -p
 step libtest "typed tools' attribute (client-macros: what it builds, what the compiler refuses)" cargo test -p pg_idempotency_client_macros
 
 for v in "${versions[@]}"; do
+    # The Debian package installs into the folders the pg15 layers install into, and dpkg
+    # --purge empties them: it runs first, leaves them as it found them, and pg_tests and
+    # serve install the extension there afresh anyway.
+    if [ "$v" = pg15 ]; then
+        step self "pg15: Debian package (build, dpkg -i, smoke test, dpkg --purge)" "$ROOT/scripts/test-package.sh"
+    fi
     step libtest "$v: #[pg_test] (Rust inside the server)" pg_tests "$v"
     step setup "$v: build, install and start the private cluster" serve "$v"
     for b in "${BACKENDS[@]}"; do
