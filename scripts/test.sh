@@ -116,6 +116,28 @@ behaviour_suite() {
         -p pg_idempotency_faults -p pg_idempotency_mcp --features pg_idempotency_client/redis -- --test-threads 4
 }
 
+# The client's behaviour suite over PgStore (client/tests/parity.rs), the HTTP layer's and the
+# MCP proxy's suites, unchanged, through a PL/Proxy proxy in front of four partitions of the
+# backend (scripts/sharded.sh). tests/tests/sharding.rs, in the behaviour suite, tests the
+# proxy layer itself. PL/Proxy is Debian's package for PostgreSQL 15.
+through_proxy() {
+    local version="$1" backend="$2"
+    if [ ! -f "$("$(pg_config_of "$version")" --sharedir)/extension/plproxy.control" ]; then
+        results add skip-missing "$version ($backend): through a PL/Proxy proxy" "every suite" \
+            "PL/Proxy is not installed (Debian's postgresql-15-plproxy: scripts/setup.sh installs it as root)"
+        return 0
+    fi
+    "$ROOT/scripts/sharded.sh" "$version" "$backend" pgidem_proxy 4 || return 1
+    local rc=0 run=(env PGIDEM_DSN="$(conninfo "$version") dbname=pgidem_proxy" PGIDEM_BINDIR="$(bindir_of "$version")"
+        PGIDEM_BACKEND="$backend" PGIDEM_THROUGH_PROXY=1 cargo test --no-fail-fast --features pg_idempotency_client/redis)
+    # PgStore's scenarios only: the parity suite's other stores do not use the database.
+    "${run[@]}" -p pg_idempotency_client --test parity -- postgres || rc=1
+    # The client named for its feature only (the behaviour suite's build, reused).
+    "${run[@]}" -p pg_idempotency_client -p pg_idempotency_server -p pg_idempotency_mcp \
+        --test http --test proxy -- --test-threads 4 || rc=1
+    return $rc
+}
+
 # Real migration tools (Alembic, dbmate, node-pg-migrate, pinned: scripts/migration-tools.sh)
 # apply the portable variant's plain-SQL migrations, each test in a database of its own.
 migration_tools() {
@@ -154,6 +176,9 @@ for v in "${versions[@]}"; do
         step self "$v ($b): golden SQL and isolation specs" "$ROOT/scripts/test-sql.sh" "$v" "$b"
         step libtest "$v ($b): behaviour suite (tests/, client/, server/, mcp/, tests/faults/)" behaviour_suite "$v" "$b"
         step self "$v ($b): Python and Node.js examples" "$ROOT/scripts/test-examples.sh" "$v" "$b"
+        if [ "$v" = pg15 ]; then
+            step libtest "$v ($b): client, HTTP layer and MCP proxy through a PL/Proxy proxy (4 partitions)" through_proxy "$v" "$b"
+        fi
     done
     if [ "$v" = pg18 ]; then
         step libtest "$v (portable): migration tools (Alembic, dbmate, node-pg-migrate)" migration_tools "$v"

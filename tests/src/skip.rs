@@ -48,3 +48,20 @@ pub fn skip(why: Skip, reason: &str) {
         panic!("cannot record the skip in {path}: {e}");
     }
 }
+
+/// Whether the suite runs through a PL/Proxy proxy (`PGIDEM_THROUGH_PROXY=1`, set by the
+/// test command's step that runs it so, scripts/sharded.sh). A test of what only one
+/// server can do, the caller's own transaction holding the claim with its write
+/// (docs/scaling.md), records its skip with `what` and returns.
+pub fn skip_through_proxy(what: &str) -> bool {
+    let proxied = std::env::var("PGIDEM_THROUGH_PROXY").as_deref() == Ok("1");
+    if proxied {
+        skip(
+            Skip::NotApplicable,
+            &format!(
+                "through a PL/Proxy proxy each call commits on its partition by itself: {what}"
+            ),
+        );
+    }
+    proxied
+}

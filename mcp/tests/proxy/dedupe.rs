@@ -314,9 +314,9 @@ async fn a_duplicate_waits_then_replays() {
     assert_eq!(c.count("send_email"), 1);
 }
 
-/// Waits until a session of the database under test waits inside `idem_begin` (the
-/// duplicate's wait for the first call: the extension's wait event, or the PL/pgSQL
-/// variant's pg_sleep).
+/// Waits until a session of the database under test (or of its partitions, through a
+/// proxy) waits inside `idem_begin` (the duplicate's wait for the first call: the
+/// extension's wait event, or the PL/pgSQL variant's pg_sleep).
 async fn wait_waiting() {
     let (db, conn) = tokio_postgres::connect(&pg_idempotency_tests::dsn(), tokio_postgres::NoTls)
         .await
@@ -326,7 +326,10 @@ async fn wait_waiting() {
     loop {
         let waiting: bool = db
             .query_one(
-                "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database() \
+                // Through a PL/Proxy proxy (scripts/sharded.sh) the duplicate waits in one of
+                // its partitions, <proxy>_p0, _p1, ... on the same server.
+                "SELECT count(*) > 0 FROM pg_stat_activity \
+                 WHERE (datname = current_database() OR datname LIKE current_database() || '\\_p%') \
                  AND state = 'active' AND query LIKE '%idem_begin%' \
                  AND wait_event IN ('Extension', 'PgSleep') AND pid <> pg_backend_pid()",
                 &[],

@@ -155,6 +155,9 @@ fn unique(name: &str) -> String {
 
 #[test]
 fn a_retried_charge_gives_one_charge_row() {
+    if pg_idempotency_tests::skip_through_proxy("the charge and its record in one transaction") {
+        return;
+    }
     with_service("example_retried", |s| async move {
         let ann = unique("tok-ann");
         let body = json!({"amount": 500, "currency": "eur"});

@@ -5,7 +5,9 @@
 use pg_idempotency_tests::backends::Both;
 use pg_idempotency_tests::{root, Backend, Client};
 use protocol::functions::{self, Function, Grant, Portable, Returns, Schema, SqlType, Volatility};
-use protocol::render::{extension_functions_sql, portable::portable_install_sql, proxy::proxy_install_sql};
+use protocol::render::{
+    extension_functions_sql, portable::portable_install_sql, proxy::proxy_install_sql,
+};
 
 /// A checked-in rendered file, against what scripts/render-sql.sh writes now.
 fn is_current(file: &str, rendered: std::io::Result<String>) {

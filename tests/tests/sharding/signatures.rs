@@ -41,10 +41,15 @@ fn declared(c: &mut Client, name: &str) -> Declared {
 
 #[test]
 fn the_proxy_declares_the_api_as_the_partitions_do() {
-    let Some(s) = Sharded::new("decl", 1) else { return };
+    let Some(s) = Sharded::new("decl", 1) else {
+        return;
+    };
     let (mut proxy, mut partition) = (s.connect(), s.partition(0));
     for f in protocol::functions::api() {
-        let (on_proxy, on_partition) = (declared(&mut proxy, f.name), declared(&mut partition, f.name));
+        let (on_proxy, on_partition) = (
+            declared(&mut proxy, f.name),
+            declared(&mut partition, f.name),
+        );
         assert_eq!(on_proxy, on_partition, "{}", f.name);
         assert!(!on_proxy.public, "{} is executable by PUBLIC", f.name);
     }
