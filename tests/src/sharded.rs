@@ -17,6 +17,7 @@ pub struct Sharded {
     pub partitions: Vec<String>,
     /// The databases on the server under test this fixture made, dropped with it.
     made: Vec<String>,
+    test: String,
 }
 
 /// Whether PL/Proxy can be created on the server under test; when not, records the skip
@@ -104,9 +105,59 @@ impl Sharded {
             proxy,
             partitions,
             made,
+            test: test.to_string(),
         };
         sharded.configure();
         sharded
+    }
+
+    /// `n` more partition databases with the backend under test, not yet known to the
+    /// proxy (for scripts/reshard.sh); their DSNs.
+    pub fn new_partitions(&mut self, n: usize) -> Vec<String> {
+        let from = self.partitions.len();
+        (from..from + n)
+            .map(|p| {
+                let db = format!("pgidem_{}_p{p}_{}", self.test, std::process::id());
+                let dsn = fresh_database(&db);
+                install_backend(&dsn, backend());
+                self.made.push(db);
+                dsn
+            })
+            .collect()
+    }
+
+    /// scripts/reshard.sh from the partitions now to these plus `new`; whether it
+    /// succeeded, and what it printed. The partitions are then all of them.
+    pub fn reshard(&mut self, new: Vec<String>) -> (bool, String) {
+        self.reshard_from(self.partitions.clone(), new)
+    }
+
+    /// A copy of the partitions' DSNs.
+    pub fn clone_partitions(&self) -> Vec<String> {
+        self.partitions.clone()
+    }
+
+    /// scripts/reshard.sh given `old` as the current partitions (the test of a wrong list).
+    pub fn reshard_from(&mut self, old: Vec<String>, new: Vec<String>) -> (bool, String) {
+        let mut all = old;
+        all.extend(new);
+        let mut cmd = std::process::Command::new(root().join("scripts/reshard.sh"));
+        cmd.arg(partition_conninfo(&self.proxy))
+            .args(all.iter().map(|d| partition_conninfo(d)))
+            .env("PSQL", format!("{}/psql", crate::bindir()))
+            .env("PGUSER", "postgres");
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("scripts/reshard.sh: {e}"));
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if out.status.success() {
+            self.partitions = all;
+        }
+        (out.status.success(), text)
     }
 
     /// `idem_proxy_configure` with the partitions as they are now.

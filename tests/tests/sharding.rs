@@ -13,6 +13,7 @@
 //! - outage: one partition down: only its keys fail, and work again when it returns
 //! - purge: purge and metrics ask every partition
 //! - configure: idem_proxy_configure refuses what PL/Proxy cannot route
+//! - reshard: growing from 2 to 4 partitions under load (scripts/reshard.sh)
 //! - signatures: the proxy declares the API as the partitions do
 
 #[path = "sharding/calls.rs"]
@@ -27,6 +28,8 @@ mod outage;
 mod purge;
 #[path = "sharding/race.rs"]
 mod race;
+#[path = "sharding/reshard.rs"]
+mod reshard;
 #[path = "sharding/roles.rs"]
 mod roles;
 #[path = "sharding/routing.rs"]
