@@ -3,6 +3,7 @@
 //! test binary. Each test reads files or works in databases of its own.
 //!
 //! - catalogue_lint: our functions are immune to search_path; the lint finds what is broken
+//! - distributable: every statement on the tables keeps to DESIGN 8's rules (caught live)
 //! - docs_agree: the docs list every SQLSTATE and setting the protocol declares
 //! - plain_migrations: the portable variant's plain-SQL migrations are its psql scripts'
 //! - portable_settings: the PL/pgSQL variant's copies of the settings are the protocol's
@@ -12,6 +13,8 @@
 
 #[path = "consistency/catalogue_lint.rs"]
 mod catalogue_lint;
+#[path = "consistency/distributable.rs"]
+mod distributable;
 #[path = "consistency/docs_agree.rs"]
 mod docs_agree;
 #[path = "consistency/plain_migrations.rs"]
