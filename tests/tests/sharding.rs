@@ -12,6 +12,7 @@
 //! - roles: the calling role reaches the partition: owners and isolation hold
 //! - outage: one partition down: only its keys fail, and work again when it returns
 //! - purge: purge and metrics ask every partition
+//! - cron: one pg_cron job on the proxy purges every partition
 //! - configure: idem_proxy_configure refuses what PL/Proxy cannot route
 //! - reshard: growing from 2 to 4 partitions under load (scripts/reshard.sh)
 //! - signatures: the proxy declares the API as the partitions do
@@ -20,6 +21,8 @@
 mod calls;
 #[path = "sharding/configure.rs"]
 mod configure;
+#[path = "sharding/cron.rs"]
+mod cron;
 #[path = "sharding/fences.rs"]
 mod fences;
 #[path = "sharding/outage.rs"]
