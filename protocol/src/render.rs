@@ -244,6 +244,49 @@ pub fn extension_functions_sql(root: &Path) -> std::io::Result<String> {
     Ok(functions_sql(&|f| read[f.name].clone()))
 }
 
+/// The blocks of a rendered file, each trimmed, a blank line between them.
+fn joined(blocks: &[String]) -> String {
+    let mut out = blocks
+        .iter()
+        .map(|b| b.trim_end())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    out.push('\n');
+    out
+}
+
+/// Refuses a .sql file in `dir` that is not in `known`: it would be left out unnoticed.
+/// `why` says where the list is kept.
+fn refuse_unrendered(
+    dir: &Path,
+    known: &std::collections::BTreeSet<String>,
+    why: &str,
+) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".sql") && !known.contains(&name) {
+            return Err(std::io::Error::other(format!(
+                "{}: not rendered ({why})",
+                dir.join(name).display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A body file's leading comment lines (said above the function, for whoever reads the
+/// rendered file) and the body itself (what PostgreSQL stores as the function's source).
+fn split(source: &str) -> (String, &str) {
+    let mut notes = String::new();
+    let mut rest = source;
+    while rest.starts_with("--") {
+        let end = rest.find('\n').map_or(rest.len(), |i| i + 1);
+        notes.push_str(&rest[..end]);
+        rest = &rest[end..];
+    }
+    (notes, rest)
+}
+
 /// A source file, its path named in the error.
 fn read_source(path: &Path) -> std::io::Result<String> {
     std::fs::read_to_string(path)

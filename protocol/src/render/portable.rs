@@ -15,7 +15,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::{
-    arguments, behaviour, comment, privileges, read_source, returns, rows, schema, Schemas,
+    arguments, behaviour, comment, privileges, read_source, returns, rows, schema, split, Schemas,
 };
 use crate::functions::{Function, Portable, FUNCTIONS};
 
@@ -63,19 +63,6 @@ const PRIVILEGES: &str = "\
 -- Privileges: execute is granted deliberately, never to PUBLIC.
 -- ---------------------------------------------------------------------------------------
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA :\"storage\" FROM PUBLIC;";
-
-/// A body file: its leading comment lines (said above the function, for whoever reads the
-/// installer) and the body itself (what PostgreSQL stores as the function's source).
-fn split(source: &str) -> (String, &str) {
-    let mut notes = String::new();
-    let mut rest = source;
-    while rest.starts_with("--") {
-        let end = rest.find('\n').map_or(rest.len(), |i| i + 1);
-        notes.push_str(&rest[..end]);
-        rest = &rest[end..];
-    }
-    (notes, rest)
-}
 
 /// The functions the variant declares from protocol/, in install order.
 pub fn rendered() -> impl Iterator<Item = &'static Function> {
@@ -127,13 +114,7 @@ pub fn install_sql(part: &dyn Fn(&str) -> String, body: &dyn Fn(&Function) -> St
     let api: Vec<&Function> = rendered().collect();
     blocks.push(format!("{PRIVILEGES}\n{}", privileges(&api, PORTABLE)));
     blocks.extend(AFTER.iter().map(|p| part(p)));
-    let mut out = blocks
-        .iter()
-        .map(|b| b.trim_end())
-        .collect::<Vec<_>>()
-        .join("\n\n");
-    out.push('\n');
-    out
+    super::joined(&blocks)
 }
 
 /// sql/pg_idempotency.sql from the files under `<root>/sql/src/` (`root`: the repository).
@@ -148,16 +129,7 @@ pub fn portable_install_sql(root: &Path) -> std::io::Result<String> {
         .collect();
     let used: BTreeSet<String> = rendered().map(|f| format!("{}.sql", f.name)).collect();
     for (dir, known) in [(&src, &parts), (&bodies, &used)] {
-        for entry in std::fs::read_dir(dir)? {
-            let name = entry?.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".sql") && !known.contains(&name) {
-                return Err(std::io::Error::other(format!(
-                    "{}: not rendered (protocol/src/render/portable.rs lists the parts; a body \
-                     needs a declaration in protocol/src/functions.rs)",
-                    dir.join(name).display()
-                )));
-            }
-        }
+        super::refuse_unrendered(dir, known, "protocol/src/render/portable.rs lists the parts; a body needs a declaration in protocol/src/functions.rs")?;
     }
     let mut read = std::collections::HashMap::new();
     for p in BEFORE.iter().chain(AFTER) {

@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::Path;
 
-use super::{arguments, columns, comment, privileges, read_source, returns, rows, Schemas};
+use super::{arguments, columns, comment, privileges, read_source, returns, rows, split, Schemas};
 use crate::functions::{Function, Grant, Proxy, Returns, Schema, Volatility, FUNCTIONS};
 
 /// The schemas on the proxy: the API where the partitions have it (PL/Proxy calls the
@@ -212,18 +212,6 @@ pub fn create_fan_out(f: &Function) -> String {
     out
 }
 
-/// A body file's leading comment lines and the body itself (as in sql/src/bodies/).
-fn split(source: &str) -> (String, &str) {
-    let mut notes = String::new();
-    let mut rest = source;
-    while rest.starts_with("--") {
-        let end = rest.find('\n').map_or(rest.len(), |i| i + 1);
-        notes.push_str(&rest[..end]);
-        rest = &rest[end..];
-    }
-    (notes, rest)
-}
-
 /// EXECUTE on the storage schema's functions: the API functions run as their caller, so
 /// their callers call the helpers (routing, canonical JSON, the fan-outs) themselves; the
 /// fan-outs of the admin's functions are the admin's only.
@@ -312,13 +300,7 @@ pub fn install_sql(
         helper_grants()
     ));
     blocks.extend(AFTER.iter().map(|p| part(p)));
-    let mut out = blocks
-        .iter()
-        .map(|b| b.trim_end())
-        .collect::<Vec<_>>()
-        .join("\n\n");
-    out.push('\n');
-    out
+    super::joined(&blocks)
 }
 
 /// sql/proxy/pg_idempotency_proxy.sql from `<root>/sql/proxy/src/` (`root`: the
@@ -336,16 +318,7 @@ pub fn proxy_install_sql(root: &Path) -> std::io::Result<String> {
         .map(|f| format!("{}.sql", f.name))
         .collect();
     for (dir, known) in [(&src, &parts), (&bodies, &used)] {
-        for entry in std::fs::read_dir(dir)? {
-            let name = entry?.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".sql") && !known.contains(&name) {
-                return Err(std::io::Error::other(format!(
-                    "{}: not rendered (protocol/src/render/proxy.rs lists the parts; a body \
-                     belongs to a function whose declaration says Proxy::All)",
-                    dir.join(name).display()
-                )));
-            }
-        }
+        super::refuse_unrendered(dir, known, "protocol/src/render/proxy.rs lists the parts; a body belongs to a function whose declaration says Proxy::All")?;
     }
     let mut read = std::collections::HashMap::new();
     for p in BEFORE.iter().chain(AFTER) {
