@@ -21,11 +21,11 @@ cd "$ROOT"
 
 # pgrx-pg-sys finds the server's headers through this pg_config (before any cargo-pgrx
 # config). Its build script also watches $PGRX_HOME/config.toml, and reruns (bindgen, and
-# every crate above it) on each build while that file is missing: an empty one stands in
-# until `cargo pgrx init` writes the real one.
+# every crate above it) on each build while that file is missing: one with no versions
+# stands in until `cargo pgrx init` (which reads it, so it must parse) adds them.
 export PGRX_PG_CONFIG_PATH="$pg_config"
 mkdir -p "$PGRX_HOME"
-[ -e "$PGRX_HOME/config.toml" ] || : > "$PGRX_HOME/config.toml"
+[ -e "$PGRX_HOME/config.toml" ] || printf '[configs]\n' > "$PGRX_HOME/config.toml"
 
 # cargo-pgrx builds the library with section garbage collection off (it keeps the schema
 # section it reads); the same flag here builds the same bytes, and shares one build with
