@@ -133,6 +133,16 @@ conninfo() { echo "host=$(socket_dir "$1") port=$(port_of "$1") user=postgres"; 
 # The two backends of the SQL API: the extension, or the portable SQL variant (sql/).
 BACKENDS=(extension portable)
 
+# The demo's two programs, the agent (client/examples/agent_demo/) and the MCP proxy, in one
+# cargo build: one feature set for the crates they share, so a first demo compiles tokio,
+# hyper, rustls and the rest once (built apart, each was compiled twice, minutes on two
+# cores). scripts/demo.sh and scripts/mcp-demo.sh both build this way, and run the programs
+# from target/ (cargo run would resolve the features anew and rebuild).
+build_demo_programs() {
+    cargo build -q -p pg_idempotency_client --example agent_demo -p pg_idempotency_mcp --bin pg-idempotency-mcp
+}
+demo_program() { echo "${CARGO_TARGET_DIR:-$TARGET}/debug/$1"; }
+
 # Installs a backend into database $3 of cluster $1: CREATE EXTENSION, or the portable
 # install script in one transaction (as the docs tell users to run it).
 install_backend() {
