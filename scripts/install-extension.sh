@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds pg_idempotency (release) and installs it where the private cluster loads it from:
 #   pg18: staged in target/clusters/pg18/ext (extension_control_path, dynamic_library_path),
-#         nothing written outside the project;
+#         nothing written outside the project; built with plain cargo, no cargo-pgrx
+#         (scripts/stage-extension.sh);
 #   pg15: `cargo pgrx install` into the Debian server's folders (needs root).
 # The base install script of 0.1.0 (pg_idempotency/sql/released/) goes along: with the
 # upgrade scripts it installs every older release (`CREATE EXTENSION pg_idempotency
@@ -19,14 +20,9 @@ cd "$ROOT/pg_idempotency"
 case "$version" in
     pg18)
         log "building pg_idempotency for $version"
-        cargo pgrx package --pg-config "$pg_config" --features "$version" --no-default-features >/dev/null
-        out="$ROOT/target/release/pg_idempotency-$version"
         ext="$(cluster_dir "$version")/ext"
-        rm -rf "$ext.new" && mkdir -p "$ext.new/extension" "$ext.new/lib"
-        find "$out" -path '*/extension/*' \( -name '*.control' -o -name '*.sql' \) -exec cp {} "$ext.new/extension/" \;
-        find "$out" -name 'pg_idempotency.so' -exec cp {} "$ext.new/lib/" \;
-        cp "$ROOT"/pg_idempotency/sql/released/pg_idempotency--*.sql "$ext.new/extension/"
-        [ -f "$ext.new/lib/pg_idempotency.so" ] || die "cargo pgrx package produced no library"
+        "$ROOT/scripts/stage-extension.sh" "$version" "$ext.new"
+        [ -f "$ext.new/lib/pg_idempotency.so" ] || die "scripts/stage-extension.sh staged no library"
         # Swap the folder in whole: a running server keeps its open copy of the old library.
         rm -rf "$ext.old"; [ -d "$ext" ] && mv "$ext" "$ext.old"; mv "$ext.new" "$ext"; rm -rf "$ext.old"
         ;;

@@ -25,8 +25,8 @@ started=$SECONDS
 eval "$("$ROOT/scripts/mcp-parts.sh" paths)"
 [ -n "$MCP_PYTHON" ] || die "the MCP Python SDK is not installed (scripts/mcp-parts.sh needs python3 3.10 or later with venv)"
 log "building the MCP proxy (pg-idempotency-mcp)"
-cargo build -q -p pg_idempotency_mcp
-proxy_bin="${CARGO_TARGET_DIR:-$ROOT/target}/debug/pg-idempotency-mcp"
+build_demo_programs
+proxy_bin="$(demo_program pg-idempotency-mcp)"
 [ -x "$proxy_bin" ] || die "cargo built no $proxy_bin"
 
 db=pgidem_mcp

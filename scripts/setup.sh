@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Takes a fresh machine to a working state. Every step is skipped when already done.
-#   scripts/setup.sh          what the test command needs: PostgreSQL 18 (embedded) and,
-#                             with root, the Debian packages (PostgreSQL 15, pg_cron, Redis)
+#   scripts/setup.sh          what the test command needs: PostgreSQL 18 (embedded),
+#                             cargo-pgrx and, with root, the Debian packages (PostgreSQL 15,
+#                             pg_cron, Redis)
 #   scripts/setup.sh pg18     what the demo needs: PostgreSQL 18 and the build's libclang
+#                             (the demo builds with plain cargo: no cargo-pgrx)
+#   scripts/setup.sh pg18 cargo-pgrx
+#                             the test command on PostgreSQL 18 only: the same, with
+#                             cargo-pgrx (`cargo pgrx test`, the Debian package's build)
 # As root, missing Debian packages are installed. Without root, the build's libclang comes
 # from PyPI instead, and what cannot be had without root is named at once.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 
 want="${1:-all}"
+[ "$want" = all ] || [ "$want" = pg18 ] || die "usage: $0 [all | pg18 [cargo-pgrx]]"
+with_pgrx=$([ "$want" = all ] && echo yes || echo no)
+if [ "${2:-}" = cargo-pgrx ]; then with_pgrx=yes; elif [ -n "${2:-}" ]; then die "usage: $0 [all | pg18 [cargo-pgrx]]"; fi
 
 missing_packages() {
     local p
@@ -108,6 +116,8 @@ preflight
 if [ "$want" = all ]; then debian_packages "${TEST_PACKAGES[@]}"; fi
 embedded_pg18
 libclang
-cargo_pgrx
-pgrx_init
+if [ "$with_pgrx" = yes ]; then
+    cargo_pgrx
+    pgrx_init
+fi
 log "setup done"

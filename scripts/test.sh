@@ -9,6 +9,8 @@
 #                        suite's short runs (tests/faults/)
 # Layers 2 to 4 run twice per version: against the extension and against the portable SQL
 # variant (sql/), installed into a database where the extension is absent.
+# On PostgreSQL 18 the demo's build (plain cargo, no cargo-pgrx) is compared with cargo pgrx
+# package's, byte for byte, and the private clusters' choice of port is tested.
 # On PostgreSQL 15 the Debian package (scripts/package.sh) is built, installed with dpkg,
 # smoke-tested on a cluster of its own and purged (scripts/test-package.sh).
 # The Python and Node.js examples (examples/) run against both backends too; real migration
@@ -33,7 +35,9 @@ else
     # PostgreSQL 15 always: without root it cannot be installed, and is reported skipped.
     versions=(pg18 pg15)
 fi
-"$ROOT/scripts/setup.sh" "$([ " ${versions[*]} " = " pg18 " ] && echo pg18 || echo all)"
+# cargo-pgrx always: `cargo pgrx test`, and the comparison of the demo's build with
+# `cargo pgrx package`'s.
+if [ " ${versions[*]} " = " pg18 " ]; then "$ROOT/scripts/setup.sh" pg18 cargo-pgrx; else "$ROOT/scripts/setup.sh" all; fi
 skipped_versions=()
 if [[ " ${versions[*]} " == *" pg15 "* ]] && ! pg15_usable; then
     log "$(pg15_missing_reason): running PostgreSQL 18 only"
@@ -172,6 +176,11 @@ for v in "${versions[@]}"; do
     fi
     step libtest "$v: #[pg_test] (Rust inside the server)" pg_tests "$v"
     step setup "$v: build, install and start the private cluster" serve "$v"
+    if [ "$v" = pg18 ]; then
+        # The demo's plain cargo build against `cargo pgrx package` (the same build, shared).
+        step self "pg18: the demo's build and cargo pgrx package's, file by file" "$ROOT/scripts/test-staging.sh" pg18
+        step self "private clusters' ports: a taken port is given up, or refused when set" "$ROOT/scripts/test-cluster-port.sh"
+    fi
     for b in "${BACKENDS[@]}"; do
         step self "$v ($b): golden SQL and isolation specs" "$ROOT/scripts/test-sql.sh" "$v" "$b"
         step libtest "$v ($b): behaviour suite (tests/, client/, server/, mcp/, tests/faults/)" behaviour_suite "$v" "$b"

@@ -5,11 +5,18 @@ pub mod raw_http;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// `PGIDEM_DSN`, by default the private PostgreSQL 18 cluster's `pgidem_it` database.
+/// `PGIDEM_DSN`, by default the private PostgreSQL 18 cluster's `pgidem_it` database, on
+/// the port it took.
 pub fn dsn() -> String {
     std::env::var("PGIDEM_DSN").unwrap_or_else(|_| {
         let root = env!("CARGO_MANIFEST_DIR").trim_end_matches("/client");
-        format!("host={root}/target/clusters/pg18/socket port=54818 user=postgres dbname=pgidem_it")
+        // The port of the cluster's last start, which scripts/cluster.sh remembers (54818
+        // unless another program held it or PG18_PORT said otherwise).
+        let port = std::fs::read_to_string(format!("{root}/target/clusters/pg18/port"))
+            .ok()
+            .and_then(|p| p.trim().parse::<u16>().ok())
+            .unwrap_or(54818);
+        format!("host={root}/target/clusters/pg18/socket port={port} user=postgres dbname=pgidem_it")
     })
 }
 
