@@ -8,8 +8,9 @@
 #   scripts/bench.sh --smoke    tiny counts, to check that the harness works
 #   scripts/bench.sh [--smoke] --only calls --only growth ...   some workloads (the report
 #                               then holds only those)
-#   scripts/bench.sh --only sharding   claim + complete through a PL/Proxy proxy of 1, 2 and
-#                               4 partitions beside one partition directly (PostgreSQL 15)
+#   scripts/bench.sh --only sharding [--only sharding_fsync]   claim + complete through a
+#                               PL/Proxy proxy of 1, 2 and 4 partitions beside one partition
+#                               directly (PostgreSQL 15; the second with fsync off)
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"
@@ -37,7 +38,10 @@ fresh_database pg18 pgidem_bench_portable portable
 sharding_wanted() {
     local a prev=""
     [[ " $* " == *" --only "* ]] || return 0
-    for a in "$@"; do [ "$prev" = --only ] && [ "$a" = sharding ] && return 0; prev="$a"; done
+    for a in "$@"; do
+        [ "$prev" = --only ] && [[ "$a" == sharding || "$a" == sharding_fsync ]] && return 0
+        prev="$a"
+    done
     return 1
 }
 proxies=()
@@ -64,4 +68,6 @@ fi
 cargo build --release -q -p pg_idempotency_mcp -p pg_idempotency_bench
 "${CARGO_TARGET_DIR:-$TARGET}/release/pg_idempotency_bench" --dsn "$(conninfo pg18) dbname=pgidem_bench" \
     --portable-dsn "$(conninfo pg18) dbname=pgidem_bench_portable" "${proxies[@]}" "${smoke[@]}" --out "$out" "$@"
+# A later --out among the arguments wins (the bench takes the last one).
+prev=""; for a in "$@"; do [ "$prev" = --out ] && out="$a"; prev="$a"; done
 log "wrote $out"

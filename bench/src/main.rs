@@ -27,7 +27,7 @@ struct Options {
 }
 
 const WORKLOADS: &str =
-    "calls, fsync, hot_key, hashing, portable, client, http, mcp, sharding, growth, churn";
+    "calls, fsync, hot_key, hashing, portable, client, http, mcp, sharding, sharding_fsync, growth, churn";
 
 fn options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
@@ -198,11 +198,19 @@ async fn run(o: &Options) -> BenchResult<()> {
         markdown.push_str(&report::mcp(&outcome, mcp_plan));
     }
 
-    if wanted("sharding") {
-        let outcome = workloads::sharding::run(&o.proxy_dsns, plan).await?;
+    for (name, fsync) in [("sharding", true), ("sharding_fsync", false)] {
+        if !wanted(name) {
+            continue;
+        }
+        let outcome = match (fsync, o.proxy_dsns.first()) {
+            (false, Some(server)) => {
+                without_fsync(server, workloads::sharding::run(&o.proxy_dsns, plan)).await?
+            }
+            _ => workloads::sharding::run(&o.proxy_dsns, plan).await?,
+        };
         match &outcome {
             workloads::sharding::Outcome::Skipped(reason) => {
-                eprintln!("sharding: skipped: {reason}")
+                eprintln!("{name}: skipped: {reason}")
             }
             workloads::sharding::Outcome::Measured(r) => {
                 let empty = r.measured.iter().flat_map(|m| &m.rows).map(|(_, r)| r);
@@ -210,11 +218,11 @@ async fn run(o: &Options) -> BenchResult<()> {
                     .chain([&r.routing])
                     .find(|r| r.ours.ops == 0 || r.baseline.ops == 0)
                 {
-                    return Err(format!("sharding: '{}' completed no call", r.workload).into());
+                    return Err(format!("{name}: '{}' completed no call", r.workload).into());
                 }
             }
         }
-        markdown.push_str(&report::sharding(&outcome, plan));
+        markdown.push_str(&report::sharding(&outcome, plan, fsync));
     }
 
     if wanted("hot_key") {

@@ -267,10 +267,15 @@ fn mean_us(ops_per_sec: f64, clients: usize) -> f64 {
 
 /// The PL/Proxy section: claim + complete through a proxy beside the same calls on one
 /// partition directly, per partition count; the keys' spread; the routing hash's cost.
-pub fn sharding(outcome: &crate::workloads::sharding::Outcome, plan: Plan) -> String {
+pub fn sharding(outcome: &crate::workloads::sharding::Outcome, plan: Plan, fsync: bool) -> String {
     use crate::workloads::sharding::Outcome;
     let mut s = String::new();
-    let _ = writeln!(s, "\n## Through a PL/Proxy proxy\n");
+    if fsync {
+        let _ = writeln!(s, "\n## Through a PL/Proxy proxy\n");
+    } else {
+        let _ = writeln!(s, "\n## Through a PL/Proxy proxy, `fsync = off`\n");
+        let _ = writeln!(s, "The same as the section above, with `fsync = off` on the proxy's and partitions' server (a reload): the commit's flush, the largest and most variable part of a call on a small machine's shared disk, then no longer hides the hop, so the time added is the hop's own work and scheduling.\n");
+    }
     let r = match outcome {
         Outcome::Skipped(reason) => {
             let _ = writeln!(s, "Skipped: {reason}.");
