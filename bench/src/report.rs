@@ -270,12 +270,8 @@ fn mean_us(ops_per_sec: f64, clients: usize) -> f64 {
 pub fn sharding(outcome: &crate::workloads::sharding::Outcome, plan: Plan, fsync: bool) -> String {
     use crate::workloads::sharding::Outcome;
     let mut s = String::new();
-    if fsync {
-        let _ = writeln!(s, "\n## Through a PL/Proxy proxy\n");
-    } else {
-        let _ = writeln!(s, "\n## Through a PL/Proxy proxy, `fsync = off`\n");
-        let _ = writeln!(s, "The same as the section above, with `fsync = off` on the proxy's and partitions' server (a reload): the commit's flush, the largest and most variable part of a call on a small machine's shared disk, then no longer hides the hop, so the time added is the hop's own work and scheduling.\n");
-    }
+    let title = if fsync { "" } else { ", `fsync = off`" };
+    let _ = writeln!(s, "\n## Through a PL/Proxy proxy{title}\n");
     let r = match outcome {
         Outcome::Skipped(reason) => {
             let _ = writeln!(s, "Skipped: {reason}.");
@@ -283,6 +279,9 @@ pub fn sharding(outcome: &crate::workloads::sharding::Outcome, plan: Plan, fsync
         }
         Outcome::Measured(r) => r,
     };
+    if !fsync {
+        let _ = writeln!(s, "The same as the section above, with `fsync = off` on the proxy's and partitions' server (a reload): the commit's flush, the largest and most variable part of a call on a small machine's shared disk, then no longer hides the hop, so the time added is the hop's own work and scheduling.\n");
+    }
     let _ = writeln!(s, "`idem_begin` + `idem_complete` of a new key through a proxy database (sql/proxy/, made by scripts/sharded.sh) in front of 1, 2 and 4 partition databases, beside the same two calls made directly on partition 0 of that proxy: the proxy's side and the direct side alternate, {} round(s) of {:?} each after a {:?} warm-up, in one run. The ratio is proxy / direct in operations per second (below 1: the hop's cost). Added per call is the difference of the mean times per call (clients / throughput); added p50 the difference of the medians. Every database, the proxy's and the partitions', is on one server, on the benchmark's machine, so the clients, the proxy's backends and the partitions' backends share its cores and its loopback: this measures what the hop costs a call (a second connection, PL/Proxy's call, the routing hash in SQL), not scale-out. More partitions on one server cannot be faster here; on servers of their own they would add capacity, which this machine cannot show.\n", plan.rounds, plan.duration, plan.warmup);
     let _ = writeln!(s, "- machine: {}", cpu());
     let _ = writeln!(
