@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The README's benchmark command: sets up what is missing, installs the extension into the
-# private PostgreSQL 18 cluster (and the portable SQL variant into a second database), runs
+# private PostgreSQL 18 cluster (and the portable SQL variant into a second database), makes
+# PL/Proxy proxies on the private PostgreSQL 15 cluster where PL/Proxy is installed, runs
 # every benchmark workload beside its baseline, and writes docs/benchmarks.md.
 #
 #   scripts/bench.sh            the full run (a few minutes)
 #   scripts/bench.sh --smoke    tiny counts, to check that the harness works
 #   scripts/bench.sh [--smoke] --only calls --only growth ...   some workloads (the report
 #                               then holds only those)
+#   scripts/bench.sh --only sharding [--only sharding_fsync]   claim + complete through a
+#                               PL/Proxy proxy of 1, 2 and 4 partitions beside one partition
+#                               directly (PostgreSQL 15; the second with fsync off)
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"
@@ -24,7 +28,46 @@ fresh_database pg18 pgidem_bench_portable portable
 # and the proxy binary, found beside the benchmark's: both built in one cargo invocation
 # (apart, each would build the shared crates with other features, and the benchmark twice).
 "$ROOT/scripts/mcp-parts.sh"
+
+# The sharding workload: PL/Proxy proxies of 1, 2 and 4 partitions of each backend, made
+# afresh on the private PostgreSQL 15 cluster (PL/Proxy is packaged for 15 only). The
+# extension must already be installed there (scripts/install-extension.sh pg15, as root):
+# that writes Debian's folders, which every checkout on the machine shares, so the
+# benchmark uses what is installed and never installs it. Without them the bench reports
+# the workload skipped.
+sharding_wanted() {
+    local a prev=""
+    [[ " $* " == *" --only "* ]] || return 0
+    for a in "$@"; do
+        [ "$prev" = --only ] && [[ "$a" == sharding || "$a" == sharding_fsync ]] && return 0
+        prev="$a"
+    done
+    return 1
+}
+proxies=()
+if sharding_wanted "$@"; then
+    if ! pg15_available; then
+        log "sharding: skipped: PostgreSQL 15 is not installed (Debian's postgresql-15)"
+    elif [ ! -f "$("$PG15_PG_CONFIG" --sharedir)/extension/plproxy.control" ]; then
+        log "sharding: skipped: PL/Proxy is not installed (Debian's postgresql-15-plproxy)"
+    elif [ ! -f "$("$PG15_PG_CONFIG" --sharedir)/extension/pg_idempotency.control" ]; then
+        log "sharding: skipped: pg_idempotency is not installed for PostgreSQL 15 (scripts/install-extension.sh pg15, as root)"
+    else
+        "$ROOT/scripts/cluster.sh" pg15 start
+        for b in extension portable; do
+            for n in 1 2 4; do
+                db="pgidem_bench_proxy_${b}_$n"
+                # Quiet: DROP DATABASE IF EXISTS says NOTICE for every new name.
+                PGOPTIONS="-c client_min_messages=warning" "$ROOT/scripts/sharded.sh" pg15 "$b" "$db" "$n" >/dev/null
+                proxies+=(--proxy-dsn "$(conninfo pg15) dbname=$db")
+            done
+        done
+    fi
+fi
+
 cargo build --release -q -p pg_idempotency_mcp -p pg_idempotency_bench
 "${CARGO_TARGET_DIR:-$TARGET}/release/pg_idempotency_bench" --dsn "$(conninfo pg18) dbname=pgidem_bench" \
-    --portable-dsn "$(conninfo pg18) dbname=pgidem_bench_portable" "${smoke[@]}" --out "$out" "$@"
+    --portable-dsn "$(conninfo pg18) dbname=pgidem_bench_portable" "${proxies[@]}" "${smoke[@]}" --out "$out" "$@"
+# A later --out among the arguments wins (the bench takes the last one).
+prev=""; for a in "$@"; do [ "$prev" = --out ] && out="$a"; prev="$a"; done
 log "wrote $out"

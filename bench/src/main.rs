@@ -1,7 +1,7 @@
 //! pg_idempotency benchmarks: each hot path beside its floor, on the same server in the
 //! same run, reported as ratios in Markdown.
 //!
-//!   pg_idempotency_bench --dsn "<conninfo>" [--smoke] [--out docs/benchmarks.md]
+//!   pg_idempotency_bench --dsn "<conninfo>" [--proxy-dsn "<conninfo>"]... [--smoke] [--out docs/benchmarks.md]
 //!
 //! `--smoke` runs every workload for a moment with tiny data: it checks that the harness
 //! works, and says nothing about speed.
@@ -22,10 +22,12 @@ struct Options {
     out: Option<String>,
     /// Run only these workloads.
     only: Vec<String>,
+    /// PL/Proxy proxy databases (sql/proxy/) for the sharding workload, in report order.
+    proxy_dsns: Vec<String>,
 }
 
 const WORKLOADS: &str =
-    "calls, fsync, hot_key, hashing, portable, client, http, mcp, growth, churn";
+    "calls, fsync, hot_key, hashing, portable, client, http, mcp, sharding, sharding_fsync, growth, churn";
 
 fn options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
@@ -35,6 +37,7 @@ fn options() -> Result<Options, String> {
         smoke: false,
         out: None,
         only: Vec::new(),
+        proxy_dsns: Vec::new(),
     };
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -42,6 +45,9 @@ fn options() -> Result<Options, String> {
             "--portable-dsn" => {
                 o.portable_dsn = Some(args.next().ok_or("--portable-dsn needs a value")?)
             }
+            "--proxy-dsn" => o
+                .proxy_dsns
+                .push(args.next().ok_or("--proxy-dsn needs a value")?),
             "--out" => o.out = Some(args.next().ok_or("--out needs a value")?),
             "--smoke" => o.smoke = true,
             "--only" => o
@@ -61,7 +67,7 @@ async fn main() {
     let o = match options() {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}\nusage: pg_idempotency_bench --dsn <conninfo> [--portable-dsn <conninfo>] [--smoke] [--only <workload>]... [--out FILE]\nworkloads: {WORKLOADS}");
+            eprintln!("{e}\nusage: pg_idempotency_bench --dsn <conninfo> [--portable-dsn <conninfo>] [--proxy-dsn <conninfo>]... [--smoke] [--only <workload>]... [--out FILE]\nworkloads: {WORKLOADS}");
             std::process::exit(2);
         }
     };
@@ -190,6 +196,33 @@ async fn run(o: &Options) -> BenchResult<()> {
             }
         }
         markdown.push_str(&report::mcp(&outcome, mcp_plan));
+    }
+
+    for (name, fsync) in [("sharding", true), ("sharding_fsync", false)] {
+        if !wanted(name) {
+            continue;
+        }
+        let outcome = match (fsync, o.proxy_dsns.first()) {
+            (false, Some(server)) => {
+                without_fsync(server, workloads::sharding::run(&o.proxy_dsns, plan)).await?
+            }
+            _ => workloads::sharding::run(&o.proxy_dsns, plan).await?,
+        };
+        match &outcome {
+            workloads::sharding::Outcome::Skipped(reason) => {
+                eprintln!("{name}: skipped: {reason}")
+            }
+            workloads::sharding::Outcome::Measured(r) => {
+                let empty = r.measured.iter().flat_map(|m| &m.rows).map(|(_, r)| r);
+                if let Some(r) = empty
+                    .chain([&r.routing])
+                    .find(|r| r.ours.ops == 0 || r.baseline.ops == 0)
+                {
+                    return Err(format!("{name}: '{}' completed no call", r.workload).into());
+                }
+            }
+        }
+        markdown.push_str(&report::sharding(&outcome, plan, fsync));
     }
 
     if wanted("hot_key") {

@@ -254,3 +254,112 @@ pub fn mcp(
     }
     s
 }
+
+/// Mean time per call in microseconds, from throughput and the number of clients (Little's
+/// law: each client has one call in flight).
+fn mean_us(ops_per_sec: f64, clients: usize) -> f64 {
+    if ops_per_sec > 0.0 {
+        clients as f64 * 1e6 / ops_per_sec
+    } else {
+        0.0
+    }
+}
+
+/// The PL/Proxy section: claim + complete through a proxy beside the same calls on one
+/// partition directly, per partition count; the keys' spread; the routing hash's cost.
+pub fn sharding(outcome: &crate::workloads::sharding::Outcome, plan: Plan, fsync: bool) -> String {
+    use crate::workloads::sharding::Outcome;
+    let mut s = String::new();
+    let title = if fsync { "" } else { ", `fsync = off`" };
+    let _ = writeln!(s, "\n## Through a PL/Proxy proxy{title}\n");
+    let r = match outcome {
+        Outcome::Skipped(reason) => {
+            let _ = writeln!(s, "Skipped: {reason}.");
+            return s;
+        }
+        Outcome::Measured(r) => r,
+    };
+    if !fsync {
+        let _ = writeln!(s, "The same as the section above, with `fsync = off` on the proxy's and partitions' server (a reload): the commit's flush, the largest and most variable part of a call on a small machine's shared disk, then no longer hides the hop, so the time added is the hop's own work and scheduling.\n");
+    }
+    let _ = writeln!(s, "`idem_begin` + `idem_complete` of a new key through a proxy database (sql/proxy/, made by scripts/sharded.sh) in front of 1, 2 and 4 partition databases, beside the same two calls made directly on partition 0 of that proxy: the proxy's side and the direct side alternate, {} round(s) of {:?} each after a {:?} warm-up, in one run. The ratio is proxy / direct in operations per second (below 1: the hop's cost). Added per call is the difference of the mean times per call (clients / throughput); added p50 the difference of the medians. Every database, the proxy's and the partitions', is on one server, on the benchmark's machine, so the clients, the proxy's backends and the partitions' backends share its cores and its loopback: this measures what the hop costs a call (a second connection, PL/Proxy's call, the routing hash in SQL), not scale-out. More partitions on one server cannot be faster here; on servers of their own they would add capacity, which this machine cannot show.\n", plan.rounds, plan.duration, plan.warmup);
+    let _ = writeln!(s, "- machine: {}", cpu());
+    let _ = writeln!(
+        s,
+        "- server: {} (PL/Proxy is packaged for PostgreSQL 15 only here)\n",
+        r.server
+    );
+    let _ = writeln!(s, "| backend | partitions | clients | proxy: ops/s | p50 ms | p99 ms | direct: ops/s | p50 ms | p99 ms | ratio | added per call, µs | added p50, µs |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for m in &r.measured {
+        for (clients, row) in &m.rows {
+            let added = mean_us(row.ours.ops_per_sec(), *clients)
+                - mean_us(row.baseline.ops_per_sec(), *clients);
+            let added_p50 = (row.ours.p50.as_secs_f64() - row.baseline.p50.as_secs_f64()) * 1e6;
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.1} | {} | {} | {:.1} | {} | {} | {:.2}x | {:+.0} | {:+.0} |",
+                m.backend,
+                m.partitions,
+                clients,
+                row.ours.ops_per_sec(),
+                ms(row.ours.p50),
+                ms(row.ours.p99),
+                row.baseline.ops_per_sec(),
+                ms(row.baseline.p50),
+                ms(row.baseline.p99),
+                row.ratio(),
+                added,
+                added_p50
+            );
+        }
+    }
+    let _ = writeln!(s, "\nWhere the proxy's keys went: the records of the proxy's scope on each partition after the run (the direct side's keys, in a scope of their own, are not counted). Largest / mean is 1 for an even spread.\n");
+    let _ = writeln!(
+        s,
+        "| backend | partitions | keys | per partition | largest / mean |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|");
+    for m in &r.measured {
+        let total: i64 = m.distribution.iter().sum();
+        let largest = m.distribution.iter().copied().max().unwrap_or(0);
+        let mean = total as f64 / m.distribution.len().max(1) as f64;
+        let shares: Vec<String> = m
+            .distribution
+            .iter()
+            .map(|n| format!("{n} ({:.1}%)", 100.0 * *n as f64 / total.max(1) as f64))
+            .collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.3} |",
+            m.backend,
+            m.partitions,
+            total,
+            shares.join(", "),
+            if mean > 0.0 {
+                largest as f64 / mean
+            } else {
+                0.0
+            }
+        );
+    }
+    let rt = &r.routing;
+    let _ = writeln!(s, "\nThe routing hash alone, on the proxy, 1 client: each claim + complete computes it twice (once per call).\n");
+    let _ = writeln!(
+        s,
+        "| call | ops/s | p50 ms | baseline | ops/s | p50 ms | added per call, µs |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        s,
+        "| {} | {:.1} | {} | {} | {:.1} | {} | {:+.0} |",
+        rt.ours_name,
+        rt.ours.ops_per_sec(),
+        ms(rt.ours.p50),
+        rt.baseline_name,
+        rt.baseline.ops_per_sec(),
+        ms(rt.baseline.p50),
+        mean_us(rt.ours.ops_per_sec(), 1) - mean_us(rt.baseline.ops_per_sec(), 1)
+    );
+    s
+}
