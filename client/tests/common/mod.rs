@@ -16,7 +16,9 @@ pub fn dsn() -> String {
             .ok()
             .and_then(|p| p.trim().parse::<u16>().ok())
             .unwrap_or(54818);
-        format!("host={root}/target/clusters/pg18/socket port={port} user=postgres dbname=pgidem_it")
+        format!(
+            "host={root}/target/clusters/pg18/socket port={port} user=postgres dbname=pgidem_it"
+        )
     })
 }
 
