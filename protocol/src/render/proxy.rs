@@ -20,7 +20,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::{arguments, columns, comment, privileges, read_source, returns, rows, split, Schemas};
-use crate::functions::{Function, Grant, Proxy, Returns, Schema, Volatility, FUNCTIONS};
+use crate::functions::{Function, Grant, Proxy, Returns, Schema, FUNCTIONS};
 
 /// The schemas on the proxy: the API where the partitions have it (PL/Proxy calls the
 /// partition's function by the proxy function's qualified name), and a storage schema that
@@ -64,39 +64,23 @@ pub fn fan_out_name(f: &Function) -> String {
     format!("_idem_{}_all", f.name.trim_start_matches("idem_"))
 }
 
-fn volatility(f: &Function) -> &'static str {
-    match f.volatility {
-        Volatility::Immutable => "IMMUTABLE",
-        Volatility::Stable => "STABLE",
-        Volatility::Volatile => "VOLATILE",
-    }
-}
-
 /// The declaration's behaviour, as the partitions have it, less what cannot hold on a
 /// proxy: PL/Proxy requires its functions to be volatile (a call is a round trip to
 /// another server), and a call opens connections of its backend, so none is parallel
 /// safe. None runs as its definer: the partition must see the caller.
 fn behaviour(f: &Function) -> String {
-    let strict = if f.strict {
-        "STRICT"
-    } else {
-        "CALLED ON NULL INPUT"
-    };
+    // [volatility, strictness, parallel safety], as the partitions declare them.
+    let mut words = super::behaviour(f, false);
     match f.proxy {
-        Proxy::All => format!("{} {strict} PARALLEL UNSAFE{}", volatility(f), rows(f)),
         // The portable variant's function, as declared.
-        Proxy::Local => format!(
-            "{} {strict} {}{}",
-            volatility(f),
-            if f.parallel_safe {
-                "PARALLEL SAFE"
-            } else {
-                "PARALLEL UNSAFE"
-            },
-            rows(f)
-        ),
-        _ => format!("VOLATILE {strict} PARALLEL UNSAFE{}", rows(f)),
+        Proxy::Local => {}
+        Proxy::All => words[2] = "PARALLEL UNSAFE",
+        _ => {
+            words[0] = "VOLATILE";
+            words[2] = "PARALLEL UNSAFE";
+        }
     }
+    format!("{}{}", words.join(" "), rows(f))
 }
 
 /// `RUN ON ...` of a function served by one partition.

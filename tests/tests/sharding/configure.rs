@@ -61,3 +61,35 @@ fn configure_is_a_superusers() {
         .batch_execute(&format!("DROP ROLE IF EXISTS {name}"))
         .unwrap();
 }
+
+#[test]
+fn the_layer_run_outside_a_transaction_refuses_and_leaves_nothing() {
+    if !pg_idempotency_tests::sharded::plproxy_available() {
+        return;
+    }
+    let db = format!("pgidem_layer_autocommit_{}", std::process::id());
+    let target = fresh_database(&db);
+    // psql -f without --single-transaction: each statement commits by itself.
+    let file = root().join("sql/proxy/pg_idempotency_proxy.sql");
+    let args = ["-q", "-v", "ON_ERROR_STOP=1", "-f", &file.to_string_lossy()].map(String::from);
+    let (ok, out) = run_psql(&target, &args, &[]);
+    assert!(!ok, "the layer installed outside a transaction:\n{out}");
+    assert!(
+        out.contains("25P01") || out.contains("installs in one transaction"),
+        "{out}"
+    );
+    let left: (bool, bool) = connect_to(&target)
+        .query_one(
+            "SELECT to_regnamespace('idempotency') IS NOT NULL, \
+                    EXISTS (SELECT FROM pg_extension WHERE extname = 'plproxy')",
+            &[],
+        )
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    assert_eq!(
+        left,
+        (false, false),
+        "a refused install left something behind"
+    );
+    drop_database(&db);
+}
