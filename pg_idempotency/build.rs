@@ -21,6 +21,12 @@ fn rust_type(ty: SqlType) -> &'static str {
         SqlType::Regrole => "::pgrx::pg_sys::Oid",
         SqlType::Timestamptz => "::pgrx::datum::TimestampWithTimeZone",
         SqlType::Bytea => "Vec<u8>",
+        SqlType::TextArray => "Vec<Option<String>>",
+        // Its elements, like a jsonb argument's, stay datums (crate::batch_args reads them).
+        SqlType::JsonbArray => "::pgrx::pg_sys::Datum",
+        SqlType::UuidArray => "Vec<Option<::pgrx::Uuid>>",
+        SqlType::BigintArray => "Vec<Option<i64>>",
+        SqlType::BooleanArray => "Vec<Option<bool>>",
     }
 }
 
@@ -67,7 +73,7 @@ fn generate(f: &Function, out: &mut String) {
     );
     let _ = writeln!(out, "        {name} {{");
     for (i, a) in f.args.iter().enumerate() {
-        let read = if a.ty == SqlType::Jsonb {
+        let read = if matches!(a.ty, SqlType::Jsonb | SqlType::JsonbArray) {
             format!("args.datum({i})")
         } else {
             format!("args.get::<{}>({i})", rust_type(a.ty))

@@ -32,19 +32,19 @@ use crate::store::{self, Claim, Id, Record, State};
 
 /// What the call asked for; NULL arguments are None until the scope's policy and the GUC
 /// defaults fill them in.
-struct Call {
-    scope: String,
-    key: String,
+pub(crate) struct Call {
+    pub scope: String,
+    pub key: String,
     /// The calling role: the key space the call lives in.
-    owner: pg_sys::Oid,
-    fingerprint: Option<[u8; 32]>,
-    ttl: Option<i64>,
-    lease: Option<i64>,
-    on_cache_hit: Option<OnCacheHit>,
-    on_mismatch: Option<OnMismatch>,
-    wait: i64,
+    pub owner: pg_sys::Oid,
+    pub fingerprint: Option<[u8; 32]>,
+    pub ttl: Option<i64>,
+    pub lease: Option<i64>,
+    pub on_cache_hit: Option<OnCacheHit>,
+    pub on_mismatch: Option<OnMismatch>,
+    pub wait: i64,
     /// The caller's token for this attempt: a repeat of it gets the claim it made back.
-    claim_token: Option<pgrx::Uuid>,
+    pub claim_token: Option<pgrx::Uuid>,
 }
 
 /// The settings in force for a call: its arguments, else its scope's policy, else the
@@ -78,7 +78,7 @@ impl Settings {
 }
 
 /// What `idem_begin` answers: the values of its result row.
-enum Outcome {
+pub(crate) enum Outcome {
     Claimed {
         fence: i64,
         attempt: i32,
@@ -108,15 +108,7 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
     let given = BeginArgs::read(a);
     let scope = args::scope(given.scope)?;
     let fingerprint = given.request.map(request::fingerprint).transpose()?;
-    let key = match (given.key, &fingerprint) {
-        (None, Some(fp)) => request::hash_key(fp),
-        (None, None) => return Err(IdemError::invalid(
-            "key must not be null without a request",
-            "A NULL key asks for the key to be derived from the request, and no request was given.",
-            "Pass a key, or a request to derive it from (HASH_INPUT).",
-        )),
-        (key, _) => args::key(key)?,
-    };
+    let key = key_of(given.key, &fingerprint)?;
     let call = Call {
         scope,
         key,
@@ -129,10 +121,30 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
         wait: args::wait(given.wait)?,
         claim_token: given.claim_token,
     };
-    if let (Some(lease), Some(ttl)) = (call.lease, call.ttl) {
-        args::effective_lease(Some(lease), None, ttl)?;
+    call.check_lease()?;
+    let outcome = answer(&call)?;
+    let mut full: [Column; 11] = [None; 11];
+    full[..10].copy_from_slice(&columns(outcome));
+    full[10] = call.key.as_str().into_datum();
+    Ok(composite(a, &full))
+}
+
+/// The call's key: the one given, or (NULL) the hex SHA-256 of its request's canonical JSON.
+pub(crate) fn key_of(given: Option<String>, fingerprint: &Option<[u8; 32]>) -> IdemResult<String> {
+    match (given, fingerprint) {
+        (None, Some(fp)) => Ok(request::hash_key(fp)),
+        (None, None) => Err(IdemError::invalid(
+            "key must not be null without a request",
+            "A NULL key asks for the key to be derived from the request, and no request was given.",
+            "Pass a key, or a request to derive it from (HASH_INPUT).",
+        )),
+        (key, _) => args::key(key),
     }
-    let outcome = decide(&call);
+}
+
+/// Decides the call and counts its outcome (a mismatch too) in the scope's metrics.
+pub(crate) fn answer(call: &Call) -> IdemResult<Outcome> {
+    let outcome = decide(call);
     let counter = match &outcome {
         Ok(Outcome::Claimed { .. }) => Some(Counter::Claimed),
         Ok(Outcome::Replay { .. }) => Some(Counter::Replay),
@@ -143,10 +155,18 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
     if let Some(c) = counter {
         metrics::count(call.owner, &call.scope, c);
     }
-    Ok(result(a, outcome?, &call.key))
+    outcome
 }
 
 impl Call {
+    /// A lease longer than the ttl, both given, is refused before anything is read.
+    pub(crate) fn check_lease(&self) -> IdemResult<()> {
+        if let (Some(lease), Some(ttl)) = (self.lease, self.ttl) {
+            args::effective_lease(Some(lease), None, ttl)?;
+        }
+        Ok(())
+    }
+
     fn id(&self) -> Id<'_> {
         Id {
             scope: &self.scope,
@@ -309,12 +329,11 @@ fn ts(m: Micros) -> Column {
     Some(pg_sys::Datum::from(m))
 }
 
-fn result(a: &Args, outcome: Outcome, key: &str) -> pg_sys::Datum {
+/// The result row's columns but the key: outcome, fence, attempt, recovered, upstream_key,
+/// succeeded, response, lease_until, expires_at, retry_after.
+pub(crate) fn columns(outcome: Outcome) -> [Column; 10] {
     let text = |s: &str| s.into_datum();
-    // outcome, fence, attempt, recovered, upstream_key, succeeded, response,
-    // lease_until, expires_at, retry_after; then key
-    let row: [Column; 10] = match outcome {
-        Outcome::Claimed {
+    match outcome {        Outcome::Claimed {
             fence,
             attempt,
             recovered,
@@ -370,9 +389,5 @@ fn result(a: &Args, outcome: Outcome, key: &str) -> pg_sys::Datum {
             ts(expires_at),
             micros_interval(retry_after_us as i64).into_datum(),
         ],
-    };
-    let mut full: [Column; 11] = [None; 11];
-    full[..10].copy_from_slice(&row);
-    full[10] = text(key);
-    composite(a, &full)
+    }
 }

@@ -22,12 +22,12 @@ use crate::request;
 use crate::roles;
 use crate::store::{self, Completion, Id, Record};
 
-struct Held {
-    scope: String,
-    key: String,
+pub(crate) struct Held {
+    pub scope: String,
+    pub key: String,
     /// The calling role: only its own records can be held by its fences.
-    owner: pg_sys::Oid,
-    fence: i64,
+    pub owner: pg_sys::Oid,
+    pub fence: i64,
 }
 
 impl Held {
@@ -41,7 +41,11 @@ impl Held {
 }
 
 /// The claim named by a holder's call: every one of them starts (scope, key, fence).
-fn held(scope: Option<String>, key: Option<String>, fence: Option<i64>) -> IdemResult<Held> {
+pub(crate) fn held(
+    scope: Option<String>,
+    key: Option<String>,
+    fence: Option<i64>,
+) -> IdemResult<Held> {
     Ok(Held {
         scope: args::scope(scope)?,
         key: args::key(key)?,
@@ -89,7 +93,7 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
 }
 
 /// Records the result; returns the state left and its expiry.
-fn complete(
+pub(crate) fn complete(
     h: &Held,
     response: Option<pg_sys::Datum>,
     succeeded: bool,

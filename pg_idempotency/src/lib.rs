@@ -9,10 +9,13 @@
 use pgrx::prelude::*;
 
 mod args;
+mod batch_args;
 mod begin;
+mod begin_batch;
 mod call_args;
 mod canonical;
 mod clock;
+mod complete_batch;
 mod durability;
 mod entry;
 mod error;
@@ -43,6 +46,16 @@ extension_sql_file!("../sql/functions.sql", name = "functions", finalize);
 
 entry::sql_function!(idem_begin, pg_finfo_idem_begin, begin::idem_begin);
 entry::sql_function!(idem_complete, pg_finfo_idem_complete, holder::idem_complete);
+entry::sql_function!(
+    idem_begin_batch,
+    pg_finfo_idem_begin_batch,
+    begin_batch::idem_begin_batch
+);
+entry::sql_function!(
+    idem_complete_batch,
+    pg_finfo_idem_complete_batch,
+    complete_batch::idem_complete_batch
+);
 entry::sql_function!(idem_release, pg_finfo_idem_release, holder::idem_release);
 entry::sql_function!(idem_extend, pg_finfo_idem_extend, holder::idem_extend);
 entry::sql_function!(idem_lookup, pg_finfo_idem_lookup, lookup::idem_lookup);

@@ -25,6 +25,12 @@ pub enum SqlType {
     Regrole,
     Timestamptz,
     Bytea,
+    /// One-dimensional arrays: a batch's items, one element per item.
+    TextArray,
+    JsonbArray,
+    UuidArray,
+    BigintArray,
+    BooleanArray,
 }
 
 impl SqlType {
@@ -40,6 +46,11 @@ impl SqlType {
             SqlType::Regrole => "regrole",
             SqlType::Timestamptz => "timestamptz",
             SqlType::Bytea => "bytea",
+            SqlType::TextArray => "text[]",
+            SqlType::JsonbArray => "jsonb[]",
+            SqlType::UuidArray => "uuid[]",
+            SqlType::BigintArray => "bigint[]",
+            SqlType::BooleanArray => "boolean[]",
         }
     }
 }
@@ -133,6 +144,9 @@ pub enum Proxy {
     Local,
     /// On every partition, the answers combined by `sql/proxy/src/bodies/<name>.sql`.
     All,
+    /// A batch of one scope's keys: by `sql/proxy/src/bodies/<name>.sql`, which sends each
+    /// partition its items in one call and answers them in the batch's order.
+    Batch,
     /// Not part of the layer: an internal helper of a backend.
     Absent,
 }
@@ -496,11 +510,94 @@ pub const IDEM_METRICS: Function = Function {
     ..API
 };
 
+/// The most items one batch call (`idem_begin_batch`, `idem_complete_batch`) takes: its
+/// claims hold their row locks until the statement's transaction ends, so a batch is kept
+/// to what one round trip should carry.
+pub const MAX_BATCH_ITEMS: usize = 1000;
+
+/// One item's answer in `idem_begin_batch`: its position in the arrays given (from 1), then
+/// `idem_begin`'s columns, key last as there.
+const BEGIN_BATCH_COLUMNS: &[Arg] = &[
+    arg("item", Integer),
+    arg("outcome", Text),
+    arg("fence", Bigint),
+    arg("attempt", Integer),
+    arg("recovered", Boolean),
+    arg("upstream_key", Uuid),
+    arg("succeeded", Boolean),
+    arg("response", Jsonb),
+    arg("lease_until", Timestamptz),
+    arg("expires_at", Timestamptz),
+    arg("retry_after", Interval),
+    arg("key", Text),
+];
+
+pub const IDEM_BEGIN_BATCH: Function = Function {
+    name: "idem_begin_batch",
+    args: &[
+        arg("scope", Text),
+        arg("keys", TextArray),
+        opt("requests", JsonbArray, "NULL"),
+        opt("ttl", Interval, "NULL"),
+        opt("lease", Interval, "NULL"),
+        opt("on_cache_hit", Text, "NULL"),
+        opt("on_mismatch", Text, "NULL"),
+        opt("claim_tokens", UuidArray, "NULL"),
+    ],
+    returns: Returns::Table(BEGIN_BATCH_COLUMNS),
+    language: Language::C("idem_begin_batch"),
+    note: Some(
+        "keys[i], requests[i] and claim_tokens[i] are item i (a NULL key: derived from its \
+         request). Items are claimed in key order, answered in item order; a mismatch or a \
+         refused repeat is that item's outcome, a bad argument fails the whole batch.",
+    ),
+    comment: Some(
+        "idem_begin for many calls of one scope in one round trip: one row per item (claimed, replay, in_progress, mismatch or refused)",
+    ),
+    proxy: Proxy::Batch,
+    ..API
+};
+
+/// One item's answer in `idem_complete_batch`.
+const COMPLETE_BATCH_COLUMNS: &[Arg] = &[
+    arg("item", Integer),
+    arg("key", Text),
+    arg("outcome", Text),
+    arg("state", Text),
+    arg("expires_at", Timestamptz),
+];
+
+pub const IDEM_COMPLETE_BATCH: Function = Function {
+    name: "idem_complete_batch",
+    args: &[
+        arg("scope", Text),
+        arg("keys", TextArray),
+        arg("fences", BigintArray),
+        arg("responses", JsonbArray),
+        opt("succeeded", BooleanArray, "NULL"),
+        opt("cache_failure", BooleanArray, "NULL"),
+    ],
+    returns: Returns::Table(COMPLETE_BATCH_COLUMNS),
+    language: Language::C("idem_complete_batch"),
+    note: Some(
+        "Item i is (keys[i], fences[i], responses[i], succeeded[i], cache_failure[i]); \
+         succeeded NULL: every item succeeded. A lost lease is that item's outcome \
+         (lease_lost); the others are completed.",
+    ),
+    comment: Some(
+        "idem_complete for many claims of one scope in one round trip: one row per item (completed, with the state left, or lease_lost)",
+    ),
+    proxy: Proxy::Batch,
+    ..API
+};
+
 /// Every function, in the order the install creates them (a SQL function's body is checked
 /// at creation, so the internal helpers come before idem_metrics).
 pub const FUNCTIONS: &[Function] = &[
     IDEM_BEGIN,
     IDEM_COMPLETE,
+    IDEM_BEGIN_BATCH,
+    IDEM_COMPLETE_BATCH,
     IDEM_RELEASE,
     IDEM_EXTEND,
     IDEM_LOOKUP,

@@ -95,6 +95,30 @@ words! {
     }
 }
 
+words! {
+    /// What `idem_begin_batch` answers for one item: `idem_begin`'s outcomes, and the two
+    /// refusals a single call raises (IK001, IK002), here that item's answer.
+    BatchOutcome {
+        Claimed = "claimed",
+        Replay = "replay",
+        InProgress = "in_progress",
+        /// The key was first used with a different request (a single call: IK001).
+        Mismatch = "mismatch",
+        /// A repeat of a completed call under `on_cache_hit => 'fail_fast'` (IK002).
+        Refused = "refused",
+    }
+}
+
+words! {
+    /// What `idem_complete_batch` answers for one item.
+    BatchCompletion {
+        /// Recorded (or already recorded by this fence): the item's `state` says what it left.
+        Completed = "completed",
+        /// The fence no longer holds the record (a single call: IK003); nothing written.
+        LeaseLost = "lease_lost",
+    }
+}
+
 impl Completion {
     /// The state the completion leaves the record in; None: it leaves no record.
     pub const fn state(self) -> Option<State> {

@@ -11,6 +11,8 @@ DROP FUNCTION IF EXISTS :"schema".idem_lookup(text, text, regrole),
     :"schema".idem_forget(text, text);
 DROP FUNCTION :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
     :"schema".idem_complete(text, text, bigint, jsonb, boolean, boolean),
+    :"schema".idem_begin_batch(text, text[], jsonb[], interval, interval, text, text, uuid[]),
+    :"schema".idem_complete_batch(text, text[], bigint[], jsonb[], boolean[], boolean[]),
     :"schema".idem_release(text, text, bigint),
     :"schema".idem_extend(text, text, bigint, interval),
     :"schema".idem_canonical(jsonb),

@@ -700,13 +700,14 @@ COMMENT ON TYPE "idempotency".lookup_result IS 'A record as idem_lookup shows it
 -- write with a statement guarded by the fence; if the record changed in between, read
 -- again. A stale fence is an error, never a silent no-op.
 
--- The live record of `owner` that `fence` holds, or lease lost; returns its state, ttl and
--- expiry, and its scope's policy fields. Another owner's record is not looked at: a fence
--- of theirs is lost here exactly as a made-up one on a key nobody used.
-CREATE FUNCTION "idempotency"._idem_read_held(
+-- The live record of `owner` that `fence` holds: its state, ttl and expiry, and its
+-- scope's policy fields; or, in `lost`, why the fence does not hold it (the detail of lease
+-- lost). Another owner's record is not looked at: a fence of theirs is lost here exactly as
+-- a made-up one on a key nobody used.
+CREATE FUNCTION "idempotency"._idem_read_claim(
     scope text, key text, owner regrole, fence bigint, now timestamptz,
     OUT state text, OUT ttl interval, OUT expires_at timestamptz,
-    OUT policy_lease interval, OUT policy_cache_failures boolean)
+    OUT policy_lease interval, OUT policy_cache_failures boolean, OUT lost text)
 LANGUAGE plpgsql VOLATILE AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -715,18 +716,36 @@ BEGIN
     SELECT r.state, r.fence, r.ttl, r.expires_at, p.lease, p.cache_failures
     INTO state, r_fence, ttl, expires_at, policy_lease, policy_cache_failures
     FROM (SELECT) AS one
-    LEFT JOIN records AS r ON r.scope = _idem_read_held.scope AND r.key = _idem_read_held.key
-                          AND r.owner = _idem_read_held.owner
-    LEFT JOIN policies AS p ON p.scope = _idem_read_held.scope;
+    LEFT JOIN records AS r ON r.scope = _idem_read_claim.scope AND r.key = _idem_read_claim.key
+                          AND r.owner = _idem_read_claim.owner
+    LEFT JOIN policies AS p ON p.scope = _idem_read_claim.scope;
     IF state IS NULL OR expires_at <= now THEN
-        PERFORM _idem_lease_lost(
-            'The key has no live record: it was released, forgotten, never claimed, or it expired.');
-    END IF;
-    IF r_fence <> _idem_read_held.fence THEN
-        PERFORM _idem_lease_lost(CASE WHEN r_fence > _idem_read_held.fence
+        lost := 'The key has no live record: it was released, forgotten, never claimed, or it expired.';
+    ELSIF r_fence <> _idem_read_claim.fence THEN
+        lost := CASE WHEN r_fence > _idem_read_claim.fence
             THEN 'The record is held under a later fence: the call was taken over or claimed again.'
-            ELSE 'The record is held under a different fence.' END);
+            ELSE 'The record is held under a different fence.' END;
     END IF;
+END
+$fn$;
+
+-- The same, or lease lost.
+CREATE FUNCTION "idempotency"._idem_read_held(
+    scope text, key text, owner regrole, fence bigint, now timestamptz,
+    OUT state text, OUT ttl interval, OUT expires_at timestamptz,
+    OUT policy_lease interval, OUT policy_cache_failures boolean)
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    held record := _idem_read_claim(scope, key, owner, fence, now);
+BEGIN
+    IF held.lost IS NOT NULL THEN
+        PERFORM _idem_lease_lost(held.lost);
+    END IF;
+    state := held.state;
+    ttl := held.ttl;
+    expires_at := held.expires_at;
+    policy_lease := held.policy_lease;
+    policy_cache_failures := held.policy_cache_failures;
 END
 $fn$;
 
@@ -752,25 +771,18 @@ BEGIN
 END
 $fn$;
 
--- ---------------------------------------------------------------------------------------
--- The API: the extension's functions, parameters, result columns and errors.
--- ---------------------------------------------------------------------------------------
-SET LOCAL search_path = pg_catalog, pg_temp;
-
-CREATE FUNCTION "public".idem_begin(
-    scope        text,
-    key          text,
-    request      jsonb DEFAULT NULL,
-    ttl          interval DEFAULT NULL,
-    lease        interval DEFAULT NULL,
-    on_cache_hit text DEFAULT NULL,
-    on_mismatch  text DEFAULT NULL,
-    wait         interval DEFAULT '0',
-    claim_token  uuid DEFAULT NULL)
+-- The claims of idem_begin and idem_complete, for one call, and the checks of a batch's
+-- arrays: what idem_begin/idem_complete and their batch forms share. With refusals_answer
+-- (a batch's item), a mismatch or a refused repeat is answered as the outcome 'mismatch' or
+-- 'refused', and a lost lease as `lost`, instead of raised: one item's refusal must not
+-- undo the other items' claims. given_fp is the request's fingerprint when the caller has
+-- computed it already (a batch orders its items by their keys, derived ones included).
+CREATE FUNCTION "idempotency"._idem_begin_one(
+    scope text, key text, request jsonb, given_fp bytea, ttl interval, lease interval,
+    on_cache_hit text, on_mismatch text, wait interval, claim_token uuid,
+    refusals_answer boolean)
 RETURNS "idempotency".begin_result
-VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, "idempotency", pg_temp
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 #variable_conflict use_column
 DECLARE
     res begin_result;
@@ -829,11 +841,12 @@ DECLARE
     pause numeric := 2000;
     written integer;
 BEGIN
-    c_scope := _idem_scope(idem_begin.scope, lim.max_scope_bytes);
-    IF idem_begin.request IS NOT NULL THEN
-        c_fp := _idem_hash(idem_begin.request);
+    c_scope := _idem_scope(_idem_begin_one.scope, lim.max_scope_bytes);
+    c_fp := _idem_begin_one.given_fp;
+    IF c_fp IS NULL AND _idem_begin_one.request IS NOT NULL THEN
+        c_fp := _idem_hash(_idem_begin_one.request);
     END IF;
-    IF idem_begin.key IS NULL THEN
+    IF _idem_begin_one.key IS NULL THEN
         IF c_fp IS NULL THEN
             PERFORM _idem_fail('22023', 'key must not be null without a request',
                 'A NULL key asks for the key to be derived from the request, and no request was given.',
@@ -841,15 +854,15 @@ BEGIN
         END IF;
         c_key := encode(c_fp, 'hex');
     ELSE
-        c_key := _idem_key(idem_begin.key, lim.max_key_bytes);
+        c_key := _idem_key(_idem_begin_one.key, lim.max_key_bytes);
     END IF;
     -- Every outcome answers the key the call used (derived or given).
     res.key := c_key;
-    c_ttl := _idem_duration('ttl', idem_begin.ttl, false, lim.max_ttl_micros);
-    c_lease := _idem_duration('lease', idem_begin.lease, false, lim.max_ttl_micros);
-    c_hit := _idem_on_cache_hit(idem_begin.on_cache_hit);
-    c_mismatch := _idem_on_mismatch(idem_begin.on_mismatch);
-    c_wait := coalesce(_idem_duration('wait', idem_begin.wait, true, lim.max_ttl_micros), 0);
+    c_ttl := _idem_duration('ttl', _idem_begin_one.ttl, false, lim.max_ttl_micros);
+    c_lease := _idem_duration('lease', _idem_begin_one.lease, false, lim.max_ttl_micros);
+    c_hit := _idem_on_cache_hit(_idem_begin_one.on_cache_hit);
+    c_mismatch := _idem_on_mismatch(_idem_begin_one.on_mismatch);
+    c_wait := coalesce(_idem_duration('wait', _idem_begin_one.wait, true, lim.max_ttl_micros), 0);
     IF c_lease IS NOT NULL AND c_ttl IS NOT NULL THEN
         PERFORM _idem_effective_lease(c_lease, NULL, c_ttl);
     END IF;
@@ -888,6 +901,10 @@ BEGIN
             claim := true;
         ELSE
             IF c_fp IS NOT NULL AND r_fp IS NOT NULL AND s_mismatch = 'reject' AND c_fp <> r_fp THEN
+                IF _idem_begin_one.refusals_answer THEN
+                    res.outcome := 'mismatch';
+                    RETURN res;
+                END IF;
                 PERFORM _idem_fail('IK001', 'idempotency key reused with a different request',
                     format('The key was first used with a request of fingerprint \x%s; this request''s fingerprint is \x%s.',
                            encode(r_fp, 'hex'), encode(c_fp, 'hex')),
@@ -896,7 +913,7 @@ BEGIN
             IF r_state = 'in_progress' AND r_lease_until > now THEN
                 -- The caller's own claim, repeated because its answer was lost: the claim
                 -- as it stands, at once (no wait) and unchanged (the lease is not renewed).
-                IF idem_begin.claim_token IS NOT NULL AND idem_begin.claim_token = r_token THEN
+                IF _idem_begin_one.claim_token IS NOT NULL AND _idem_begin_one.claim_token = r_token THEN
                     res.outcome := 'claimed';
                     res.fence := r_fence;
                     res.attempt := r_attempt;
@@ -938,6 +955,10 @@ BEGIN
                 n_recovered := r_state = 'in_progress';
                 claim := true;
             ELSIF s_hit = 'fail_fast' THEN
+                IF _idem_begin_one.refusals_answer THEN
+                    res.outcome := 'refused';
+                    RETURN res;
+                END IF;
                 PERFORM _idem_fail('IK002', 'repeat of a completed call refused',
                     format('The call %s at attempt %s; on_cache_hit is ''fail_fast''.', r_state, r_attempt),
                     'Look at the stored result with idem_lookup, or use a new key to run the call again.');
@@ -962,7 +983,7 @@ BEGIN
                                           claim_token, recovered, claimed_at)
                 VALUES (c_scope, c_key, 'in_progress', n_fence, 1, n_fp, n_upstream, n_created,
                         n_lease_until, n_expires, _idem_interval(s_ttl), c_owner,
-                        idem_begin.claim_token, false, now)
+                        _idem_begin_one.claim_token, false, now)
                 ON CONFLICT (scope, key, owner) DO NOTHING;
             ELSE
                 -- Only if the record is still as it was read (a completion or an extension in
@@ -972,7 +993,7 @@ BEGIN
                     fingerprint = n_fp, upstream_key = n_upstream, response = NULL,
                     created_at = n_created, completed_at = NULL, lease_until = n_lease_until,
                     expires_at = n_expires, ttl = _idem_interval(s_ttl),
-                    claim_token = idem_begin.claim_token, recovered = n_recovered,
+                    claim_token = _idem_begin_one.claim_token, recovered = n_recovered,
                     claimed_at = now
                 WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = r_fence
                   AND r.state = r_state
@@ -994,9 +1015,174 @@ BEGIN
     PERFORM _idem_contention();
 END
 $fn$;
+
+CREATE FUNCTION "idempotency"._idem_complete_one(
+    scope text, key text, fence bigint, response jsonb, succeeded boolean,
+    cache_failure boolean, refusals_answer boolean,
+    OUT state text, OUT expires_at timestamptz, OUT lost boolean)
+LANGUAGE plpgsql VOLATILE AS $fn$
+#variable_conflict use_column
+DECLARE
+    lim record := _idem_limits();
+    c_owner regrole := _idem_caller();
+    c_scope text := _idem_scope(_idem_complete_one.scope, lim.max_scope_bytes);
+    c_key text := _idem_key(_idem_complete_one.key, lim.max_key_bytes);
+    c_fence bigint := _idem_fence(_idem_complete_one.fence);
+    held record;
+    cache boolean;
+    new_state text;
+    now timestamptz;
+    written integer;
+BEGIN
+    lost := false;
+    PERFORM _idem_check_response(_idem_complete_one.response, lim.max_response_bytes);
+    IF _idem_complete_one.succeeded IS NULL THEN
+        PERFORM _idem_fail('22023', 'succeeded must not be null',
+            'A completion records whether the call succeeded.',
+            'Pass succeeded => true or false.');
+    END IF;
+    FOR race IN 1..1000 LOOP
+        now := clock_timestamp();
+        held := _idem_read_claim(c_scope, c_key, c_owner, c_fence, now);
+        IF held.lost IS NOT NULL THEN
+            IF _idem_complete_one.refusals_answer THEN
+                lost := true;
+                RETURN;
+            END IF;
+            PERFORM _idem_lease_lost(held.lost);
+        END IF;
+        IF held.state <> 'in_progress' THEN
+            -- Completed by this very fence before (its first reply may have been lost): keep
+            -- what is stored.
+            state := held.state;
+            expires_at := held.expires_at;
+            RETURN;
+        END IF;
+        PERFORM _idem_durable_commit();
+        -- The call's word, else its scope's policy; failures are not cached by default.
+        cache := coalesce(_idem_complete_one.cache_failure, held.policy_cache_failures, false);
+        IF NOT _idem_complete_one.succeeded AND NOT cache THEN
+            -- An uncached failure leaves nothing behind, so a retry runs the call again.
+            DELETE FROM records AS r
+            WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
+              AND r.state = 'in_progress';
+            GET DIAGNOSTICS written = ROW_COUNT;
+            IF written = 1 THEN
+                state := 'absent';
+                RETURN;
+            END IF;
+            CONTINUE;
+        END IF;
+        new_state := CASE WHEN _idem_complete_one.succeeded THEN 'succeeded' ELSE 'failed' END;
+        UPDATE records AS r
+        SET state = new_state, response = _idem_complete_one.response, completed_at = now,
+            lease_until = NULL, expires_at = now + held.ttl
+        WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
+          AND r.state = 'in_progress';
+        GET DIAGNOSTICS written = ROW_COUNT;
+        IF written = 1 THEN
+            state := new_state;
+            expires_at := now + held.ttl;
+            RETURN;
+        END IF;
+    END LOOP;
+    PERFORM _idem_contention();
+END
+$fn$;
+
+-- How many items a batch has: the length that every array given (lengths[i] of names[i],
+-- NULL when that array is NULL) must share; none_message and none_what say what the items come
+-- from when none is given. The words are the extension's (pg_idempotency/src/batch_args.rs).
+CREATE FUNCTION "idempotency"._idem_batch_items(
+    function_name text, names text[], lengths integer[], none_message text, none_what text)
+RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    n integer;
+    n_name text;
+BEGIN
+    FOR i IN 1..cardinality(names) LOOP
+        CONTINUE WHEN lengths[i] IS NULL;
+        IF n IS NULL THEN
+            n := lengths[i];
+            n_name := names[i];
+        ELSIF lengths[i] <> n THEN
+            PERFORM _idem_fail('22023', 'the arrays of a batch must have one length',
+                format('%s has %s elements and %s %s; element i of each is item i.',
+                       n_name, n, names[i], lengths[i]),
+                'Pass one element per item in every array (NULL where an item has none).');
+        END IF;
+    END LOOP;
+    IF n IS NULL THEN
+        PERFORM _idem_fail('22023', none_message,
+            format('%s takes its items from %s.', function_name, none_what),
+            format('Pass %s.', none_what));
+    END IF;
+    IF n > 1000 THEN
+        PERFORM _idem_fail('22023', 'too many items in one batch',
+            format('The batch has %s items; one call takes at most 1000.', n),
+            'Split it into batches of at most 1000 items.');
+    END IF;
+    RETURN n;
+END
+$fn$;
+
+
+-- Refuses a response larger than the limit (IK004).
+CREATE FUNCTION "idempotency"._idem_check_response(response jsonb, max_bytes bigint)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    bytes bigint;
+BEGIN
+    IF response IS NULL THEN
+        RETURN;
+    END IF;
+    -- The size of the jsonb, uncompressed, without its header (as the extension counts); a
+    -- compressed or stored value is measured on a fresh copy.
+    bytes := pg_column_size(response) - 4;
+    IF bytes + 4 > max_bytes OR pg_column_compression(response) IS NOT NULL THEN
+        bytes := pg_column_size(response::text::jsonb) - 4;
+    END IF;
+    IF bytes > max_bytes THEN
+        PERFORM _idem_fail('IK004', 'response is too large',
+            format('The response takes %s bytes as jsonb; the limit is %s.', bytes, max_bytes),
+            'Store a smaller response (a reference to the result instead of the result), or raise pg_idempotency.max_response_bytes.');
+    END IF;
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------------------
+-- The API: the extension's functions, parameters, result columns and errors.
+-- ---------------------------------------------------------------------------------------
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+-- The claim is _idem_begin_one's (sql/src/claims.sql), shared with idem_begin_batch.
+CREATE FUNCTION "public".idem_begin(
+    scope        text,
+    key          text,
+    request      jsonb DEFAULT NULL,
+    ttl          interval DEFAULT NULL,
+    lease        interval DEFAULT NULL,
+    on_cache_hit text DEFAULT NULL,
+    on_mismatch  text DEFAULT NULL,
+    wait         interval DEFAULT '0',
+    claim_token  uuid DEFAULT NULL)
+RETURNS "idempotency".begin_result
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, "idempotency", pg_temp
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    RETURN _idem_begin_one(idem_begin.scope, idem_begin.key, idem_begin.request, NULL,
+        idem_begin.ttl, idem_begin.lease, idem_begin.on_cache_hit, idem_begin.on_mismatch,
+        idem_begin.wait, idem_begin.claim_token, false);
+END
+$fn$;
 COMMENT ON FUNCTION "public".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid) IS
     'Claim a call (outcome claimed, with a fence), or learn it is running (in_progress), or get its remembered result (replay)';
 
+-- The completion is _idem_complete_one's (sql/src/claims.sql), shared with
+-- idem_complete_batch.
 CREATE FUNCTION "public".idem_complete(
     scope         text,
     key           text,
@@ -1008,84 +1194,224 @@ RETURNS "idempotency".complete_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, "idempotency", pg_temp
 LANGUAGE plpgsql AS $fn$
-#variable_conflict use_column
 DECLARE
+    done record;
     res complete_result;
-    lim record := _idem_limits();
-    c_owner regrole := _idem_caller();
-    c_scope text := _idem_scope(idem_complete.scope, lim.max_scope_bytes);
-    c_key text := _idem_key(idem_complete.key, lim.max_key_bytes);
-    c_fence bigint := _idem_fence(idem_complete.fence);
-    max_bytes bigint;
-    bytes bigint;
-    held record;
-    cache boolean;
-    new_state text;
-    now timestamptz;
-    written integer;
 BEGIN
-    IF idem_complete.response IS NOT NULL THEN
-        max_bytes := lim.max_response_bytes;
-        -- The size of the jsonb, uncompressed, without its header (as the extension counts);
-        -- a compressed or stored value is measured on a fresh copy.
-        bytes := pg_column_size(idem_complete.response) - 4;
-        IF bytes + 4 > max_bytes OR pg_column_compression(idem_complete.response) IS NOT NULL THEN
-            bytes := pg_column_size(idem_complete.response::text::jsonb) - 4;
-        END IF;
-        IF bytes > max_bytes THEN
-            PERFORM _idem_fail('IK004', 'response is too large',
-                format('The response takes %s bytes as jsonb; the limit is %s.', bytes, max_bytes),
-                'Store a smaller response (a reference to the result instead of the result), or raise pg_idempotency.max_response_bytes.');
-        END IF;
-    END IF;
-    IF idem_complete.succeeded IS NULL THEN
-        PERFORM _idem_fail('22023', 'succeeded must not be null',
-            'A completion records whether the call succeeded.',
-            'Pass succeeded => true or false.');
-    END IF;
-    FOR race IN 1..1000 LOOP
-        now := clock_timestamp();
-        held := _idem_read_held(c_scope, c_key, c_owner, c_fence, now);
-        IF held.state <> 'in_progress' THEN
-            -- Completed by this very fence before (its first reply may have been lost): keep
-            -- what is stored.
-            res.state := held.state;
-            res.expires_at := held.expires_at;
-            RETURN res;
-        END IF;
-        PERFORM _idem_durable_commit();
-        -- The call's word, else its scope's policy; failures are not cached by default.
-        cache := coalesce(idem_complete.cache_failure, held.policy_cache_failures, false);
-        IF NOT idem_complete.succeeded AND NOT cache THEN
-            -- An uncached failure leaves nothing behind, so a retry runs the call again.
-            DELETE FROM records AS r
-            WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
-              AND r.state = 'in_progress';
-            GET DIAGNOSTICS written = ROW_COUNT;
-            IF written = 1 THEN
-                res.state := 'absent';
-                RETURN res;
-            END IF;
-            CONTINUE;
-        END IF;
-        new_state := CASE WHEN idem_complete.succeeded THEN 'succeeded' ELSE 'failed' END;
-        UPDATE records AS r
-        SET state = new_state, response = idem_complete.response, completed_at = now,
-            lease_until = NULL, expires_at = now + held.ttl
-        WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
-          AND r.state = 'in_progress';
-        GET DIAGNOSTICS written = ROW_COUNT;
-        IF written = 1 THEN
-            res.state := new_state;
-            res.expires_at := now + held.ttl;
-            RETURN res;
-        END IF;
-    END LOOP;
-    PERFORM _idem_contention();
+    done := _idem_complete_one(idem_complete.scope, idem_complete.key, idem_complete.fence,
+        idem_complete.response, idem_complete.succeeded, idem_complete.cache_failure, false);
+    res.state := done.state;
+    res.expires_at := done.expires_at;
+    RETURN res;
 END
 $fn$;
 COMMENT ON FUNCTION "public".idem_complete(text, text, bigint, jsonb, boolean, boolean) IS
     'Record the result of a claimed call; the fence must still hold the record';
+
+-- keys[i], requests[i] and claim_tokens[i] are item i (a NULL key: derived from its request). Items are claimed in key order, answered in item order; a mismatch or a refused repeat is that item's outcome, a bad argument fails the whole batch.
+-- As the extension (pg_idempotency/src/begin_batch.rs): every item is checked (its
+-- fingerprint computed, its key derived) before any is decided; then the items are decided
+-- in key order, so that two batches sharing keys lock them in one order, and answered in
+-- item order.
+CREATE FUNCTION "public".idem_begin_batch(
+    scope        text,
+    keys         text[],
+    requests     jsonb[] DEFAULT NULL,
+    ttl          interval DEFAULT NULL,
+    lease        interval DEFAULT NULL,
+    on_cache_hit text DEFAULT NULL,
+    on_mismatch  text DEFAULT NULL,
+    claim_tokens uuid[] DEFAULT NULL)
+RETURNS TABLE (
+    item         integer,
+    outcome      text,
+    fence        bigint,
+    attempt      integer,
+    recovered    boolean,
+    upstream_key uuid,
+    succeeded    boolean,
+    response     jsonb,
+    lease_until  timestamptz,
+    expires_at   timestamptz,
+    retry_after  interval,
+    key          text)
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, "idempotency", pg_temp
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    lim record := _idem_limits();
+    c_scope text;
+    c_ttl bigint;
+    c_lease bigint;
+    -- The arrays from 1, in storage order (how the extension reads them, and unnest).
+    v_keys text[];
+    v_requests jsonb[];
+    v_tokens uuid[];
+    n integer;
+    fps bytea[] := '{}';
+    ks text[] := '{}';
+    at integer;
+    e_code text;
+    e_message text;
+    e_detail text;
+    e_hint text;
+    it record;
+    items integer[] := '{}';
+    answers begin_result[] := '{}';
+BEGIN
+    c_scope := _idem_scope(idem_begin_batch.scope, lim.max_scope_bytes);
+    v_keys := CASE WHEN idem_begin_batch.keys IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM unnest(idem_begin_batch.keys) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_requests := CASE WHEN idem_begin_batch.requests IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM unnest(idem_begin_batch.requests) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_tokens := CASE WHEN idem_begin_batch.claim_tokens IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM unnest(idem_begin_batch.claim_tokens) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    n := _idem_batch_items('idem_begin_batch', ARRAY['keys', 'requests', 'claim_tokens'],
+        ARRAY[cardinality(v_keys), cardinality(v_requests), cardinality(v_tokens)],
+        'keys and requests must not both be null', 'keys, or requests to derive them from');
+    c_ttl := _idem_duration('ttl', idem_begin_batch.ttl, false, lim.max_ttl_micros);
+    c_lease := _idem_duration('lease', idem_begin_batch.lease, false, lim.max_ttl_micros);
+    PERFORM _idem_on_cache_hit(idem_begin_batch.on_cache_hit);
+    PERFORM _idem_on_mismatch(idem_begin_batch.on_mismatch);
+    IF c_lease IS NOT NULL AND c_ttl IS NOT NULL THEN
+        PERFORM _idem_effective_lease(c_lease, NULL, c_ttl);
+    END IF;
+
+    BEGIN
+        FOR i IN 1..n LOOP
+            at := i;
+            IF v_requests[i] IS NOT NULL THEN
+                fps[i] := _idem_hash(v_requests[i]);
+            END IF;
+            IF v_keys[i] IS NULL THEN
+                IF fps[i] IS NULL THEN
+                    PERFORM _idem_fail('22023', 'key must not be null without a request',
+                        'A NULL key asks for the key to be derived from the request, and no request was given.',
+                        'Pass a key, or a request to derive it from (HASH_INPUT).');
+                END IF;
+                ks[i] := encode(fps[i], 'hex');
+            ELSE
+                ks[i] := _idem_key(v_keys[i], lim.max_key_bytes);
+            END IF;
+        END LOOP;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS e_code = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
+            e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+        PERFORM _idem_fail(e_code, e_message, format('Item %s of the batch: %s', at, e_detail), e_hint);
+    END;
+
+    FOR it IN SELECT s AS i FROM generate_series(1, n) AS s ORDER BY ks[s] COLLATE "C", s LOOP
+        items := items || it.i;
+        answers := answers || _idem_begin_one(c_scope, ks[it.i], NULL, fps[it.i],
+            idem_begin_batch.ttl, idem_begin_batch.lease, idem_begin_batch.on_cache_hit,
+            idem_begin_batch.on_mismatch, '0', v_tokens[it.i], true);
+    END LOOP;
+    RETURN QUERY
+        SELECT items[s], (answers[s]).outcome, (answers[s]).fence, (answers[s]).attempt,
+               (answers[s]).recovered, (answers[s]).upstream_key, (answers[s]).succeeded,
+               (answers[s]).response, (answers[s]).lease_until, (answers[s]).expires_at,
+               (answers[s]).retry_after, (answers[s]).key
+        FROM generate_subscripts(items, 1) AS s
+        ORDER BY items[s];
+END
+$fn$;
+COMMENT ON FUNCTION "public".idem_begin_batch(text, text[], jsonb[], interval, interval, text, text, uuid[]) IS
+    'idem_begin for many calls of one scope in one round trip: one row per item (claimed, replay, in_progress, mismatch or refused)';
+
+-- Item i is (keys[i], fences[i], responses[i], succeeded[i], cache_failure[i]); succeeded NULL: every item succeeded. A lost lease is that item's outcome (lease_lost); the others are completed.
+-- As the extension (pg_idempotency/src/complete_batch.rs): every item is checked before any
+-- is completed; then the items are completed in key order and answered in item order, a
+-- lost lease as that item's outcome.
+CREATE FUNCTION "public".idem_complete_batch(
+    scope         text,
+    keys          text[],
+    fences        bigint[],
+    responses     jsonb[],
+    succeeded     boolean[] DEFAULT NULL,
+    cache_failure boolean[] DEFAULT NULL)
+RETURNS TABLE (
+    item       integer,
+    key        text,
+    outcome    text,
+    state      text,
+    expires_at timestamptz)
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, "idempotency", pg_temp
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    lim record := _idem_limits();
+    c_scope text;
+    -- The arrays from 1, in storage order (how the extension reads them, and unnest).
+    v_keys text[];
+    v_fences bigint[];
+    v_responses jsonb[];
+    v_succeeded boolean[];
+    v_cache boolean[];
+    n integer;
+    ks text[] := '{}';
+    at integer;
+    e_code text;
+    e_message text;
+    e_detail text;
+    e_hint text;
+    it record;
+    done record;
+    items integer[] := '{}';
+    states text[] := '{}';
+    expiries timestamptz[] := '{}';
+    lost boolean[] := '{}';
+BEGIN
+    c_scope := _idem_scope(idem_complete_batch.scope, lim.max_scope_bytes);
+    v_keys := CASE WHEN idem_complete_batch.keys IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM unnest(idem_complete_batch.keys) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_fences := CASE WHEN idem_complete_batch.fences IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM unnest(idem_complete_batch.fences) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_responses := CASE WHEN idem_complete_batch.responses IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM unnest(idem_complete_batch.responses) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_succeeded := CASE WHEN idem_complete_batch.succeeded IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM unnest(idem_complete_batch.succeeded) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_cache := CASE WHEN idem_complete_batch.cache_failure IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM unnest(idem_complete_batch.cache_failure) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    n := _idem_batch_items('idem_complete_batch',
+        ARRAY['keys', 'fences', 'responses', 'succeeded', 'cache_failure'],
+        ARRAY[cardinality(v_keys), cardinality(v_fences), cardinality(v_responses),
+              cardinality(v_succeeded), cardinality(v_cache)],
+        'keys must not be null', 'keys, fences and responses');
+
+    BEGIN
+        FOR i IN 1..n LOOP
+            at := i;
+            ks[i] := _idem_key(v_keys[i], lim.max_key_bytes);
+            PERFORM _idem_fence(v_fences[i]);
+            PERFORM _idem_check_response(v_responses[i], lim.max_response_bytes);
+        END LOOP;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS e_code = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
+            e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+        PERFORM _idem_fail(e_code, e_message, format('Item %s of the batch: %s', at, e_detail), e_hint);
+    END;
+
+    FOR it IN SELECT s AS i FROM generate_series(1, n) AS s ORDER BY ks[s] COLLATE "C", s LOOP
+        -- succeeded NULL: succeeded, as a single call's default.
+        done := _idem_complete_one(c_scope, ks[it.i], v_fences[it.i], v_responses[it.i],
+            coalesce(v_succeeded[it.i], true), v_cache[it.i], true);
+        items := items || it.i;
+        states := states || done.state;
+        expiries := expiries || done.expires_at;
+        lost := lost || done.lost;
+    END LOOP;
+    RETURN QUERY
+        SELECT items[s], ks[items[s]],
+               CASE WHEN lost[s] THEN 'lease_lost' ELSE 'completed' END,
+               states[s], expiries[s]
+        FROM generate_subscripts(items, 1) AS s
+        ORDER BY items[s];
+END
+$fn$;
+COMMENT ON FUNCTION "public".idem_complete_batch(text, text[], bigint[], jsonb[], boolean[], boolean[]) IS
+    'idem_complete for many claims of one scope in one round trip: one row per item (completed, with the state left, or lease_lost)';
 
 CREATE FUNCTION "public".idem_release(
     scope text,
@@ -1416,6 +1742,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA "idempotency" FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION
     "public".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
     "public".idem_complete(text, text, bigint, jsonb, boolean, boolean),
+    "public".idem_begin_batch(text, text[], jsonb[], interval, interval, text, text, uuid[]),
+    "public".idem_complete_batch(text, text[], bigint[], jsonb[], boolean[], boolean[]),
     "public".idem_release(text, text, bigint),
     "public".idem_extend(text, text, bigint, interval),
     "public".idem_lookup(text, text, regrole),
@@ -1431,6 +1759,8 @@ FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     "public".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
     "public".idem_complete(text, text, bigint, jsonb, boolean, boolean),
+    "public".idem_begin_batch(text, text[], jsonb[], interval, interval, text, text, uuid[]),
+    "public".idem_complete_batch(text, text[], bigint[], jsonb[], boolean[], boolean[]),
     "public".idem_release(text, text, bigint),
     "public".idem_extend(text, text, bigint, interval),
     "public".idem_lookup(text, text, regrole),

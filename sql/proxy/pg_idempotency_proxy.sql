@@ -215,6 +215,42 @@ CREATE FUNCTION idempotency._idem_hash(request jsonb) RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN sha256(convert_to(_idem_canonical_value(request, 1), 'UTF8'));
 
+-- A batch's arrays are checked on the proxy as a partition checks them (the portable
+-- variant's words).
+CREATE FUNCTION idempotency._idem_batch_items(
+    function_name text, names text[], lengths integer[], none_message text, none_what text)
+RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    n integer;
+    n_name text;
+BEGIN
+    FOR i IN 1..cardinality(names) LOOP
+        CONTINUE WHEN lengths[i] IS NULL;
+        IF n IS NULL THEN
+            n := lengths[i];
+            n_name := names[i];
+        ELSIF lengths[i] <> n THEN
+            PERFORM _idem_fail('22023', 'the arrays of a batch must have one length',
+                format('%s has %s elements and %s %s; element i of each is item i.',
+                       n_name, n, names[i], lengths[i]),
+                'Pass one element per item in every array (NULL where an item has none).');
+        END IF;
+    END LOOP;
+    IF n IS NULL THEN
+        PERFORM _idem_fail('22023', none_message,
+            format('%s takes its items from %s.', function_name, none_what),
+            format('Pass %s.', none_what));
+    END IF;
+    IF n > 1000 THEN
+        PERFORM _idem_fail('22023', 'too many items in one batch',
+            format('The batch has %s items; one call takes at most 1000.', n),
+            'Split it into batches of at most 1000 items.');
+    END IF;
+    RETURN n;
+END
+$fn$;
+
 -- ---------------------------------------------------------------------------------------
 -- Routing: which partition holds a record.
 -- ---------------------------------------------------------------------------------------
@@ -333,6 +369,59 @@ LANGUAGE plproxy AS $fn$
     SELECT m.*, pg_catalog.pg_postmaster_start_time() AS server FROM public.idem_metrics() AS m;
 $fn$;
 
+CREATE FUNCTION idempotency._idem_begin_batch_split(
+    items integer[],
+    scope        text,
+    keys         text[],
+    requests     jsonb[] DEFAULT NULL,
+    ttl          interval DEFAULT NULL,
+    lease        interval DEFAULT NULL,
+    on_cache_hit text DEFAULT NULL,
+    on_mismatch  text DEFAULT NULL,
+    claim_tokens uuid[] DEFAULT NULL)
+RETURNS TABLE (
+    item         integer,
+    outcome      text,
+    fence        bigint,
+    attempt      integer,
+    recovered    boolean,
+    upstream_key uuid,
+    succeeded    boolean,
+    response     jsonb,
+    lease_until  timestamptz,
+    expires_at   timestamptz,
+    retry_after  interval,
+    key          text)
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'pg_idempotency';
+    SPLIT items, keys, requests, claim_tokens;
+    RUN ON idempotency._idem_partition(scope, keys);
+    SELECT (items)[b.item] AS item, b.outcome, b.fence, b.attempt, b.recovered, b.upstream_key, b.succeeded, b.response, b.lease_until, b.expires_at, b.retry_after, b.key FROM public.idem_begin_batch(scope, keys, requests, ttl, lease, on_cache_hit, on_mismatch, claim_tokens) AS b;
+$fn$;
+
+CREATE FUNCTION idempotency._idem_complete_batch_split(
+    items integer[],
+    scope         text,
+    keys          text[],
+    fences        bigint[],
+    responses     jsonb[],
+    succeeded     boolean[] DEFAULT NULL,
+    cache_failure boolean[] DEFAULT NULL)
+RETURNS TABLE (
+    item       integer,
+    key        text,
+    outcome    text,
+    state      text,
+    expires_at timestamptz)
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'pg_idempotency';
+    SPLIT items, keys, fences, responses, succeeded, cache_failure;
+    RUN ON idempotency._idem_partition(scope, keys);
+    SELECT (items)[b.item] AS item, b.key, b.outcome, b.state, b.expires_at FROM public.idem_complete_batch(scope, keys, fences, responses, succeeded, cache_failure) AS b;
+$fn$;
+
 CREATE FUNCTION public.idem_begin(
     scope        text,
     key          text,
@@ -367,6 +456,141 @@ LANGUAGE plproxy AS $fn$
 $fn$;
 COMMENT ON FUNCTION public.idem_complete(text, text, bigint, jsonb, boolean, boolean) IS
     'Record the result of a claimed call; the fence must still hold the record';
+
+-- The items go to their partitions through idempotency._idem_begin_batch_split, which
+-- SPLITs them by the routing hash of each item's key: every partition gets its items in one
+-- call, all partitions at once. A NULL key is derived here first (as idem_begin's routing
+-- derives it), so that the item meets the same call made with its key spelled out. The
+-- arrays' shape is checked here, before any partition is asked; each partition checks its
+-- items' values, and one partition's refusal does not undo what another has claimed (as
+-- single calls through the layer, each partition commits its own part).
+-- keys[i], requests[i] and claim_tokens[i] are item i (a NULL key: derived from its request). Items are claimed in key order, answered in item order; a mismatch or a refused repeat is that item's outcome, a bad argument fails the whole batch.
+CREATE FUNCTION public.idem_begin_batch(
+    scope        text,
+    keys         text[],
+    requests     jsonb[] DEFAULT NULL,
+    ttl          interval DEFAULT NULL,
+    lease        interval DEFAULT NULL,
+    on_cache_hit text DEFAULT NULL,
+    on_mismatch  text DEFAULT NULL,
+    claim_tokens uuid[] DEFAULT NULL)
+RETURNS TABLE (
+    item         integer,
+    outcome      text,
+    fence        bigint,
+    attempt      integer,
+    recovered    boolean,
+    upstream_key uuid,
+    succeeded    boolean,
+    response     jsonb,
+    lease_until  timestamptz,
+    expires_at   timestamptz,
+    retry_after  interval,
+    key          text)
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_keys text[];
+    v_requests jsonb[];
+    v_tokens uuid[];
+    n integer;
+BEGIN
+    v_keys := CASE WHEN idem_begin_batch.keys IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM pg_catalog.unnest(idem_begin_batch.keys) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_requests := CASE WHEN idem_begin_batch.requests IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM pg_catalog.unnest(idem_begin_batch.requests) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_tokens := CASE WHEN idem_begin_batch.claim_tokens IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM pg_catalog.unnest(idem_begin_batch.claim_tokens) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    n := idempotency._idem_batch_items('idem_begin_batch', ARRAY['keys', 'requests', 'claim_tokens'],
+        ARRAY[pg_catalog.cardinality(v_keys), pg_catalog.cardinality(v_requests),
+              pg_catalog.cardinality(v_tokens)],
+        'keys and requests must not both be null', 'keys, or requests to derive them from');
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    -- SPLIT needs one element per item in every array.
+    v_keys := ARRAY(SELECT CASE WHEN v_keys[i] IS NULL AND v_requests[i] IS NOT NULL
+                                THEN pg_catalog.encode(idempotency._idem_hash(v_requests[i]), 'hex')
+                                ELSE v_keys[i] END
+                    FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
+    v_requests := ARRAY(SELECT v_requests[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
+    v_tokens := ARRAY(SELECT v_tokens[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
+    RETURN QUERY
+        SELECT b.* FROM idempotency._idem_begin_batch_split(
+            ARRAY(SELECT i FROM pg_catalog.generate_series(1, n) AS i ORDER BY i),
+            idem_begin_batch.scope, v_keys, v_requests, idem_begin_batch.ttl,
+            idem_begin_batch.lease, idem_begin_batch.on_cache_hit, idem_begin_batch.on_mismatch,
+            v_tokens) AS b
+        ORDER BY b.item;
+END
+$fn$;
+COMMENT ON FUNCTION public.idem_begin_batch(text, text[], jsonb[], interval, interval, text, text, uuid[]) IS
+    'idem_begin for many calls of one scope in one round trip: one row per item (claimed, replay, in_progress, mismatch or refused)';
+
+-- The items go to their partitions through idempotency._idem_complete_batch_split (see
+-- idem_begin_batch): every partition gets its items in one call, all partitions at once.
+-- Item i is (keys[i], fences[i], responses[i], succeeded[i], cache_failure[i]); succeeded NULL: every item succeeded. A lost lease is that item's outcome (lease_lost); the others are completed.
+CREATE FUNCTION public.idem_complete_batch(
+    scope         text,
+    keys          text[],
+    fences        bigint[],
+    responses     jsonb[],
+    succeeded     boolean[] DEFAULT NULL,
+    cache_failure boolean[] DEFAULT NULL)
+RETURNS TABLE (
+    item       integer,
+    key        text,
+    outcome    text,
+    state      text,
+    expires_at timestamptz)
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_keys text[];
+    v_fences bigint[];
+    v_responses jsonb[];
+    v_succeeded boolean[];
+    v_cache boolean[];
+    n integer;
+BEGIN
+    v_keys := CASE WHEN idem_complete_batch.keys IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM pg_catalog.unnest(idem_complete_batch.keys) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_fences := CASE WHEN idem_complete_batch.fences IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM pg_catalog.unnest(idem_complete_batch.fences) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_responses := CASE WHEN idem_complete_batch.responses IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM pg_catalog.unnest(idem_complete_batch.responses) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_succeeded := CASE WHEN idem_complete_batch.succeeded IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM pg_catalog.unnest(idem_complete_batch.succeeded) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_cache := CASE WHEN idem_complete_batch.cache_failure IS NOT NULL THEN ARRAY(
+        SELECT u.v FROM pg_catalog.unnest(idem_complete_batch.cache_failure) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    n := idempotency._idem_batch_items('idem_complete_batch',
+        ARRAY['keys', 'fences', 'responses', 'succeeded', 'cache_failure'],
+        ARRAY[pg_catalog.cardinality(v_keys), pg_catalog.cardinality(v_fences),
+              pg_catalog.cardinality(v_responses), pg_catalog.cardinality(v_succeeded),
+              pg_catalog.cardinality(v_cache)],
+        'keys must not be null', 'keys, fences and responses');
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    -- SPLIT needs one element per item in every array.
+    v_keys := ARRAY(SELECT v_keys[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
+    v_fences := ARRAY(SELECT v_fences[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
+    v_responses := ARRAY(SELECT v_responses[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
+    v_succeeded := ARRAY(SELECT v_succeeded[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
+    v_cache := ARRAY(SELECT v_cache[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
+    RETURN QUERY
+        SELECT b.* FROM idempotency._idem_complete_batch_split(
+            ARRAY(SELECT i FROM pg_catalog.generate_series(1, n) AS i ORDER BY i),
+            idem_complete_batch.scope, v_keys, v_fences, v_responses, v_succeeded, v_cache) AS b
+        ORDER BY b.item;
+END
+$fn$;
+COMMENT ON FUNCTION public.idem_complete_batch(text, text[], bigint[], jsonb[], boolean[], boolean[]) IS
+    'idem_complete for many claims of one scope in one round trip: one row per item (completed, with the state left, or lease_lost)';
 
 CREATE FUNCTION public.idem_release(
     scope text,
@@ -585,6 +809,8 @@ COMMENT ON FUNCTION public.idem_metrics() IS
 REVOKE EXECUTE ON FUNCTION
     public.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
     public.idem_complete(text, text, bigint, jsonb, boolean, boolean),
+    public.idem_begin_batch(text, text[], jsonb[], interval, interval, text, text, uuid[]),
+    public.idem_complete_batch(text, text[], bigint[], jsonb[], boolean[], boolean[]),
     public.idem_release(text, text, bigint),
     public.idem_extend(text, text, bigint, interval),
     public.idem_lookup(text, text, regrole),
@@ -600,6 +826,8 @@ FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     public.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
     public.idem_complete(text, text, bigint, jsonb, boolean, boolean),
+    public.idem_begin_batch(text, text[], jsonb[], interval, interval, text, text, uuid[]),
+    public.idem_complete_batch(text, text[], bigint[], jsonb[], boolean[], boolean[]),
     public.idem_release(text, text, bigint),
     public.idem_extend(text, text, bigint, interval),
     public.idem_lookup(text, text, regrole),

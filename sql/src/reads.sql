@@ -2,13 +2,14 @@
 -- write with a statement guarded by the fence; if the record changed in between, read
 -- again. A stale fence is an error, never a silent no-op.
 
--- The live record of `owner` that `fence` holds, or lease lost; returns its state, ttl and
--- expiry, and its scope's policy fields. Another owner's record is not looked at: a fence
--- of theirs is lost here exactly as a made-up one on a key nobody used.
-CREATE FUNCTION :"storage"._idem_read_held(
+-- The live record of `owner` that `fence` holds: its state, ttl and expiry, and its
+-- scope's policy fields; or, in `lost`, why the fence does not hold it (the detail of lease
+-- lost). Another owner's record is not looked at: a fence of theirs is lost here exactly as
+-- a made-up one on a key nobody used.
+CREATE FUNCTION :"storage"._idem_read_claim(
     scope text, key text, owner regrole, fence bigint, now timestamptz,
     OUT state text, OUT ttl interval, OUT expires_at timestamptz,
-    OUT policy_lease interval, OUT policy_cache_failures boolean)
+    OUT policy_lease interval, OUT policy_cache_failures boolean, OUT lost text)
 LANGUAGE plpgsql VOLATILE AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -17,18 +18,36 @@ BEGIN
     SELECT r.state, r.fence, r.ttl, r.expires_at, p.lease, p.cache_failures
     INTO state, r_fence, ttl, expires_at, policy_lease, policy_cache_failures
     FROM (SELECT) AS one
-    LEFT JOIN records AS r ON r.scope = _idem_read_held.scope AND r.key = _idem_read_held.key
-                          AND r.owner = _idem_read_held.owner
-    LEFT JOIN policies AS p ON p.scope = _idem_read_held.scope;
+    LEFT JOIN records AS r ON r.scope = _idem_read_claim.scope AND r.key = _idem_read_claim.key
+                          AND r.owner = _idem_read_claim.owner
+    LEFT JOIN policies AS p ON p.scope = _idem_read_claim.scope;
     IF state IS NULL OR expires_at <= now THEN
-        PERFORM _idem_lease_lost(
-            'The key has no live record: it was released, forgotten, never claimed, or it expired.');
-    END IF;
-    IF r_fence <> _idem_read_held.fence THEN
-        PERFORM _idem_lease_lost(CASE WHEN r_fence > _idem_read_held.fence
+        lost := 'The key has no live record: it was released, forgotten, never claimed, or it expired.';
+    ELSIF r_fence <> _idem_read_claim.fence THEN
+        lost := CASE WHEN r_fence > _idem_read_claim.fence
             THEN 'The record is held under a later fence: the call was taken over or claimed again.'
-            ELSE 'The record is held under a different fence.' END);
+            ELSE 'The record is held under a different fence.' END;
     END IF;
+END
+$fn$;
+
+-- The same, or lease lost.
+CREATE FUNCTION :"storage"._idem_read_held(
+    scope text, key text, owner regrole, fence bigint, now timestamptz,
+    OUT state text, OUT ttl interval, OUT expires_at timestamptz,
+    OUT policy_lease interval, OUT policy_cache_failures boolean)
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    held record := _idem_read_claim(scope, key, owner, fence, now);
+BEGIN
+    IF held.lost IS NOT NULL THEN
+        PERFORM _idem_lease_lost(held.lost);
+    END IF;
+    state := held.state;
+    ttl := held.ttl;
+    expires_at := held.expires_at;
+    policy_lease := held.policy_lease;
+    policy_cache_failures := held.policy_cache_failures;
 END
 $fn$;
 

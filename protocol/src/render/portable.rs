@@ -36,6 +36,7 @@ pub const BEFORE: &[&str] = &[
     "canonical",
     "types",
     "reads",
+    "claims",
 ];
 
 /// The hand-written parts after the grants.

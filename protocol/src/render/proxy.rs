@@ -9,7 +9,11 @@
 //! - `Local`: the portable variant's SQL function (its body, sql/src/bodies/<name>.sql, and
 //!   its canonical JSON helpers, sql/src/canonical.sql), run on the proxy itself;
 //! - `All`: a SQL function over `idempotency._idem_<name>_all`, a PL/Proxy function that
-//!   runs it on every partition, combining the answers by `sql/proxy/src/bodies/<name>.sql`.
+//!   runs it on every partition, combining the answers by `sql/proxy/src/bodies/<name>.sql`;
+//! - `Batch`: a PL/pgSQL function (`sql/proxy/src/bodies/<name>.sql`) over
+//!   `idempotency._idem_<name>_split`, a PL/Proxy function that SPLITs the item arrays by
+//!   the routing hash of each item's key and sends every partition its items in one call
+//!   (in parallel); each partition answers its items under their numbers in the batch.
 //!
 //! None of them runs as its definer: PL/Proxy connects to a partition as the role that
 //! called, so the partition's own functions see the caller, and isolation between roles
@@ -59,6 +63,16 @@ fn fans_out(f: &Function) -> bool {
     f.proxy == Proxy::All
 }
 
+/// Whether the layer's own body file serves the function.
+fn has_body(f: &Function) -> bool {
+    matches!(f.proxy, Proxy::All | Proxy::Batch)
+}
+
+/// The name of the PL/Proxy function that sends each partition its items of a batch.
+pub fn split_name(f: &Function) -> String {
+    format!("_idem_{}_split", f.name.trim_start_matches("idem_"))
+}
+
 /// The name of the PL/Proxy function that runs `f` on every partition.
 pub fn fan_out_name(f: &Function) -> String {
     format!("_idem_{}_all", f.name.trim_start_matches("idem_"))
@@ -74,7 +88,7 @@ fn behaviour(f: &Function) -> String {
     match f.proxy {
         // The portable variant's function, as declared.
         Proxy::Local => {}
-        Proxy::All => words[2] = "PARALLEL UNSAFE",
+        Proxy::All | Proxy::Batch => words[2] = "PARALLEL UNSAFE",
         _ => {
             words[0] = "VOLATILE";
             words[2] = "PARALLEL UNSAFE";
@@ -88,7 +102,7 @@ fn run_on(f: &Function) -> &'static str {
     match f.proxy {
         Proxy::ByKey => "RUN ON idempotency._idem_partition(scope, key);",
         Proxy::ByKeyOrRequest => "RUN ON idempotency._idem_begin_partition(scope, key, request);",
-        Proxy::Local | Proxy::All | Proxy::Absent => {
+        Proxy::Local | Proxy::All | Proxy::Batch | Proxy::Absent => {
             unreachable!("{} is not served by one partition", f.name)
         }
     }
@@ -129,15 +143,16 @@ pub fn create_function(f: &Function, source: Option<&str>) -> String {
             PROXY.storage,
             portable_sql(body.trim())
         );
-    } else if fans_out(f) {
+    } else if has_body(f) {
         let source = source.unwrap_or_else(|| panic!("{} needs a body", f.name));
         let (notes, body) = split(source);
         let mut text = String::new();
         text.push_str(&notes);
         text.push_str(&out);
+        let language = if fans_out(f) { "sql" } else { "plpgsql" };
         let _ = writeln!(
             text,
-            "SET search_path = pg_catalog, pg_temp\nLANGUAGE sql AS $fn$\n{}\n$fn$;",
+            "SET search_path = pg_catalog, pg_temp\nLANGUAGE {language} AS $fn$\n{}\n$fn$;",
             body.trim_end()
         );
         out = text;
@@ -196,6 +211,56 @@ pub fn create_fan_out(f: &Function) -> String {
     out
 }
 
+/// The PL/Proxy function that sends each partition the items of a batch whose keys route
+/// there: `items` (their numbers in the batch) and every array argument are SPLIT by the
+/// routing hash of the item's key (every array must hold one element per item: the API
+/// function fills a NULL one with NULLs), and the partition's answer for its item j is
+/// renamed `items[j]`.
+pub fn create_split(f: &Function) -> String {
+    let Returns::Table(cols) = f.returns else {
+        unreachable!("{}: a batch returns a table", f.name)
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "CREATE FUNCTION {}.{}(\n    items integer[],",
+        PROXY.storage,
+        split_name(f)
+    );
+    columns(&mut out, "", f.args, true);
+    out.push_str("\nRETURNS TABLE (\n");
+    columns(&mut out, "", cols, true);
+    out.push_str("\nVOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE\n");
+    let arrays: Vec<&str> = std::iter::once("items")
+        .chain(
+            f.args
+                .iter()
+                .filter(|a| a.ty.sql().ends_with("[]"))
+                .map(|a| a.name),
+        )
+        .collect();
+    let answer: Vec<String> = cols
+        .iter()
+        .map(|c| match c.name {
+            "item" => "(items)[b.item] AS item".to_string(),
+            name => format!("b.{name}"),
+        })
+        .collect();
+    let passed: Vec<&str> = f.args.iter().map(|a| a.name).collect();
+    let _ = write!(
+        out,
+        "LANGUAGE plproxy AS $fn$\n    CLUSTER '{CLUSTER}';\n    SPLIT {};\n    \
+         RUN ON idempotency._idem_partition(scope, keys);\n    \
+         SELECT {} FROM {}.{}({}) AS b;\n$fn$;\n",
+        arrays.join(", "),
+        answer.join(", "),
+        PROXY.api,
+        f.name,
+        passed.join(", ")
+    );
+    out
+}
+
 /// EXECUTE on the storage schema's functions: the API functions run as their caller, so
 /// their callers call the helpers (routing, canonical JSON, the fan-outs) themselves; the
 /// fan-outs of the admin's functions are the admin's only.
@@ -222,22 +287,34 @@ fn helper_grants() -> String {
     out
 }
 
-/// The portable variant's canonical JSON (sql/src/canonical.sql) and the one helper it
-/// raises its errors through (`_idem_fail`, in sql/src/helpers.sql), in the proxy's
-/// storage schema.
-fn canonical_helpers(helpers_sql: &str, canonical_sql: &str) -> std::io::Result<String> {
-    let from = "CREATE FUNCTION :\"storage\"._idem_fail(";
-    let at = helpers_sql
-        .find(from)
-        .ok_or_else(|| std::io::Error::other(format!("sql/src/helpers.sql: no {from}")))?;
-    let end = helpers_sql[at..]
+/// One `CREATE FUNCTION :"storage".<name>(...) ... $fn$;` of a portable source file.
+fn portable_function(file: &str, sql: &str, name: &str) -> std::io::Result<String> {
+    let from = format!("CREATE FUNCTION :\"storage\".{name}(");
+    let at = sql
+        .find(&from)
+        .ok_or_else(|| std::io::Error::other(format!("{file}: no {from}")))?;
+    let end = sql[at..]
         .find("$fn$;\n")
         .map(|e| at + e + "$fn$;\n".len())
-        .ok_or_else(|| std::io::Error::other("sql/src/helpers.sql: _idem_fail has no end"))?;
+        .ok_or_else(|| std::io::Error::other(format!("{file}: {name} has no end")))?;
+    Ok(portable_sql(&sql[at..end]))
+}
+
+/// The portable variant's canonical JSON (sql/src/canonical.sql), the one helper it raises
+/// its errors through (`_idem_fail`, in sql/src/helpers.sql) and the check of a batch's
+/// arrays (`_idem_batch_items`, in sql/src/claims.sql), in the proxy's storage schema.
+fn canonical_helpers(
+    helpers_sql: &str,
+    canonical_sql: &str,
+    claims_sql: &str,
+) -> std::io::Result<String> {
     Ok(format!(
-        "-- How the canonical JSON helpers raise their errors (the portable variant's).\n{}\n{}",
-        portable_sql(&helpers_sql[at..end]),
-        portable_sql(canonical_sql).trim_end()
+        "-- How the canonical JSON helpers raise their errors (the portable variant's).\n{}\n{}\n\n\
+         -- A batch's arrays are checked on the proxy as a partition checks them (the portable\n\
+         -- variant's words).\n{}",
+        portable_function("sql/src/helpers.sql", helpers_sql, "_idem_fail")?,
+        portable_sql(canonical_sql).trim_end(),
+        portable_function("sql/src/claims.sql", claims_sql, "_idem_batch_items")?.trim_end()
     ))
 }
 
@@ -271,8 +348,13 @@ pub fn install_sql(
             .to_string(),
     );
     blocks.extend(rendered().filter(|f| fans_out(f)).map(create_fan_out));
+    blocks.extend(
+        rendered()
+            .filter(|f| f.proxy == Proxy::Batch)
+            .map(create_split),
+    );
     blocks.extend(rendered().map(|f| {
-        let source = (fans_out(f) || f.proxy == Proxy::Local).then(|| body(f));
+        let source = (has_body(f) || f.proxy == Proxy::Local).then(|| body(f));
         create_function(f, source.as_deref())
     }));
     let api: Vec<&Function> = rendered().filter(|f| f.schema == Schema::Api).collect();
@@ -298,17 +380,17 @@ pub fn proxy_install_sql(root: &Path) -> std::io::Result<String> {
         .map(|p| format!("{p}.sql"))
         .collect();
     let used: BTreeSet<String> = rendered()
-        .filter(|f| fans_out(f))
+        .filter(|f| has_body(f))
         .map(|f| format!("{}.sql", f.name))
         .collect();
     for (dir, known) in [(&src, &parts), (&bodies, &used)] {
-        super::refuse_unrendered(dir, known, "protocol/src/render/proxy.rs lists the parts; a body belongs to a function whose declaration says Proxy::All")?;
+        super::refuse_unrendered(dir, known, "protocol/src/render/proxy.rs lists the parts; a body belongs to a function whose declaration says Proxy::All or Proxy::Batch")?;
     }
     let mut read = std::collections::HashMap::new();
     for p in BEFORE.iter().chain(AFTER) {
         read.insert(p.to_string(), read_source(&src.join(format!("{p}.sql")))?);
     }
-    for f in rendered().filter(|f| fans_out(f)) {
+    for f in rendered().filter(|f| has_body(f)) {
         read.insert(
             f.name.to_string(),
             read_source(&bodies.join(format!("{}.sql", f.name)))?,
@@ -325,6 +407,7 @@ pub fn proxy_install_sql(root: &Path) -> std::io::Result<String> {
     let canonical = canonical_helpers(
         &read_source(&portable.join("helpers.sql"))?,
         &read_source(&portable.join("canonical.sql"))?,
+        &read_source(&portable.join("claims.sql"))?,
     )?;
     Ok(install_sql(
         &|p| read[p].clone(),

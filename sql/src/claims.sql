@@ -1,0 +1,380 @@
+-- The claims of idem_begin and idem_complete, for one call, and the checks of a batch's
+-- arrays: what idem_begin/idem_complete and their batch forms share. With refusals_answer
+-- (a batch's item), a mismatch or a refused repeat is answered as the outcome 'mismatch' or
+-- 'refused', and a lost lease as `lost`, instead of raised: one item's refusal must not
+-- undo the other items' claims. given_fp is the request's fingerprint when the caller has
+-- computed it already (a batch orders its items by their keys, derived ones included).
+CREATE FUNCTION :"storage"._idem_begin_one(
+    scope text, key text, request jsonb, given_fp bytea, ttl interval, lease interval,
+    on_cache_hit text, on_mismatch text, wait interval, claim_token uuid,
+    refusals_answer boolean)
+RETURNS :"storage".begin_result
+LANGUAGE plpgsql VOLATILE AS $fn$
+#variable_conflict use_column
+DECLARE
+    res begin_result;
+    lim record := _idem_limits();
+    -- The call, validated; durations in microseconds. Its owner is the caller: the record
+    -- of another role with the same scope and key is another call, never read here.
+    c_owner regrole := _idem_caller();
+    c_scope text;
+    c_key text;
+    c_fp bytea;
+    c_ttl bigint;
+    c_lease bigint;
+    c_hit text;
+    c_mismatch text;
+    c_wait bigint;
+    -- The settings in force: the call's, else the scope's policy, else the defaults.
+    s_ttl bigint;
+    s_lease bigint;
+    s_hit text;
+    s_mismatch text;
+    resolved boolean := false;
+    -- The record as read, and its scope's policy.
+    r_state text;
+    r_fence bigint;
+    r_attempt integer;
+    r_fp bytea;
+    r_upstream uuid;
+    r_response jsonb;
+    r_created timestamptz;
+    r_lease_until timestamptz;
+    r_expires timestamptz;
+    r_token uuid;
+    r_recovered boolean;
+    r_claimed timestamptz;
+    p_ttl interval;
+    p_lease interval;
+    p_hit text;
+    p_mismatch text;
+    -- A claim, computed before the statement that writes it.
+    n_fence bigint;
+    n_attempt integer;
+    n_fp bytea;
+    n_upstream uuid;
+    n_created timestamptz;
+    n_lease_until timestamptz;
+    n_expires timestamptz;
+    n_recovered boolean;
+    claim boolean;
+    started timestamptz := clock_timestamp();
+    now timestamptz;
+    remaining numeric;
+    -- Time spent asleep waiting: the wait ends when it or the wall clock reaches `wait`,
+    -- so a clock set back during the wait does not stretch it.
+    slept numeric := 0;
+    nap numeric;
+    pause numeric := 2000;
+    written integer;
+BEGIN
+    c_scope := _idem_scope(_idem_begin_one.scope, lim.max_scope_bytes);
+    c_fp := _idem_begin_one.given_fp;
+    IF c_fp IS NULL AND _idem_begin_one.request IS NOT NULL THEN
+        c_fp := _idem_hash(_idem_begin_one.request);
+    END IF;
+    IF _idem_begin_one.key IS NULL THEN
+        IF c_fp IS NULL THEN
+            PERFORM _idem_fail('22023', 'key must not be null without a request',
+                'A NULL key asks for the key to be derived from the request, and no request was given.',
+                'Pass a key, or a request to derive it from (HASH_INPUT).');
+        END IF;
+        c_key := encode(c_fp, 'hex');
+    ELSE
+        c_key := _idem_key(_idem_begin_one.key, lim.max_key_bytes);
+    END IF;
+    -- Every outcome answers the key the call used (derived or given).
+    res.key := c_key;
+    c_ttl := _idem_duration('ttl', _idem_begin_one.ttl, false, lim.max_ttl_micros);
+    c_lease := _idem_duration('lease', _idem_begin_one.lease, false, lim.max_ttl_micros);
+    c_hit := _idem_on_cache_hit(_idem_begin_one.on_cache_hit);
+    c_mismatch := _idem_on_mismatch(_idem_begin_one.on_mismatch);
+    c_wait := coalesce(_idem_duration('wait', _idem_begin_one.wait, true, lim.max_ttl_micros), 0);
+    IF c_lease IS NOT NULL AND c_ttl IS NOT NULL THEN
+        PERFORM _idem_effective_lease(c_lease, NULL, c_ttl);
+    END IF;
+
+    FOR race IN 1..1000 LOOP
+        now := clock_timestamp();
+        SELECT r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response,
+               r.created_at, r.lease_until, r.expires_at, r.claim_token, r.recovered,
+               r.claimed_at, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch
+        INTO r_state, r_fence, r_attempt, r_fp, r_upstream, r_response,
+             r_created, r_lease_until, r_expires, r_token, r_recovered,
+             r_claimed, p_ttl, p_lease, p_hit, p_mismatch
+        FROM (SELECT) AS one
+        LEFT JOIN records AS r ON r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
+        LEFT JOIN policies AS p ON p.scope = c_scope;
+
+        IF NOT resolved THEN
+            s_ttl := _idem_effective_ttl(c_ttl, _idem_micros(p_ttl)::bigint, lim.max_ttl_micros);
+            s_lease := _idem_effective_lease(c_lease, _idem_micros(p_lease)::bigint, s_ttl);
+            s_hit := coalesce(c_hit, _idem_on_cache_hit(p_hit), 'return_cached');
+            s_mismatch := coalesce(c_mismatch, _idem_on_mismatch(p_mismatch), 'reject');
+            resolved := true;
+        END IF;
+
+        claim := false;
+        IF r_state IS NULL OR r_expires <= now THEN
+            -- Absent or expired: a fresh call.
+            n_fence := nextval('fence_seq');
+            n_attempt := 1;
+            n_fp := c_fp;
+            n_upstream := gen_random_uuid();
+            n_created := now;
+            n_lease_until := now + _idem_interval(s_lease);
+            n_expires := now + _idem_interval(s_ttl);
+            n_recovered := false;
+            claim := true;
+        ELSE
+            IF c_fp IS NOT NULL AND r_fp IS NOT NULL AND s_mismatch = 'reject' AND c_fp <> r_fp THEN
+                IF _idem_begin_one.refusals_answer THEN
+                    res.outcome := 'mismatch';
+                    RETURN res;
+                END IF;
+                PERFORM _idem_fail('IK001', 'idempotency key reused with a different request',
+                    format('The key was first used with a request of fingerprint \x%s; this request''s fingerprint is \x%s.',
+                           encode(r_fp, 'hex'), encode(c_fp, 'hex')),
+                    'Use a new key for a different request, or on_mismatch => ''ignore'' when only part of the request names the call.');
+            END IF;
+            IF r_state = 'in_progress' AND r_lease_until > now THEN
+                -- The caller's own claim, repeated because its answer was lost: the claim
+                -- as it stands, at once (no wait) and unchanged (the lease is not renewed).
+                IF _idem_begin_one.claim_token IS NOT NULL AND _idem_begin_one.claim_token = r_token THEN
+                    res.outcome := 'claimed';
+                    res.fence := r_fence;
+                    res.attempt := r_attempt;
+                    res.recovered := r_recovered;
+                    res.upstream_key := r_upstream;
+                    res.lease_until := r_lease_until;
+                    res.expires_at := r_expires;
+                    RETURN res;
+                END IF;
+                remaining := c_wait - greatest(slept, _idem_between(started, now));
+                IF remaining <= 0 THEN
+                    res.outcome := 'in_progress';
+                    res.attempt := r_attempt;
+                    res.recovered := false;
+                    res.upstream_key := r_upstream;
+                    res.lease_until := r_lease_until;
+                    res.expires_at := r_expires;
+                    res.retry_after := _idem_retry_after(c_scope, c_owner,
+                        coalesce(r_claimed, r_created), now, r_lease_until);
+                    RETURN res;
+                END IF;
+                nap := least(greatest(least(pause, remaining) / 1000000, 0.001), 1);
+                PERFORM pg_sleep(nap);
+                slept := slept + nap * 1000000;
+                pause := least(pause * 2, 100000);
+            ELSIF r_state = 'in_progress'
+                  OR (r_state = 'failed' AND s_hit = 'return_cached_if_success') THEN
+                -- A lapsed lease (its outcome is unknown: recovered) or a failure to run
+                -- again: the same call, so its upstream key and creation time stay. A sequence
+                -- shared by many sessions does not alone order fences per key; greatest() does.
+                n_fence := greatest(nextval('fence_seq'), r_fence + 1);
+                n_attempt := CASE WHEN r_attempt < 2147483647 THEN r_attempt + 1 ELSE r_attempt END;
+                -- The first request's fingerprint stays the call's identity.
+                n_fp := coalesce(r_fp, c_fp);
+                n_upstream := r_upstream;
+                n_created := r_created;
+                n_lease_until := now + _idem_interval(s_lease);
+                n_expires := greatest(now + _idem_interval(s_ttl), r_expires);
+                n_recovered := r_state = 'in_progress';
+                claim := true;
+            ELSIF s_hit = 'fail_fast' THEN
+                IF _idem_begin_one.refusals_answer THEN
+                    res.outcome := 'refused';
+                    RETURN res;
+                END IF;
+                PERFORM _idem_fail('IK002', 'repeat of a completed call refused',
+                    format('The call %s at attempt %s; on_cache_hit is ''fail_fast''.', r_state, r_attempt),
+                    'Look at the stored result with idem_lookup, or use a new key to run the call again.');
+            ELSE
+                res.outcome := 'replay';
+                res.attempt := r_attempt;
+                res.recovered := false;
+                res.upstream_key := r_upstream;
+                res.succeeded := r_state = 'succeeded';
+                res.response := r_response;
+                res.lease_until := r_lease_until;
+                res.expires_at := r_expires;
+                RETURN res;
+            END IF;
+        END IF;
+
+        IF claim THEN
+            PERFORM _idem_durable_commit();
+            IF r_state IS NULL THEN
+                INSERT INTO records AS r (scope, key, state, fence, attempt, fingerprint,
+                                          upstream_key, created_at, lease_until, expires_at, ttl, owner,
+                                          claim_token, recovered, claimed_at)
+                VALUES (c_scope, c_key, 'in_progress', n_fence, 1, n_fp, n_upstream, n_created,
+                        n_lease_until, n_expires, _idem_interval(s_ttl), c_owner,
+                        _idem_begin_one.claim_token, false, now)
+                ON CONFLICT (scope, key, owner) DO NOTHING;
+            ELSE
+                -- Only if the record is still as it was read (a completion or an extension in
+                -- between wins).
+                UPDATE records AS r
+                SET state = 'in_progress', fence = n_fence, attempt = n_attempt,
+                    fingerprint = n_fp, upstream_key = n_upstream, response = NULL,
+                    created_at = n_created, completed_at = NULL, lease_until = n_lease_until,
+                    expires_at = n_expires, ttl = _idem_interval(s_ttl),
+                    claim_token = _idem_begin_one.claim_token, recovered = n_recovered,
+                    claimed_at = now
+                WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = r_fence
+                  AND r.state = r_state
+                  AND coalesce(r.lease_until, '-infinity') = coalesce(r_lease_until, '-infinity');
+            END IF;
+            GET DIAGNOSTICS written = ROW_COUNT;
+            IF written = 1 THEN
+                res.outcome := 'claimed';
+                res.fence := n_fence;
+                res.attempt := n_attempt;
+                res.recovered := n_recovered;
+                res.upstream_key := n_upstream;
+                res.lease_until := n_lease_until;
+                res.expires_at := n_expires;
+                RETURN res;
+            END IF;
+        END IF;
+    END LOOP;
+    PERFORM _idem_contention();
+END
+$fn$;
+
+CREATE FUNCTION :"storage"._idem_complete_one(
+    scope text, key text, fence bigint, response jsonb, succeeded boolean,
+    cache_failure boolean, refusals_answer boolean,
+    OUT state text, OUT expires_at timestamptz, OUT lost boolean)
+LANGUAGE plpgsql VOLATILE AS $fn$
+#variable_conflict use_column
+DECLARE
+    lim record := _idem_limits();
+    c_owner regrole := _idem_caller();
+    c_scope text := _idem_scope(_idem_complete_one.scope, lim.max_scope_bytes);
+    c_key text := _idem_key(_idem_complete_one.key, lim.max_key_bytes);
+    c_fence bigint := _idem_fence(_idem_complete_one.fence);
+    held record;
+    cache boolean;
+    new_state text;
+    now timestamptz;
+    written integer;
+BEGIN
+    lost := false;
+    PERFORM _idem_check_response(_idem_complete_one.response, lim.max_response_bytes);
+    IF _idem_complete_one.succeeded IS NULL THEN
+        PERFORM _idem_fail('22023', 'succeeded must not be null',
+            'A completion records whether the call succeeded.',
+            'Pass succeeded => true or false.');
+    END IF;
+    FOR race IN 1..1000 LOOP
+        now := clock_timestamp();
+        held := _idem_read_claim(c_scope, c_key, c_owner, c_fence, now);
+        IF held.lost IS NOT NULL THEN
+            IF _idem_complete_one.refusals_answer THEN
+                lost := true;
+                RETURN;
+            END IF;
+            PERFORM _idem_lease_lost(held.lost);
+        END IF;
+        IF held.state <> 'in_progress' THEN
+            -- Completed by this very fence before (its first reply may have been lost): keep
+            -- what is stored.
+            state := held.state;
+            expires_at := held.expires_at;
+            RETURN;
+        END IF;
+        PERFORM _idem_durable_commit();
+        -- The call's word, else its scope's policy; failures are not cached by default.
+        cache := coalesce(_idem_complete_one.cache_failure, held.policy_cache_failures, false);
+        IF NOT _idem_complete_one.succeeded AND NOT cache THEN
+            -- An uncached failure leaves nothing behind, so a retry runs the call again.
+            DELETE FROM records AS r
+            WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
+              AND r.state = 'in_progress';
+            GET DIAGNOSTICS written = ROW_COUNT;
+            IF written = 1 THEN
+                state := 'absent';
+                RETURN;
+            END IF;
+            CONTINUE;
+        END IF;
+        new_state := CASE WHEN _idem_complete_one.succeeded THEN 'succeeded' ELSE 'failed' END;
+        UPDATE records AS r
+        SET state = new_state, response = _idem_complete_one.response, completed_at = now,
+            lease_until = NULL, expires_at = now + held.ttl
+        WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
+          AND r.state = 'in_progress';
+        GET DIAGNOSTICS written = ROW_COUNT;
+        IF written = 1 THEN
+            state := new_state;
+            expires_at := now + held.ttl;
+            RETURN;
+        END IF;
+    END LOOP;
+    PERFORM _idem_contention();
+END
+$fn$;
+
+-- How many items a batch has: the length that every array given (lengths[i] of names[i],
+-- NULL when that array is NULL) must share; none_message and none_what say what the items come
+-- from when none is given. The words are the extension's (pg_idempotency/src/batch_args.rs).
+CREATE FUNCTION :"storage"._idem_batch_items(
+    function_name text, names text[], lengths integer[], none_message text, none_what text)
+RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    n integer;
+    n_name text;
+BEGIN
+    FOR i IN 1..cardinality(names) LOOP
+        CONTINUE WHEN lengths[i] IS NULL;
+        IF n IS NULL THEN
+            n := lengths[i];
+            n_name := names[i];
+        ELSIF lengths[i] <> n THEN
+            PERFORM _idem_fail('22023', 'the arrays of a batch must have one length',
+                format('%s has %s elements and %s %s; element i of each is item i.',
+                       n_name, n, names[i], lengths[i]),
+                'Pass one element per item in every array (NULL where an item has none).');
+        END IF;
+    END LOOP;
+    IF n IS NULL THEN
+        PERFORM _idem_fail('22023', none_message,
+            format('%s takes its items from %s.', function_name, none_what),
+            format('Pass %s.', none_what));
+    END IF;
+    IF n > 1000 THEN
+        PERFORM _idem_fail('22023', 'too many items in one batch',
+            format('The batch has %s items; one call takes at most 1000.', n),
+            'Split it into batches of at most 1000 items.');
+    END IF;
+    RETURN n;
+END
+$fn$;
+
+
+-- Refuses a response larger than the limit (IK004).
+CREATE FUNCTION :"storage"._idem_check_response(response jsonb, max_bytes bigint)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    bytes bigint;
+BEGIN
+    IF response IS NULL THEN
+        RETURN;
+    END IF;
+    -- The size of the jsonb, uncompressed, without its header (as the extension counts); a
+    -- compressed or stored value is measured on a fresh copy.
+    bytes := pg_column_size(response) - 4;
+    IF bytes + 4 > max_bytes OR pg_column_compression(response) IS NOT NULL THEN
+        bytes := pg_column_size(response::text::jsonb) - 4;
+    END IF;
+    IF bytes > max_bytes THEN
+        PERFORM _idem_fail('IK004', 'response is too large',
+            format('The response takes %s bytes as jsonb; the limit is %s.', bytes, max_bytes),
+            'Store a smaller response (a reference to the result instead of the result), or raise pg_idempotency.max_response_bytes.');
+    END IF;
+END
+$fn$;
