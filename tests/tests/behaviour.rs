@@ -2,6 +2,7 @@
 //! area (behaviour/<module>.rs), linked as one test binary. The modules run side by side,
 //! each in scopes (`scope()`), roles and databases of its own.
 //!
+//! - batch: idem_begin_batch and idem_complete_batch answer each item as a single call would
 //! - bounds: interval bounds that only some PostgreSQL versions can express
 //! - canonical: canonical JSON in SQL is byte for byte the canon crate's
 //! - claim_token: a repeated idem_begin with its claim_token gets its lost claim back
@@ -21,6 +22,8 @@ mod common;
 #[path = "../../canon/tests/gen/mod.rs"]
 mod gen;
 
+#[path = "behaviour/batch.rs"]
+mod batch;
 #[path = "behaviour/bounds.rs"]
 mod bounds;
 #[path = "behaviour/canonical.rs"]
