@@ -11,6 +11,7 @@
 //! HTTP actions; [`ExactlyOnce`] for tools whose effect is a write to the same database,
 //! called inside the caller's transaction.
 
+mod batch;
 mod call;
 mod dispatcher;
 mod error;
@@ -40,6 +41,9 @@ mod types;
 mod unanswered;
 mod web;
 
+pub use batch::{
+    BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions, MAX_BATCH_ITEMS,
+};
 pub use call::{Call, Dispatched};
 pub use dispatcher::{Dispatcher, ToolInfo};
 pub use error::{Error, ErrorKind, Result};

@@ -27,6 +27,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
+use crate::batch::{BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions};
 use crate::error::{Error, Result};
 use crate::limits::{
     begin_durations, duration, lease_for, response as storable_response, response_size,
@@ -273,6 +274,58 @@ impl IdempotencyStore for MemoryStore {
         let answer = self.decide(scope, key, o, ttl, lease, fingerprint).await;
         self.scopes().count(scope, &answer);
         answer
+    }
+
+    /// Every item is checked before any is decided, as the SQL API does; then each is
+    /// decided as `begin` decides it.
+    async fn begin_batch(
+        &self,
+        scope: &str,
+        items: &[BatchBegin],
+        o: &BatchOptions,
+    ) -> Result<Vec<BatchBegun>> {
+        crate::batch::check_count(items.len())?;
+        begin_durations(o.ttl, o.lease, Duration::ZERO)?;
+        for item in items {
+            scope_and_key(scope, &item.key)?;
+            if let Some(request) = &item.request {
+                canon::hash_value(request)?;
+            }
+        }
+        let mut answers = Vec::with_capacity(items.len());
+        for item in items {
+            answers.push(match self.begin(scope, &item.key, &o.for_item(item)).await {
+                Err(e) if crate::batch::an_items_begin_answer(e.kind) => Err(e),
+                Err(e) => return Err(e),
+                ok => ok,
+            });
+        }
+        Ok(answers)
+    }
+
+    async fn complete_batch(
+        &self,
+        scope: &str,
+        items: &[BatchComplete],
+    ) -> Result<Vec<BatchCompleted>> {
+        crate::batch::check_count(items.len())?;
+        for i in items {
+            scope_and_key(scope, &i.key)?;
+            storable_response(i.response.as_ref())?;
+            response_size(i.response.as_ref())?;
+        }
+        let mut answers = Vec::with_capacity(items.len());
+        for i in items {
+            let done = self
+                .complete(scope, &i.key, i.fence, i.response.as_ref(), i.succeeded, i.cache_failure)
+                .await;
+            answers.push(match done {
+                Err(e) if crate::batch::an_items_complete_answer(e.kind) => Err(e),
+                Err(e) => return Err(e),
+                ok => ok,
+            });
+        }
+        Ok(answers)
     }
 
     async fn complete(

@@ -11,11 +11,13 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio_postgres::{GenericClient, Row, Statement};
 
+use crate::batch::{self, BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{response as storable_response, scope_and_key_without_nul};
 use crate::store::IdempotencyStore;
 use protocol::functions::IDEM_BEGIN;
-use protocol::{Completion, Outcome};
+use protocol::refusal::{self, Api};
+use protocol::{BatchCompletion, BatchOutcome, Completion, Outcome, State};
 
 use crate::types::{
     state_named, Begin, BeginOptions, Claim, Completed, InProgress, OutcomeCounts, Record, Replay,
@@ -156,6 +158,69 @@ fn interval(d: Duration) -> String {
 const BEGIN: &str = "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response, \
         lease_until, expires_at, extract(epoch FROM retry_after)::float8 \
      FROM idem_begin($1, $2, $3::jsonb, $4::text::interval, $5::text::interval, $6, $7, $8::text::interval, $9::text::uuid)";
+
+const BEGIN_BATCH: &str = "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response, \
+        lease_until, expires_at, extract(epoch FROM retry_after)::float8, item \
+     FROM idem_begin_batch($1, $2, $3::jsonb[], $4::text::interval, $5::text::interval, $6, $7, $8::text[]::uuid[])";
+
+const COMPLETE_BATCH: &str = "SELECT item, outcome, state \
+     FROM idem_complete_batch($1, $2, $3, $4::jsonb[], $5, $6)";
+
+/// A batch item's refusal, which the SQL API answers as its outcome: the error a single
+/// call raises, its detail naming the item (the batch's row has no fingerprints).
+fn item_refused(item: i32, outcome: BatchOutcome) -> Error {
+    let (kind, message, detail, hint) = match outcome {
+        BatchOutcome::Mismatch => {
+            let r = refusal::mismatch(&[], &[]);
+            (
+                ErrorKind::Mismatch,
+                r.message,
+                "the key was first used with a different request",
+                r.hint,
+            )
+        }
+        _ => {
+            let r = refusal::repeat_refused(State::Succeeded, 1, Api::Client);
+            (
+                ErrorKind::RepeatRefused,
+                r.message,
+                "the call completed and on_cache_hit is 'fail_fast'",
+                r.hint,
+            )
+        }
+    };
+    Error::new(kind, message)
+        .with_detail(format!("Item {item} of the batch: {detail}."))
+        .with_hint(hint)
+}
+
+fn item_lease_lost(item: i32) -> Error {
+    let r = refusal::lease_lost(protocol::decide::Lost::OtherFence, Api::Client);
+    Error::new(ErrorKind::LeaseLost, r.message)
+        .with_detail(format!(
+            "Item {item} of the batch: the fence does not hold the record (taken over, completed, released, forgotten or expired)."
+        ))
+        .with_hint(r.hint)
+}
+
+/// The answers of a batch in item order, refusing a count other than the items'.
+fn in_item_order<T>(n: usize, mut rows: Vec<(i32, T)>, function: &str) -> Result<Vec<T>> {
+    rows.sort_by_key(|(item, _)| *item);
+    let in_order = rows
+        .iter()
+        .enumerate()
+        .all(|(i, (item, _))| *item == i as i32 + 1);
+    if rows.len() != n || !in_order {
+        return Err(Error::new(
+            ErrorKind::Serialization,
+            format!(
+                "{function} answered {} rows for {n} items, or not one per item",
+                rows.len()
+            ),
+        ));
+    }
+    Ok(rows.into_iter().map(|(_, t)| t).collect())
+}
 
 impl<S: PgSource> PgStore<S> {
     pub fn new(source: S) -> PgStore<S> {
@@ -340,6 +405,123 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
                 ),
             )),
         }
+    }
+
+    async fn begin_batch(
+        &self,
+        scope: &str,
+        items: &[BatchBegin],
+        o: &BatchOptions,
+    ) -> Result<Vec<BatchBegun>> {
+        batch::check_begin_items(scope, items)?;
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
+        let requests: Option<Vec<Option<&Value>>> = items
+            .iter()
+            .any(|i| i.request.is_some())
+            .then(|| items.iter().map(|i| i.request.as_ref()).collect());
+        let tokens: Option<Vec<Option<String>>> = items
+            .iter()
+            .any(|i| i.claim_token.is_some())
+            .then(|| {
+                items
+                    .iter()
+                    .map(|i| i.claim_token.map(|t| t.to_string()))
+                    .collect()
+            });
+        let mut c = self.source.client().await?;
+        let stmt = S::prepare(&c, BEGIN_BATCH).await?;
+        let answer = c
+            .query(
+                &stmt,
+                &[
+                    &scope,
+                    &keys,
+                    &requests,
+                    &o.ttl.map(interval),
+                    &o.lease.map(interval),
+                    &o.on_cache_hit.map(|w| w.as_sql()),
+                    &o.on_mismatch.map(|w| w.as_sql()),
+                    &tokens,
+                ],
+            )
+            .await;
+        S::settled(&mut c);
+        let rows = answer?
+            .iter()
+            .map(|row| {
+                let item: i32 = row.get(10);
+                let outcome: String = row.get(0);
+                let answer = match BatchOutcome::parse(&outcome) {
+                    Some(o @ (BatchOutcome::Mismatch | BatchOutcome::Refused)) => {
+                        Err(item_refused(item, o))
+                    }
+                    _ => Ok(begin_row(row)?),
+                };
+                Ok((item, answer))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        in_item_order(items.len(), rows, "idem_begin_batch")
+    }
+
+    async fn complete_batch(
+        &self,
+        scope: &str,
+        items: &[BatchComplete],
+    ) -> Result<Vec<BatchCompleted>> {
+        batch::check_complete_items(scope, items)?;
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
+        let fences: Vec<i64> = items.iter().map(|i| i.fence).collect();
+        let responses: Vec<Option<&Value>> = items.iter().map(|i| i.response.as_ref()).collect();
+        let succeeded: Vec<bool> = items.iter().map(|i| i.succeeded).collect();
+        let cache: Vec<Option<bool>> = items.iter().map(|i| i.cache_failure).collect();
+        let mut c = self.source.client().await?;
+        let stmt = S::prepare(&c, COMPLETE_BATCH).await?;
+        let answer = c
+            .query(
+                &stmt,
+                &[&scope, &keys, &fences, &responses, &succeeded, &cache],
+            )
+            .await;
+        S::settled(&mut c);
+        let rows = answer?
+            .iter()
+            .map(|row| {
+                let item: i32 = row.get(0);
+                let outcome: String = row.get(1);
+                let answer = match BatchCompletion::parse(&outcome) {
+                    Some(BatchCompletion::LeaseLost) => Err(item_lease_lost(item)),
+                    Some(BatchCompletion::Completed) => {
+                        let word: Option<String> = row.get(2);
+                        match word.as_deref().and_then(Completion::parse) {
+                            Some(done) => Ok(done.into()),
+                            None => {
+                                return Err(Error::new(
+                                    ErrorKind::Serialization,
+                                    format!("idem_complete_batch answered the state {word:?}"),
+                                ))
+                            }
+                        }
+                    }
+                    None => {
+                        return Err(Error::new(
+                            ErrorKind::Serialization,
+                            format!(
+                                "idem_complete_batch answered the outcome {outcome:?}, not one of {}",
+                                BatchCompletion::listed()
+                            ),
+                        ))
+                    }
+                };
+                Ok((item, answer))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        in_item_order(items.len(), rows, "idem_complete_batch")
     }
 
     async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {

@@ -5,6 +5,10 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::batch::{
+    an_items_begin_answer, an_items_complete_answer, BatchBegin, BatchBegun, BatchComplete,
+    BatchCompleted, BatchOptions,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::types::{Begin, BeginOptions, Completed, Record, ScopeMetrics};
 
@@ -25,6 +29,62 @@ pub trait IdempotencyStore: Send + Sync {
         succeeded: bool,
         cache_failure: Option<bool>,
     ) -> Result<Completed>;
+
+    /// Claims many calls of one scope: one answer per item, in the items' order, each what
+    /// `begin` would answer that call alone (with no wait), a mismatch or a refused repeat
+    /// being that item's `Err`. An argument the store cannot take fails the whole batch
+    /// (the outer `Err`) and claims nothing. `PgStore` and `RedisStore` make it one round
+    /// trip; this default asks `begin` item by item (a refusal of item n leaves the
+    /// claims of the items before it).
+    async fn begin_batch(
+        &self,
+        scope: &str,
+        items: &[BatchBegin],
+        options: &BatchOptions,
+    ) -> Result<Vec<BatchBegun>> {
+        crate::batch::check_begin_items(scope, items)?;
+        let mut answers = Vec::with_capacity(items.len());
+        for item in items {
+            answers.push(match self.begin(scope, &item.key, &options.for_item(item)).await {
+                Err(e) if an_items_begin_answer(e.kind) => Err(e),
+                Err(e) => return Err(e),
+                ok => ok,
+            });
+        }
+        Ok(answers)
+    }
+
+    /// Completes many claims of one scope: one answer per item, in the items' order, each
+    /// what `complete` would answer, a lost lease being that item's `Err` (the others are
+    /// recorded). An argument the store cannot take fails the whole batch and records
+    /// nothing. One round trip on `PgStore` and `RedisStore`; this default asks
+    /// `complete` item by item.
+    async fn complete_batch(
+        &self,
+        scope: &str,
+        items: &[BatchComplete],
+    ) -> Result<Vec<BatchCompleted>> {
+        crate::batch::check_complete_items(scope, items)?;
+        let mut answers = Vec::with_capacity(items.len());
+        for i in items {
+            let done = self
+                .complete(
+                    scope,
+                    &i.key,
+                    i.fence,
+                    i.response.as_ref(),
+                    i.succeeded,
+                    i.cache_failure,
+                )
+                .await;
+            answers.push(match done {
+                Err(e) if an_items_complete_answer(e.kind) => Err(e),
+                Err(e) => return Err(e),
+                ok => ok,
+            });
+        }
+        Ok(answers)
+    }
 
     /// Gives a claim up without a result.
     async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()>;
