@@ -294,11 +294,13 @@ impl IdempotencyStore for MemoryStore {
         }
         let mut answers = Vec::with_capacity(items.len());
         for item in items {
-            answers.push(match self.begin(scope, &item.key, &o.for_item(item)).await {
-                Err(e) if crate::batch::an_items_begin_answer(e.kind) => Err(e),
-                Err(e) => return Err(e),
-                ok => ok,
-            });
+            answers.push(
+                match self.begin(scope, &item.key, &o.for_item(item)).await {
+                    Err(e) if crate::batch::an_items_begin_answer(e.kind) => Err(e),
+                    Err(e) => return Err(e),
+                    ok => ok,
+                },
+            );
         }
         Ok(answers)
     }
@@ -317,7 +319,14 @@ impl IdempotencyStore for MemoryStore {
         let mut answers = Vec::with_capacity(items.len());
         for i in items {
             let done = self
-                .complete(scope, &i.key, i.fence, i.response.as_ref(), i.succeeded, i.cache_failure)
+                .complete(
+                    scope,
+                    &i.key,
+                    i.fence,
+                    i.response.as_ref(),
+                    i.succeeded,
+                    i.cache_failure,
+                )
                 .await;
             answers.push(match done {
                 Err(e) if crate::batch::an_items_complete_answer(e.kind) => Err(e),

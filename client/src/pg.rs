@@ -422,10 +422,8 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
             .iter()
             .any(|i| i.request.is_some())
             .then(|| items.iter().map(|i| i.request.as_ref()).collect());
-        let tokens: Option<Vec<Option<String>>> = items
-            .iter()
-            .any(|i| i.claim_token.is_some())
-            .then(|| {
+        let tokens: Option<Vec<Option<String>>> =
+            items.iter().any(|i| i.claim_token.is_some()).then(|| {
                 items
                     .iter()
                     .map(|i| i.claim_token.map(|t| t.to_string()))
@@ -508,15 +506,13 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
                             }
                         }
                     }
-                    None => {
-                        return Err(Error::new(
-                            ErrorKind::Serialization,
-                            format!(
-                                "idem_complete_batch answered the outcome {outcome:?}, not one of {}",
-                                BatchCompletion::listed()
-                            ),
-                        ))
-                    }
+                    None => return Err(Error::new(
+                        ErrorKind::Serialization,
+                        format!(
+                            "idem_complete_batch answered the outcome {outcome:?}, not one of {}",
+                            BatchCompletion::listed()
+                        ),
+                    )),
                 };
                 Ok((item, answer))
             })

@@ -22,11 +22,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
-use redis::Script;
+use redis::{Script, ScriptInvocation};
 use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::batch::{BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{
     begin_durations, duration, lease_for, response as storable_response, response_bytes,
@@ -127,6 +128,95 @@ fn unexpected(answer: &str) -> Error {
     )
 }
 
+/// The begin script's answer: the call's answer (a refusal as its `Err`), or, for
+/// in_progress, `Err(retry_after)` (the caller answers it, or asks again while it waits).
+fn begun(
+    raw: &str,
+    given: &Option<[u8; 32]>,
+    last: bool,
+) -> Result<std::result::Result<Result<Begin>, Duration>> {
+    let a: Answer = serde_json::from_str(raw)
+        .map_err(|e| Error::new(ErrorKind::Serialization, format!("redis answer: {e}")))?;
+    Ok(Ok(match a.o.as_str() {
+        "claimed" => Ok(Begin::Claimed(Claim {
+            fence: a.fence.unwrap_or_default(),
+            attempt: a.attempt.unwrap_or(1),
+            recovered: a.recovered.unwrap_or(false),
+            upstream_key: uuid(a.up.as_deref()),
+            lease_until: at(a.lease.unwrap_or_default()),
+            expires_at: at(a.exp.unwrap_or_default()),
+        })),
+        "replay" => Ok(Begin::Replay(Replay {
+            succeeded: a.ok.unwrap_or(false),
+            response: json(a.resp.as_deref()),
+            attempt: a.attempt.unwrap_or(1),
+            upstream_key: uuid(a.up.as_deref()),
+            expires_at: at(a.exp.unwrap_or_default()),
+        })),
+        "mismatch" => {
+            // Only a request with a fingerprint is compared with a stored one.
+            let stored = a.stored.as_deref().and_then(hex_decode);
+            Err(match (stored, given) {
+                (Some(stored), Some(given)) => refusal::mismatch(&stored, given).into(),
+                _ => return Err(unexpected("mismatch without two fingerprints")),
+            })
+        }
+        "refused" => {
+            let state = match a.state.as_deref() {
+                Some("succeeded") => State::Succeeded,
+                _ => State::Failed,
+            };
+            Err(refusal::repeat_refused(state, a.attempt.unwrap_or(1), Api::Client).into())
+        }
+        _ => {
+            let retry_after = Duration::from_millis(a.retry.unwrap_or(0).max(0) as u64);
+            if last {
+                Ok(Begin::InProgress(InProgress {
+                    attempt: a.attempt.unwrap_or(1),
+                    upstream_key: uuid(a.up.as_deref()),
+                    retry_after,
+                }))
+            } else {
+                return Ok(Err(retry_after));
+            }
+        }
+    }))
+}
+
+/// The held script's arguments for a completion; what no store can hold is refused
+/// before the script runs, so the claim stays held.
+fn complete_args(
+    fence: i64,
+    response: Option<&Value>,
+    succeeded: bool,
+    cache_failure: Option<bool>,
+) -> Result<[String; 7]> {
+    storable_response(response)?;
+    let text = response.map(Value::to_string);
+    response_bytes(text.as_ref().map_or(0, String::len))?;
+    let flag = |b: bool| if b { "1".to_string() } else { "0".to_string() };
+    Ok([
+        "complete".to_string(),
+        fence.to_string(),
+        flag(succeeded),
+        flag(cache_failure.unwrap_or(false)),
+        flag(response.is_some()),
+        text.unwrap_or_default(),
+        WEIGHT.to_string(),
+    ])
+}
+
+/// The held script's answer to a completion.
+fn completed(code: &str) -> Result<Completed> {
+    match code {
+        "succeeded" => Ok(Completed::Succeeded),
+        "failed" => Ok(Completed::Failed),
+        "absent" => Ok(Completed::Absent),
+        // A completed record answers its state to its own fence, never `lost:completed`.
+        code => Err(lost(code, Lost::Absent)),
+    }
+}
+
 impl RedisStore {
     /// A store on the caller's connection; `prefix` keeps its keys apart from others on a
     /// shared Redis (for example `"idem:"`). A `MultiplexedConnection` does not connect
@@ -211,14 +301,68 @@ impl RedisStore {
 
     async fn held(&self, scope: &str, key: &str, args: &[String]) -> Result<String> {
         let mut conn = self.conn().await?;
+        self.held_invocation(scope, key, args)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.failed(e))
+    }
+
+    fn held_invocation(&self, scope: &str, key: &str, args: &[String]) -> ScriptInvocation<'_> {
         let mut call = self.held.key(self.key(scope, key));
         call.key(self.figures(scope));
         for a in args {
             call.arg(a);
         }
-        call.invoke_async(&mut conn)
-            .await
-            .map_err(|e| self.failed(e))
+        call
+    }
+
+    /// The begin script's call; `last`: an in_progress answer is the call's answer (and
+    /// counted), rather than a reason to ask again after a pause.
+    #[allow(clippy::too_many_arguments)]
+    fn begin_invocation(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint_hex: String,
+        ttl: Duration,
+        lease: Duration,
+        o: &BeginOptions,
+        last: bool,
+    ) -> ScriptInvocation<'_> {
+        let mut call = self.begin.key(self.key(scope, key));
+        call.key(format!("{}fence", self.prefix))
+            .key(self.figures(scope))
+            .arg(fingerprint_hex)
+            .arg(ttl.as_millis() as u64)
+            .arg(lease.as_millis() as u64)
+            .arg(o.on_cache_hit.unwrap_or(OnCacheHit::ReturnCached).as_sql())
+            .arg(o.on_mismatch.unwrap_or(OnMismatch::Reject).as_sql())
+            .arg(Uuid::new_v4().to_string())
+            .arg(o.claim_token.map(|t| t.to_string()).unwrap_or_default())
+            .arg(if last { "1" } else { "0" })
+            .arg(FLOOR_MS)
+            .arg(UNKNOWN_MS);
+        call
+    }
+
+    /// A pipeline of one script's calls, in one round trip. A pipeline does not load a
+    /// script Redis lacks (after a restart or SCRIPT FLUSH): every call then fails with
+    /// NOSCRIPT before any ran, so the script is loaded and the pipeline sent once more.
+    async fn pipelined(&self, pipe: &redis::Pipeline, script: &Script) -> Result<Vec<String>> {
+        let mut conn = self.conn().await?;
+        match pipe.query_async(&mut conn).await {
+            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
+                script
+                    .prepare_invoke()
+                    .load_async(&mut conn)
+                    .await
+                    .map_err(|e| self.failed(e))?;
+                pipe.query_async(&mut conn)
+                    .await
+                    .map_err(|e| self.failed(e))
+            }
+            answer => answer.map_err(|e| self.failed(e)),
+        }
     }
 }
 
@@ -237,83 +381,98 @@ impl IdempotencyStore for RedisStore {
             let last = tokio::time::Instant::now() >= deadline;
             let mut conn = self.conn().await?;
             let raw: String = self
-                .begin
-                .key(self.key(scope, key))
-                .key(format!("{}fence", self.prefix))
-                .key(self.figures(scope))
-                .arg(&fp)
-                .arg(ttl.as_millis() as u64)
-                .arg(lease.as_millis() as u64)
-                .arg(o.on_cache_hit.unwrap_or(OnCacheHit::ReturnCached).as_sql())
-                .arg(o.on_mismatch.unwrap_or(OnMismatch::Reject).as_sql())
-                .arg(Uuid::new_v4().to_string())
-                .arg(o.claim_token.map(|t| t.to_string()).unwrap_or_default())
-                .arg(if last { "1" } else { "0" })
-                .arg(FLOOR_MS)
-                .arg(UNKNOWN_MS)
+                .begin_invocation(scope, key, fp.clone(), ttl, lease, o, last)
                 .invoke_async(&mut conn)
                 .await
                 .map_err(|e| self.failed(e))?;
-            let a: Answer = serde_json::from_str(&raw)
-                .map_err(|e| Error::new(ErrorKind::Serialization, format!("redis answer: {e}")))?;
-            return Ok(match a.o.as_str() {
-                "claimed" => Begin::Claimed(Claim {
-                    fence: a.fence.unwrap_or_default(),
-                    attempt: a.attempt.unwrap_or(1),
-                    recovered: a.recovered.unwrap_or(false),
-                    upstream_key: uuid(a.up.as_deref()),
-                    lease_until: at(a.lease.unwrap_or_default()),
-                    expires_at: at(a.exp.unwrap_or_default()),
-                }),
-                "replay" => Begin::Replay(Replay {
-                    succeeded: a.ok.unwrap_or(false),
-                    response: json(a.resp.as_deref()),
-                    attempt: a.attempt.unwrap_or(1),
-                    upstream_key: uuid(a.up.as_deref()),
-                    expires_at: at(a.exp.unwrap_or_default()),
-                }),
-                "mismatch" => {
-                    // Only a request with a fingerprint is compared with a stored one.
-                    let stored = a.stored.as_deref().and_then(hex_decode);
-                    return Err(match (stored, given) {
-                        (Some(stored), Some(given)) => refusal::mismatch(&stored, &given).into(),
-                        _ => unexpected("mismatch without two fingerprints"),
-                    });
-                }
-                "refused" => {
-                    let state = match a.state.as_deref() {
-                        Some("succeeded") => State::Succeeded,
-                        _ => State::Failed,
-                    };
-                    return Err(refusal::repeat_refused(
-                        state,
-                        a.attempt.unwrap_or(1),
-                        Api::Client,
+            return match begun(&raw, &given, last)? {
+                Err(retry_after) if !last => {
+                    let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    tokio::time::sleep(
+                        pause
+                            .min(remaining)
+                            .min(retry_after.max(Duration::from_millis(1))),
                     )
-                    .into());
+                    .await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                    continue;
                 }
-                _ => {
-                    let retry_after = Duration::from_millis(a.retry.unwrap_or(0).max(0) as u64);
-                    if !last {
-                        let remaining =
-                            deadline.saturating_duration_since(tokio::time::Instant::now());
-                        tokio::time::sleep(
-                            pause
-                                .min(remaining)
-                                .min(retry_after.max(Duration::from_millis(1))),
-                        )
-                        .await;
-                        pause = (pause * 2).min(Duration::from_millis(100));
-                        continue;
-                    }
-                    Begin::InProgress(InProgress {
-                        attempt: a.attempt.unwrap_or(1),
-                        upstream_key: uuid(a.up.as_deref()),
-                        retry_after,
-                    })
+                Err(retry_after) => {
+                    unreachable!("in_progress ({retry_after:?}) is the last ask's answer")
                 }
-            });
+                Ok(answer) => answer,
+            };
         }
+    }
+
+    async fn begin_batch(
+        &self,
+        scope: &str,
+        items: &[BatchBegin],
+        o: &BatchOptions,
+    ) -> Result<Vec<BatchBegun>> {
+        // Every item is checked before any is sent, as the SQL API does.
+        crate::batch::check_count(items.len())?;
+        let (ttl, lease) = begin_durations(o.ttl, o.lease, Duration::ZERO)?;
+        let mut given = Vec::with_capacity(items.len());
+        for item in items {
+            scope_and_key(scope, &item.key)?;
+            given.push(item.request.as_ref().map(canon::hash_value).transpose()?);
+        }
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One pipeline: every item's script in one round trip, each atomic in Redis.
+        let mut pipe = redis::pipe();
+        for (item, fp) in items.iter().zip(&given) {
+            pipe.invoke_script(&self.begin_invocation(
+                scope,
+                &item.key,
+                fp.as_ref().map(hex_of).unwrap_or_default(),
+                ttl,
+                lease,
+                &o.for_item(item),
+                true,
+            ));
+        }
+        let raws: Vec<String> = self.pipelined(&pipe, &self.begin).await?;
+        raws.iter()
+            .zip(&given)
+            .map(|(raw, given)| {
+                Ok(match begun(raw, given, true)? {
+                    Ok(Ok(b)) => Ok(b),
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => unreachable!("a batch's in_progress is an answer"),
+                })
+            })
+            .collect()
+    }
+
+    async fn complete_batch(
+        &self,
+        scope: &str,
+        items: &[BatchComplete],
+    ) -> Result<Vec<BatchCompleted>> {
+        crate::batch::check_count(items.len())?;
+        let mut all_args = Vec::with_capacity(items.len());
+        for i in items {
+            scope_and_key(scope, &i.key)?;
+            all_args.push(complete_args(
+                i.fence,
+                i.response.as_ref(),
+                i.succeeded,
+                i.cache_failure,
+            )?);
+        }
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (i, args) in items.iter().zip(&all_args) {
+            pipe.invoke_script(&self.held_invocation(scope, &i.key, args));
+        }
+        let codes: Vec<String> = self.pipelined(&pipe, &self.held).await?;
+        Ok(codes.iter().map(|code| completed(code)).collect())
     }
 
     async fn complete(
@@ -326,27 +485,8 @@ impl IdempotencyStore for RedisStore {
         cache_failure: Option<bool>,
     ) -> Result<Completed> {
         scope_and_key(scope, key)?;
-        // Refused before the script runs, so the claim stays held.
-        storable_response(response)?;
-        let text = response.map(Value::to_string);
-        response_bytes(text.as_ref().map_or(0, String::len))?;
-        let flag = |b: bool| if b { "1".to_string() } else { "0".to_string() };
-        let args = [
-            "complete".to_string(),
-            fence.to_string(),
-            flag(succeeded),
-            flag(cache_failure.unwrap_or(false)),
-            flag(response.is_some()),
-            text.unwrap_or_default(),
-            WEIGHT.to_string(),
-        ];
-        match self.held(scope, key, &args).await?.as_str() {
-            "succeeded" => Ok(Completed::Succeeded),
-            "failed" => Ok(Completed::Failed),
-            "absent" => Ok(Completed::Absent),
-            // A completed record answers its state to its own fence, never `lost:completed`.
-            code => Err(lost(code, Lost::Absent)),
-        }
+        let args = complete_args(fence, response, succeeded, cache_failure)?;
+        completed(&self.held(scope, key, &args).await?)
     }
 
     async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {

@@ -45,11 +45,13 @@ pub trait IdempotencyStore: Send + Sync {
         crate::batch::check_begin_items(scope, items)?;
         let mut answers = Vec::with_capacity(items.len());
         for item in items {
-            answers.push(match self.begin(scope, &item.key, &options.for_item(item)).await {
-                Err(e) if an_items_begin_answer(e.kind) => Err(e),
-                Err(e) => return Err(e),
-                ok => ok,
-            });
+            answers.push(
+                match self.begin(scope, &item.key, &options.for_item(item)).await {
+                    Err(e) if an_items_begin_answer(e.kind) => Err(e),
+                    Err(e) => return Err(e),
+                    ok => ok,
+                },
+            );
         }
         Ok(answers)
     }

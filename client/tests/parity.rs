@@ -72,7 +72,8 @@
 //!   - cache_failures dropped when the call says so -> `failures_uncached`
 //!     (cache_failure false given by the call)
 //!
-//! And from the client: `wait_*` (the isolation specs' waiting duplicate, in each store),
+//! And from the client: `batch_*` (the batch API: tests/tests/behaviour/batch.rs holds both
+//! backends' batch functions to the same answers), `wait_*` (the isolation specs' waiting duplicate, in each store),
 //! `claim_token_repeat`, `race_one_claim`; `forget_holder_lost_it` and
 //! `forget_wakes_a_waiter` (what idem_forget's deletion means to a running claim);
 //! `retry_after_*` (protocol/src/estimate.rs's rule for a duplicate's `retry_after`).
@@ -103,6 +104,7 @@
 mod common;
 
 mod parity {
+    pub mod batch;
     pub mod claim_token;
     pub mod errors;
     pub mod expiry;
@@ -184,5 +186,8 @@ parity! {
         retry_after_unknown => retry_after::without_an_estimate_unknown_bounded_by_the_lease,
         retry_after_estimate => retry_after::the_estimate_less_the_time_run,
         retry_after_floor => retry_after::past_the_estimate_the_floor_bounded_by_the_lease,
+        batch_answers => batch::each_item_is_answered_as_a_single_call,
+        batch_completes => batch::each_item_is_completed_under_its_fence,
+        batch_refuses => batch::a_bad_item_fails_the_batch_and_changes_nothing,
     ]
 }

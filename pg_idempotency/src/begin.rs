@@ -333,7 +333,8 @@ fn ts(m: Micros) -> Column {
 /// succeeded, response, lease_until, expires_at, retry_after.
 pub(crate) fn columns(outcome: Outcome) -> [Column; 10] {
     let text = |s: &str| s.into_datum();
-    match outcome {        Outcome::Claimed {
+    match outcome {
+        Outcome::Claimed {
             fence,
             attempt,
             recovered,

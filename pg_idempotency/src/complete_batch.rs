@@ -45,19 +45,14 @@ pub fn idem_complete_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
         let item = i + 1;
         let key = keys.as_ref().and_then(|k| k[i].clone());
         let fence = fences.as_ref().and_then(|f| f[i]);
-        let held = holder::held(Some(scope.clone()), key, fence)
-            .map_err(|e| at_item(item, e))?;
+        let held = holder::held(Some(scope.clone()), key, fence).map_err(|e| at_item(item, e))?;
         let response = responses.as_ref().and_then(|r| r[i]);
         request::check_response_size(response).map_err(|e| at_item(item, e))?;
         items.push(Item {
             held,
             response,
             // NULL: succeeded, as a single call's default.
-            succeeded: given
-                .succeeded
-                .as_ref()
-                .and_then(|s| s[i])
-                .unwrap_or(true),
+            succeeded: given.succeeded.as_ref().and_then(|s| s[i]).unwrap_or(true),
             cache_failure: given.cache_failure.as_ref().and_then(|c| c[i]),
         });
     }
@@ -70,7 +65,9 @@ pub fn idem_complete_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
         let (outcome, state, expires_at) =
             match holder::complete(&it.held, it.response, it.succeeded, it.cache_failure) {
                 Ok((state, expires_at)) => (BatchCompletion::Completed, Some(state), expires_at),
-                Err(e) if e.kind == ErrorKind::LeaseLost => (BatchCompletion::LeaseLost, None, None),
+                Err(e) if e.kind == ErrorKind::LeaseLost => {
+                    (BatchCompletion::LeaseLost, None, None)
+                }
                 Err(e) => return Err(e),
             };
         answers[i] = vec![

@@ -19,4 +19,6 @@ pub mod settings;
 pub mod words;
 
 pub use errors::ErrorCode;
-pub use words::{BatchCompletion, BatchOutcome, Completion, OnCacheHit, OnMismatch, Outcome, State};
+pub use words::{
+    BatchCompletion, BatchOutcome, Completion, OnCacheHit, OnMismatch, Outcome, State,
+};

@@ -12,7 +12,8 @@ use pg_idempotency_tests::*;
 /// One item's answer: (item, outcome, fence, key, response, retry_after is set).
 type Item = (i32, String, Option<i64>, String, Option<String>, bool);
 
-const BEGIN_BATCH: &str = "SELECT item, outcome, fence, key, response::text, retry_after IS NOT NULL \
+const BEGIN_BATCH: &str =
+    "SELECT item, outcome, fence, key, response::text, retry_after IS NOT NULL \
      FROM idem_begin_batch(scope => $1, keys => $2, requests => $3::text[]::jsonb[], \
                            on_cache_hit => $4, claim_tokens => $5::text[]::uuid[])";
 
@@ -30,10 +31,13 @@ fn try_begin_batch(
         requests.map(|r| r.iter().map(|s| s.map(str::to_string)).collect());
     let tokens: Option<Vec<Option<String>>> =
         tokens.map(|t| t.iter().map(|s| s.map(str::to_string)).collect());
-    Ok(c.query(BEGIN_BATCH, &[&scope, &keys, &requests, &on_cache_hit, &tokens])?
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
-        .collect())
+    Ok(c.query(
+        BEGIN_BATCH,
+        &[&scope, &keys, &requests, &on_cache_hit, &tokens],
+    )?
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
+    .collect())
 }
 
 fn begin_batch(c: &mut Client, scope: &str, keys: &[&str]) -> Vec<Item> {
@@ -144,9 +148,16 @@ fn each_item_is_answered_as_a_single_call_would_be_in_the_order_given() {
         .get(0);
     assert_eq!(items[4].3, derived);
     assert_eq!(
-        try_begin(&mut c, &s, &derived, Some(r#"{"a": 1, "b": 2}"#), None, None)
-            .unwrap()
-            .outcome,
+        try_begin(
+            &mut c,
+            &s,
+            &derived,
+            Some(r#"{"a": 1, "b": 2}"#),
+            None,
+            None
+        )
+        .unwrap()
+        .outcome,
         "in_progress",
         "a single call meets the batch's claim of the derived key"
     );
@@ -237,7 +248,10 @@ fn a_bad_argument_anywhere_fails_the_whole_batch_and_changes_nothing() {
     )
     .unwrap_err();
     assert_eq!(
-        (sqlstate(&err).as_str(), err.as_db_error().unwrap().message()),
+        (
+            sqlstate(&err).as_str(),
+            err.as_db_error().unwrap().message()
+        ),
         ("22023", "the arrays of a batch must have one length")
     );
     let err = try_begin_batch(&mut c, &s, Some(&[None]), None, None, None).unwrap_err();
@@ -360,7 +374,10 @@ fn batches_in_all_orders_at_once(s: &str) {
         .collect();
     let mut claims = std::collections::BTreeMap::<String, usize>::new();
     for h in handles {
-        let items = h.join().expect("session thread panicked").expect("a batch failed");
+        let items = h
+            .join()
+            .expect("session thread panicked")
+            .expect("a batch failed");
         assert_eq!(items.len(), KEYS);
         for (key, outcome) in items {
             assert!(
