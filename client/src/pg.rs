@@ -506,13 +506,15 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
                             }
                         }
                     }
-                    None => return Err(Error::new(
-                        ErrorKind::Serialization,
-                        format!(
+                    None => {
+                        return Err(Error::new(
+                            ErrorKind::Serialization,
+                            format!(
                             "idem_complete_batch answered the outcome {outcome:?}, not one of {}",
                             BatchCompletion::listed()
                         ),
-                    )),
+                        ))
+                    }
                 };
                 Ok((item, answer))
             })

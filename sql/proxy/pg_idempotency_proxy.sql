@@ -488,7 +488,7 @@ RETURNS TABLE (
     retry_after  interval,
     key          text)
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
+SET search_path = pg_catalog, idempotency, pg_temp
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -546,7 +546,7 @@ RETURNS TABLE (
     state      text,
     expires_at timestamptz)
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
+SET search_path = pg_catalog, idempotency, pg_temp
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE

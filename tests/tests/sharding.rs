@@ -4,6 +4,7 @@
 //! package for PostgreSQL 15; on another server every test is skipped with its reason.
 //! Each test makes its own proxy and partitions (pg_idempotency_tests::sharded).
 //!
+//! - batch: a batch reaches each key's partition, in one call per partition
 //! - calls: the state machine through the proxy, each record on the partition its key
 //!   hashes to and on no other
 //! - race: many sessions on one hot key through the proxy: exactly one claims
@@ -17,6 +18,8 @@
 //! - reshard: growing from 2 to 4 partitions under load (scripts/reshard.sh)
 //! - signatures: the proxy declares the API as the partitions do
 
+#[path = "sharding/batch.rs"]
+mod batch;
 #[path = "sharding/calls.rs"]
 mod calls;
 #[path = "sharding/configure.rs"]

@@ -149,10 +149,16 @@ pub fn create_function(f: &Function, source: Option<&str>) -> String {
         let mut text = String::new();
         text.push_str(&notes);
         text.push_str(&out);
-        let language = if fans_out(f) { "sql" } else { "plpgsql" };
+        // A batch derives keys with the canonical JSON helpers, which name each other
+        // unqualified.
+        let (path, language) = if fans_out(f) {
+            ("pg_catalog, pg_temp".to_string(), "sql")
+        } else {
+            (format!("pg_catalog, {}, pg_temp", PROXY.storage), "plpgsql")
+        };
         let _ = writeln!(
             text,
-            "SET search_path = pg_catalog, pg_temp\nLANGUAGE {language} AS $fn$\n{}\n$fn$;",
+            "SET search_path = {path}\nLANGUAGE {language} AS $fn$\n{}\n$fn$;",
             body.trim_end()
         );
         out = text;
