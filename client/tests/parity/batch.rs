@@ -182,7 +182,7 @@ pub async fn a_bad_item_fails_the_batch_and_changes_nothing(h: Harness) {
 
     // A response over the limit in item 2: item 1 stays held, not completed.
     let claims: Vec<Claim> = h
-        .begin_batch(&sc, &items(&["a", "b"]), &BatchOptions::default())
+        .begin_batch(&sc, &items(&["c", "d"]), &BatchOptions::default())
         .await
         .unwrap()
         .into_iter()
@@ -193,8 +193,8 @@ pub async fn a_bad_item_fails_the_batch_and_changes_nothing(h: Harness) {
         .complete_batch(
             &sc,
             &[
-                BatchComplete::succeeded("a", claims[0].fence, json!({})),
-                BatchComplete::succeeded("b", claims[1].fence, huge),
+                BatchComplete::succeeded("c", claims[0].fence, json!({})),
+                BatchComplete::succeeded("d", claims[1].fence, huge),
             ],
         )
         .await

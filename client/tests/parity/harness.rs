@@ -216,6 +216,21 @@ impl Harness {
         per_partition
     }
 
+    /// Whether a batch refused for one item changes nothing on every item: through a
+    /// PL/Proxy proxy each partition commits its own items (docs/scaling.md), so an item
+    /// refused on one partition does not undo another partition's; recorded as a skip of
+    /// that part.
+    pub fn batches_are_atomic(&self) -> bool {
+        if self.proxied {
+            pg_idempotency_tests::skip(
+                pg_idempotency_tests::Skip::NotApplicable,
+                "through a PL/Proxy proxy each partition commits its own items of a batch: an item \
+                 refused on one partition does not undo another partition's",
+            );
+        }
+        !self.proxied
+    }
+
     /// Whether this test's store instance is its alone, so that `purge` counts only the
     /// records this test made.
     pub fn private(&self) -> bool {
