@@ -73,7 +73,8 @@
 //!     (cache_failure false given by the call)
 //!
 //! And from the client: `batch_*` (the batch API: tests/tests/behaviour/batch.rs holds both
-//! backends' batch functions to the same answers), `wait_*` (the isolation specs' waiting duplicate, in each store),
+//! backends' batch functions to the same answers; `batch_scripts_forgotten`, RedisStore's
+//! pipeline after Redis forgot its scripts), `wait_*` (the isolation specs' waiting duplicate, in each store),
 //! `claim_token_repeat`, `race_one_claim`; `forget_holder_lost_it` and
 //! `forget_wakes_a_waiter` (what idem_forget's deletion means to a running claim);
 //! `retry_after_*` (protocol/src/estimate.rs's rule for a duplicate's `retry_after`).
@@ -189,5 +190,6 @@ parity! {
         batch_answers => batch::each_item_is_answered_as_a_single_call,
         batch_completes => batch::each_item_is_completed_under_its_fence,
         batch_refuses => batch::a_bad_item_fails_the_batch_and_changes_nothing,
+        batch_scripts_forgotten => batch::a_batch_after_the_scripts_were_forgotten,
     ]
 }

@@ -231,6 +231,24 @@ impl Harness {
         !self.proxied
     }
 
+    /// Makes Redis forget its loaded scripts (SCRIPT FLUSH), as a restart does, where the
+    /// store is Redis; true when it did. A pipeline of scripts does not load them itself.
+    pub async fn forget_loaded_scripts(&self) -> bool {
+        match &self.backend {
+            #[cfg(feature = "redis")]
+            Backend::Redis { conn, .. } => {
+                let mut conn = conn.clone();
+                let _: () = redis::cmd("SCRIPT")
+                    .arg("FLUSH")
+                    .query_async(&mut conn)
+                    .await
+                    .expect("SCRIPT FLUSH");
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Whether this test's store instance is its alone, so that `purge` counts only the
     /// records this test made.
     pub fn private(&self) -> bool {
