@@ -292,17 +292,7 @@ impl IdempotencyStore for MemoryStore {
                 canon::hash_value(request)?;
             }
         }
-        let mut answers = Vec::with_capacity(items.len());
-        for item in items {
-            answers.push(
-                match self.begin(scope, &item.key, &o.for_item(item)).await {
-                    Err(e) if crate::batch::an_items_begin_answer(e.kind) => Err(e),
-                    Err(e) => return Err(e),
-                    ok => ok,
-                },
-            );
-        }
-        Ok(answers)
+        crate::batch::begin_item_by_item(self, scope, items, o).await
     }
 
     async fn complete_batch(
@@ -316,25 +306,7 @@ impl IdempotencyStore for MemoryStore {
             storable_response(i.response.as_ref())?;
             response_size(i.response.as_ref())?;
         }
-        let mut answers = Vec::with_capacity(items.len());
-        for i in items {
-            let done = self
-                .complete(
-                    scope,
-                    &i.key,
-                    i.fence,
-                    i.response.as_ref(),
-                    i.succeeded,
-                    i.cache_failure,
-                )
-                .await;
-            answers.push(match done {
-                Err(e) if crate::batch::an_items_complete_answer(e.kind) => Err(e),
-                Err(e) => return Err(e),
-                ok => ok,
-            });
-        }
-        Ok(answers)
+        crate::batch::complete_item_by_item(self, scope, items).await
     }
 
     async fn complete(

@@ -5,10 +5,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::batch::{
-    an_items_begin_answer, an_items_complete_answer, BatchBegin, BatchBegun, BatchComplete,
-    BatchCompleted, BatchOptions,
-};
+use crate::batch::{BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::types::{Begin, BeginOptions, Completed, Record, ScopeMetrics};
 
@@ -43,17 +40,7 @@ pub trait IdempotencyStore: Send + Sync {
         options: &BatchOptions,
     ) -> Result<Vec<BatchBegun>> {
         crate::batch::check_begin_items(scope, items)?;
-        let mut answers = Vec::with_capacity(items.len());
-        for item in items {
-            answers.push(
-                match self.begin(scope, &item.key, &options.for_item(item)).await {
-                    Err(e) if an_items_begin_answer(e.kind) => Err(e),
-                    Err(e) => return Err(e),
-                    ok => ok,
-                },
-            );
-        }
-        Ok(answers)
+        crate::batch::begin_item_by_item(self, scope, items, options).await
     }
 
     /// Completes many claims of one scope: one answer per item, in the items' order, each
@@ -67,25 +54,7 @@ pub trait IdempotencyStore: Send + Sync {
         items: &[BatchComplete],
     ) -> Result<Vec<BatchCompleted>> {
         crate::batch::check_complete_items(scope, items)?;
-        let mut answers = Vec::with_capacity(items.len());
-        for i in items {
-            let done = self
-                .complete(
-                    scope,
-                    &i.key,
-                    i.fence,
-                    i.response.as_ref(),
-                    i.succeeded,
-                    i.cache_failure,
-                )
-                .await;
-            answers.push(match done {
-                Err(e) if an_items_complete_answer(e.kind) => Err(e),
-                Err(e) => return Err(e),
-                ok => ok,
-            });
-        }
-        Ok(answers)
+        crate::batch::complete_item_by_item(self, scope, items).await
     }
 
     /// Gives a claim up without a result.

@@ -251,6 +251,12 @@ BEGIN
 END
 $fn$;
 
+CREATE FUNCTION idempotency._idem_items(a anyarray) RETURNS anyarray
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT CASE WHEN a IS NOT NULL THEN
+        ARRAY(SELECT u.v FROM pg_catalog.unnest(a) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END
+$fn$;
+
 -- ---------------------------------------------------------------------------------------
 -- Routing: which partition holds a record.
 -- ---------------------------------------------------------------------------------------
@@ -286,6 +292,16 @@ SET search_path = pg_catalog, idempotency, pg_temp
 LANGUAGE sql AS $fn$
     SELECT idempotency._idem_partition(scope, COALESCE(key,
         pg_catalog.encode(idempotency._idem_hash(request), 'hex')))
+$fn$;
+
+-- A batch's array with one element per item, NULL ones included, as PL/Proxy's SPLIT needs
+-- it (a NULL array becomes n NULLs of its type).
+CREATE FUNCTION idempotency._idem_padded(a anyarray, n integer)
+RETURNS anyarray
+IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE sql AS $fn$
+    SELECT ARRAY(SELECT a[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i)
 $fn$;
 
 -- ---------------------------------------------------------------------------------------
@@ -497,12 +513,9 @@ DECLARE
     v_tokens uuid[];
     n integer;
 BEGIN
-    v_keys := CASE WHEN idem_begin_batch.keys IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM pg_catalog.unnest(idem_begin_batch.keys) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_requests := CASE WHEN idem_begin_batch.requests IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM pg_catalog.unnest(idem_begin_batch.requests) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_tokens := CASE WHEN idem_begin_batch.claim_tokens IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM pg_catalog.unnest(idem_begin_batch.claim_tokens) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_keys := idempotency._idem_items(idem_begin_batch.keys);
+    v_requests := idempotency._idem_items(idem_begin_batch.requests);
+    v_tokens := idempotency._idem_items(idem_begin_batch.claim_tokens);
     n := idempotency._idem_batch_items('idem_begin_batch', ARRAY['keys', 'requests', 'claim_tokens'],
         ARRAY[pg_catalog.cardinality(v_keys), pg_catalog.cardinality(v_requests),
               pg_catalog.cardinality(v_tokens)],
@@ -515,8 +528,8 @@ BEGIN
                                 THEN pg_catalog.encode(idempotency._idem_hash(v_requests[i]), 'hex')
                                 ELSE v_keys[i] END
                     FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
-    v_requests := ARRAY(SELECT v_requests[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
-    v_tokens := ARRAY(SELECT v_tokens[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
+    v_requests := idempotency._idem_padded(v_requests, n);
+    v_tokens := idempotency._idem_padded(v_tokens, n);
     RETURN QUERY
         SELECT b.* FROM idempotency._idem_begin_batch_split(
             ARRAY(SELECT i FROM pg_catalog.generate_series(1, n) AS i ORDER BY i),
@@ -557,16 +570,11 @@ DECLARE
     v_cache boolean[];
     n integer;
 BEGIN
-    v_keys := CASE WHEN idem_complete_batch.keys IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM pg_catalog.unnest(idem_complete_batch.keys) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_fences := CASE WHEN idem_complete_batch.fences IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM pg_catalog.unnest(idem_complete_batch.fences) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_responses := CASE WHEN idem_complete_batch.responses IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM pg_catalog.unnest(idem_complete_batch.responses) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_succeeded := CASE WHEN idem_complete_batch.succeeded IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM pg_catalog.unnest(idem_complete_batch.succeeded) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_cache := CASE WHEN idem_complete_batch.cache_failure IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM pg_catalog.unnest(idem_complete_batch.cache_failure) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_keys := idempotency._idem_items(idem_complete_batch.keys);
+    v_fences := idempotency._idem_items(idem_complete_batch.fences);
+    v_responses := idempotency._idem_items(idem_complete_batch.responses);
+    v_succeeded := idempotency._idem_items(idem_complete_batch.succeeded);
+    v_cache := idempotency._idem_items(idem_complete_batch.cache_failure);
     n := idempotency._idem_batch_items('idem_complete_batch',
         ARRAY['keys', 'fences', 'responses', 'succeeded', 'cache_failure'],
         ARRAY[pg_catalog.cardinality(v_keys), pg_catalog.cardinality(v_fences),
@@ -577,11 +585,11 @@ BEGIN
         RETURN;
     END IF;
     -- SPLIT needs one element per item in every array.
-    v_keys := ARRAY(SELECT v_keys[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
-    v_fences := ARRAY(SELECT v_fences[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
-    v_responses := ARRAY(SELECT v_responses[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
-    v_succeeded := ARRAY(SELECT v_succeeded[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
-    v_cache := ARRAY(SELECT v_cache[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
+    v_keys := idempotency._idem_padded(v_keys, n);
+    v_fences := idempotency._idem_padded(v_fences, n);
+    v_responses := idempotency._idem_padded(v_responses, n);
+    v_succeeded := idempotency._idem_padded(v_succeeded, n);
+    v_cache := idempotency._idem_padded(v_cache, n);
     RETURN QUERY
         SELECT b.* FROM idempotency._idem_complete_batch_split(
             ARRAY(SELECT i FROM pg_catalog.generate_series(1, n) AS i ORDER BY i),

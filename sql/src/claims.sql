@@ -378,3 +378,11 @@ BEGIN
     END IF;
 END
 $fn$;
+
+-- A batch's array from subscript 1, in storage order (how the extension reads one, and
+-- unnest): an array given with other bounds or dimensions is read as its elements.
+CREATE FUNCTION :"storage"._idem_items(a anyarray) RETURNS anyarray
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT CASE WHEN a IS NOT NULL THEN
+        ARRAY(SELECT u.v FROM pg_catalog.unnest(a) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END
+$fn$;

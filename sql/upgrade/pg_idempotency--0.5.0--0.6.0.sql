@@ -459,6 +459,15 @@ BEGIN
     END IF;
 END
 $fn$;
+
+-- A batch's array from subscript 1, in storage order (how the extension reads one, and
+-- unnest): an array given with other bounds or dimensions is read as its elements.
+CREATE FUNCTION :"storage"._idem_items(a anyarray) RETURNS anyarray
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT CASE WHEN a IS NOT NULL THEN
+        ARRAY(SELECT u.v FROM pg_catalog.unnest(a) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END
+$fn$;
+
 -- As every storage function: execute is never PUBLIC's (_idem_read_held, replaced in
 -- place, keeps its privileges).
 REVOKE ALL ON FUNCTION
@@ -466,7 +475,8 @@ REVOKE ALL ON FUNCTION
     :"storage"._idem_begin_one(text, text, jsonb, bytea, interval, interval, text, text, interval, uuid, boolean),
     :"storage"._idem_complete_one(text, text, bigint, jsonb, boolean, boolean, boolean),
     :"storage"._idem_batch_items(text, text[], integer[], text, text),
-    :"storage"._idem_check_response(jsonb, bigint)
+    :"storage"._idem_check_response(jsonb, bigint),
+    :"storage"._idem_items(anyarray)
     FROM PUBLIC;
 
 SET LOCAL search_path = pg_catalog, pg_temp;
@@ -556,7 +566,6 @@ DECLARE
     c_scope text;
     c_ttl bigint;
     c_lease bigint;
-    -- The arrays from 1, in storage order (how the extension reads them, and unnest).
     v_keys text[];
     v_requests jsonb[];
     v_tokens uuid[];
@@ -573,12 +582,9 @@ DECLARE
     answers begin_result[] := '{}';
 BEGIN
     c_scope := _idem_scope(idem_begin_batch.scope, lim.max_scope_bytes);
-    v_keys := CASE WHEN idem_begin_batch.keys IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_begin_batch.keys) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_requests := CASE WHEN idem_begin_batch.requests IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_begin_batch.requests) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_tokens := CASE WHEN idem_begin_batch.claim_tokens IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_begin_batch.claim_tokens) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_keys := _idem_items(idem_begin_batch.keys);
+    v_requests := _idem_items(idem_begin_batch.requests);
+    v_tokens := _idem_items(idem_begin_batch.claim_tokens);
     n := _idem_batch_items('idem_begin_batch', ARRAY['keys', 'requests', 'claim_tokens'],
         ARRAY[cardinality(v_keys), cardinality(v_requests), cardinality(v_tokens)],
         'keys and requests must not both be null', 'keys, or requests to derive them from');
@@ -655,7 +661,6 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     lim record := _idem_limits();
     c_scope text;
-    -- The arrays from 1, in storage order (how the extension reads them, and unnest).
     v_keys text[];
     v_fences bigint[];
     v_responses jsonb[];
@@ -676,16 +681,11 @@ DECLARE
     lost boolean[] := '{}';
 BEGIN
     c_scope := _idem_scope(idem_complete_batch.scope, lim.max_scope_bytes);
-    v_keys := CASE WHEN idem_complete_batch.keys IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_complete_batch.keys) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_fences := CASE WHEN idem_complete_batch.fences IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_complete_batch.fences) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_responses := CASE WHEN idem_complete_batch.responses IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_complete_batch.responses) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_succeeded := CASE WHEN idem_complete_batch.succeeded IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_complete_batch.succeeded) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_cache := CASE WHEN idem_complete_batch.cache_failure IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_complete_batch.cache_failure) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_keys := _idem_items(idem_complete_batch.keys);
+    v_fences := _idem_items(idem_complete_batch.fences);
+    v_responses := _idem_items(idem_complete_batch.responses);
+    v_succeeded := _idem_items(idem_complete_batch.succeeded);
+    v_cache := _idem_items(idem_complete_batch.cache_failure);
     n := _idem_batch_items('idem_complete_batch',
         ARRAY['keys', 'fences', 'responses', 'succeeded', 'cache_failure'],
         ARRAY[cardinality(v_keys), cardinality(v_fences), cardinality(v_responses),

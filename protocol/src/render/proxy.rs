@@ -307,8 +307,9 @@ fn portable_function(file: &str, sql: &str, name: &str) -> std::io::Result<Strin
 }
 
 /// The portable variant's canonical JSON (sql/src/canonical.sql), the one helper it raises
-/// its errors through (`_idem_fail`, in sql/src/helpers.sql) and the check of a batch's
-/// arrays (`_idem_batch_items`, in sql/src/claims.sql), in the proxy's storage schema.
+/// its errors through (`_idem_fail`, in sql/src/helpers.sql) and the checks of a batch's
+/// arrays (`_idem_batch_items`, `_idem_items`, in sql/src/claims.sql), in the proxy's
+/// storage schema.
 fn canonical_helpers(
     helpers_sql: &str,
     canonical_sql: &str,
@@ -317,10 +318,11 @@ fn canonical_helpers(
     Ok(format!(
         "-- How the canonical JSON helpers raise their errors (the portable variant's).\n{}\n{}\n\n\
          -- A batch's arrays are checked on the proxy as a partition checks them (the portable\n\
-         -- variant's words).\n{}",
+         -- variant's words).\n{}\n{}",
         portable_function("sql/src/helpers.sql", helpers_sql, "_idem_fail")?,
         portable_sql(canonical_sql).trim_end(),
-        portable_function("sql/src/claims.sql", claims_sql, "_idem_batch_items")?.trim_end()
+        portable_function("sql/src/claims.sql", claims_sql, "_idem_batch_items")?,
+        portable_function("sql/src/claims.sql", claims_sql, "_idem_items")?.trim_end()
     ))
 }
 

@@ -34,3 +34,13 @@ LANGUAGE sql AS $fn$
     SELECT idempotency._idem_partition(scope, COALESCE(key,
         pg_catalog.encode(idempotency._idem_hash(request), 'hex')))
 $fn$;
+
+-- A batch's array with one element per item, NULL ones included, as PL/Proxy's SPLIT needs
+-- it (a NULL array becomes n NULLs of its type).
+CREATE FUNCTION idempotency._idem_padded(a anyarray, n integer)
+RETURNS anyarray
+IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE sql AS $fn$
+    SELECT ARRAY(SELECT a[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i)
+$fn$;

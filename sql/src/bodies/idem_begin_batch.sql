@@ -8,7 +8,6 @@ DECLARE
     c_scope text;
     c_ttl bigint;
     c_lease bigint;
-    -- The arrays from 1, in storage order (how the extension reads them, and unnest).
     v_keys text[];
     v_requests jsonb[];
     v_tokens uuid[];
@@ -25,12 +24,9 @@ DECLARE
     answers begin_result[] := '{}';
 BEGIN
     c_scope := _idem_scope(idem_begin_batch.scope, lim.max_scope_bytes);
-    v_keys := CASE WHEN idem_begin_batch.keys IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_begin_batch.keys) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_requests := CASE WHEN idem_begin_batch.requests IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_begin_batch.requests) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_tokens := CASE WHEN idem_begin_batch.claim_tokens IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_begin_batch.claim_tokens) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_keys := _idem_items(idem_begin_batch.keys);
+    v_requests := _idem_items(idem_begin_batch.requests);
+    v_tokens := _idem_items(idem_begin_batch.claim_tokens);
     n := _idem_batch_items('idem_begin_batch', ARRAY['keys', 'requests', 'claim_tokens'],
         ARRAY[cardinality(v_keys), cardinality(v_requests), cardinality(v_tokens)],
         'keys and requests must not both be null', 'keys, or requests to derive them from');

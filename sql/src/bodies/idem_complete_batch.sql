@@ -5,7 +5,6 @@
 DECLARE
     lim record := _idem_limits();
     c_scope text;
-    -- The arrays from 1, in storage order (how the extension reads them, and unnest).
     v_keys text[];
     v_fences bigint[];
     v_responses jsonb[];
@@ -26,16 +25,11 @@ DECLARE
     lost boolean[] := '{}';
 BEGIN
     c_scope := _idem_scope(idem_complete_batch.scope, lim.max_scope_bytes);
-    v_keys := CASE WHEN idem_complete_batch.keys IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_complete_batch.keys) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_fences := CASE WHEN idem_complete_batch.fences IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_complete_batch.fences) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_responses := CASE WHEN idem_complete_batch.responses IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_complete_batch.responses) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_succeeded := CASE WHEN idem_complete_batch.succeeded IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_complete_batch.succeeded) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_cache := CASE WHEN idem_complete_batch.cache_failure IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM unnest(idem_complete_batch.cache_failure) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_keys := _idem_items(idem_complete_batch.keys);
+    v_fences := _idem_items(idem_complete_batch.fences);
+    v_responses := _idem_items(idem_complete_batch.responses);
+    v_succeeded := _idem_items(idem_complete_batch.succeeded);
+    v_cache := _idem_items(idem_complete_batch.cache_failure);
     n := _idem_batch_items('idem_complete_batch',
         ARRAY['keys', 'fences', 'responses', 'succeeded', 'cache_failure'],
         ARRAY[cardinality(v_keys), cardinality(v_fences), cardinality(v_responses),

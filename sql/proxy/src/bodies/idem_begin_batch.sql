@@ -12,12 +12,9 @@ DECLARE
     v_tokens uuid[];
     n integer;
 BEGIN
-    v_keys := CASE WHEN idem_begin_batch.keys IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM pg_catalog.unnest(idem_begin_batch.keys) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_requests := CASE WHEN idem_begin_batch.requests IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM pg_catalog.unnest(idem_begin_batch.requests) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
-    v_tokens := CASE WHEN idem_begin_batch.claim_tokens IS NOT NULL THEN ARRAY(
-        SELECT u.v FROM pg_catalog.unnest(idem_begin_batch.claim_tokens) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END;
+    v_keys := idempotency._idem_items(idem_begin_batch.keys);
+    v_requests := idempotency._idem_items(idem_begin_batch.requests);
+    v_tokens := idempotency._idem_items(idem_begin_batch.claim_tokens);
     n := idempotency._idem_batch_items('idem_begin_batch', ARRAY['keys', 'requests', 'claim_tokens'],
         ARRAY[pg_catalog.cardinality(v_keys), pg_catalog.cardinality(v_requests),
               pg_catalog.cardinality(v_tokens)],
@@ -30,8 +27,8 @@ BEGIN
                                 THEN pg_catalog.encode(idempotency._idem_hash(v_requests[i]), 'hex')
                                 ELSE v_keys[i] END
                     FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
-    v_requests := ARRAY(SELECT v_requests[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
-    v_tokens := ARRAY(SELECT v_tokens[i] FROM pg_catalog.generate_series(1, n) AS i ORDER BY i);
+    v_requests := idempotency._idem_padded(v_requests, n);
+    v_tokens := idempotency._idem_padded(v_tokens, n);
     RETURN QUERY
         SELECT b.* FROM idempotency._idem_begin_batch_split(
             ARRAY(SELECT i FROM pg_catalog.generate_series(1, n) AS i ORDER BY i),
