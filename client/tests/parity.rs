@@ -62,6 +62,11 @@
 //!   - live records by state, lapsed, expired, the oldest running call; the outcome
 //!     counters (NULL on the portable variant) -> `metrics_counts`
 //! - transactions.sql: none (see below)
+//! - batch.sql
+//!   - each item answered as a single call, in the order given (claim, replay,
+//!     in_progress, mismatch, a key twice), refused repeats, per-item lost leases and an
+//!     uncached failure, a bad item failing the whole batch -> `batch_answers`,
+//!     `batch_completes`, `batch_refuses`
 //! - purge.sql
 //!   - purge removes expired records and never a live claim, a live result or a claim
 //!     whose lease lapsed within its ttl; that claim's holder still completes ->
@@ -72,9 +77,8 @@
 //!   - cache_failures dropped when the call says so -> `failures_uncached`
 //!     (cache_failure false given by the call)
 //!
-//! And from the client: `batch_*` (the batch API: tests/tests/behaviour/batch.rs holds both
-//! backends' batch functions to the same answers; `batch_scripts_forgotten`, RedisStore's
-//! pipeline after Redis forgot its scripts), `wait_*` (the isolation specs' waiting duplicate, in each store),
+//! And from the client: `batch_scripts_forgotten` (RedisStore's pipeline after Redis
+//! forgot its scripts), `wait_*` (the isolation specs' waiting duplicate, in each store),
 //! `claim_token_repeat`, `race_one_claim`; `forget_holder_lost_it` and
 //! `forget_wakes_a_waiter` (what idem_forget's deletion means to a running claim);
 //! `retry_after_*` (protocol/src/estimate.rs's rule for a duplicate's `retry_after`).
@@ -98,6 +102,8 @@
 //!   committed claim with its write, the wall clock inside a transaction): SQL
 //!   transactions, which only `PgStore` joins (pg_store.rs has the rolled-back claim).
 //! - purge.sql: purge's batch_size (not in the store interface).
+//! - batch.sql: a NULL key (HASH_INPUT) and arrays of different lengths or NULL (the
+//!   client's items always name their key and carry their own fields).
 //! - policies.sql: idem_set_policy and its precedence over the defaults, policy
 //!   validation, idem_drop_policy: per-scope policies are the database's; `MemoryStore`
 //!   and `RedisStore` have none.
