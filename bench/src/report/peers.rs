@@ -153,7 +153,7 @@ fn intro(s: &mut String, r: &PeersReport) {
         .map(|(n, rounds)| format!("{n} duplicates × {rounds} keys"))
         .collect();
     let _ = writeln!(s, "Written by `scripts/bench.sh --only peers`. pg_idempotency beside what a user would use otherwise, each peer installed by the benchmark's setup from its registry at a pinned version (scripts/peers.sh: bench/peers/python/requirements.txt, bench/peers/node/package-lock.json), all run on this machine in this run, with the same cases: **new keys** (claim, a no-op body, complete; one call after another for {:?} after a {:?} warm-up); **replays** of one of 100 completed keys (the same); a **hot key** ({}) whose duplicates a barrier releases together, counting how many times the body really ran; a **failure**: a body that fails, then {} retries of the same key, for {} keys. The drivers (bench/peers/python/driver.py, bench/peers/node/driver.js) time each call in the caller's own language and print JSON that the benchmark reads; the Rust rows run in the benchmark. Every row whose store is over the network (PostgreSQL, Redis) reaches it through the benchmark's delay forwarder (bench/src/delay.rs), at each added round-trip time below, 0 ms included so that every setting pays the same hop. A ratio is ours / the peer in calls per second, in one language: above 1, ours is faster.\n", p.duration, p.warmup, hot.join(" and "), p.retries, p.failure_keys);
-    let _ = writeln!(s, "- machine: {}; load average {} at the start, {} at the end (1, 5, 15 min): other builds shared the 2 cores during the run, so compare the rows of one setting with each other rather than with other sections", cpu(), r.load.0, r.load.1);
+    let _ = writeln!(s, "- machine: {}; load average {} at the start, {} at the end (1, 5, 15 min: other work on the machine shows here); the rows take turns, {} round(s) per setting, so that a slow moment of the shared disk falls on all of them: compare the rows of one setting with each other rather than with other sections", cpu(), r.load.0, r.load.1, r.plan.rounds);
     let _ = writeln!(
         s,
         "- PostgreSQL: {} ({}), as scripts/bench.sh runs it",
@@ -306,17 +306,20 @@ fn language(s: &mut String, r: &PeersReport, lang: Lang) {
             let (hx, hk) = hot_executions(r, peer_id);
             let hot_runs = format!("its body ran {hx} times for {hk} hot keys in this run");
             let mut why = Vec::new();
-            if new < 1.0 {
-                why.push(format!(
-                    "new keys: {}",
-                    why_faster(ours, peer, false, &hot_runs)
-                ));
-            }
-            if replay < 1.0 {
-                why.push(format!(
-                    "replays: {}",
-                    why_faster(ours, peer, true, &hot_runs)
-                ));
+            let (wn, wr) = (
+                why_faster(ours, peer, false, &hot_runs),
+                why_faster(ours, peer, true, &hot_runs),
+            );
+            match (new < 1.0, replay < 1.0) {
+                (true, true) if wn == wr => why.push(format!("new keys and replays: {wn}")),
+                (n, r) => {
+                    if n {
+                        why.push(format!("new keys: {wn}"));
+                    }
+                    if r {
+                        why.push(format!("replays: {wr}"));
+                    }
+                }
             }
             let _ = writeln!(
                 s,
@@ -336,41 +339,59 @@ fn language(s: &mut String, r: &PeersReport, lang: Lang) {
 
 fn hot(s: &mut String, r: &PeersReport) {
     let _ = writeln!(s, "\n### Hot key: how many times the body ran\n");
-    let _ = writeln!(s, "Each round a new key; its duplicates wait on one barrier (threads in Python, async tasks on one promise in Node.js, tokio tasks on one `Barrier` in Rust), each on its own connection where the client has one per caller (psycopg, node-postgres, `PgStore`'s pool; Redis clients multiplex one connection). One execution per key is the goal; the duplicates' answers are given as the client saw them (`ok` for Powertools counts its replays too: it returns the stored result as if it ran). p50 and p99 are the duplicates' call times from the barrier.\n");
-    let _ = writeln!(
-        s,
-        "| added RTT | row | duplicates | executions / keys | answers | p50 ms | p99 ms |"
-    );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
-    for run in &r.runs {
-        for (system, res) in &run.rows {
-            let RowResult::Measured(cases) = res else {
-                continue;
-            };
-            for (c, m) in cases {
-                if let Case::Hot { concurrency, .. } = c {
-                    let rtt = if system.store.networked() {
-                        rtt_name(run.target)
-                    } else {
-                        "none".into()
-                    };
-                    let _ = writeln!(
-                        s,
-                        "| {rtt} | {} | {concurrency} | {} / {}{} | {} | {} | {} |",
-                        row_name(system),
-                        m.executions,
-                        m.keys,
-                        if m.executions == m.keys {
-                            ""
+    let _ = writeln!(s, "Each round a new key; its duplicates wait on one barrier (threads in Python, async tasks on one promise in Node.js, tokio tasks on one `Barrier` in Rust), each on its own connection where the client has one per caller (psycopg, node-postgres, `PgStore`'s pool, the naive rows; the Redis clients multiplex one connection, as they are used). One execution per key is the goal. The answers are the duplicates' as the client saw them, over every setting (`ok` for Powertools and the express routes counts replays too: they return the stored result as if the call ran). p50 is the duplicates' call time from the barrier, at 0 ms.\n");
+    let settings: Vec<String> = r.runs.iter().map(|run| rtt_name(run.target)).collect();
+    let _ = write!(s, "| row | duplicates |");
+    for name in &settings {
+        let _ = write!(s, " executions / keys, {name} |");
+    }
+    let _ = writeln!(s, " answers | p50 ms, 0 ms |");
+    let _ = writeln!(s, "|---|---|{}---|---|", "---|".repeat(settings.len()));
+    for system in SYSTEMS {
+        for &(concurrency, _) in &r.plan.hot {
+            let pick =
+                |c: &Case| matches!(c, Case::Hot { concurrency: n, .. } if *n == concurrency);
+            let mut cells = Vec::new();
+            let mut answers = std::collections::BTreeMap::new();
+            let mut p50 = None;
+            for (i, run) in r.runs.iter().enumerate() {
+                let here = run.rows.iter().any(|(sys, _)| sys.id == system.id);
+                let m = if here {
+                    find(r, run, system.id, pick)
+                } else {
+                    None
+                };
+                match m {
+                    Some(m) => {
+                        let more = if m.executions > m.keys {
+                            " **(more)**"
                         } else {
-                            " **(more than once)**"
-                        },
-                        outcomes(m),
-                        ms(m.stats.p50),
-                        ms(m.stats.p99)
-                    );
+                            ""
+                        };
+                        cells.push(format!("{} / {}{more}", m.executions, m.keys));
+                        for (k, v) in &m.outcomes {
+                            *answers.entry(k.clone()).or_insert(0) += v;
+                        }
+                        if i == 0 {
+                            p50 = Some(m.stats.p50);
+                        }
+                    }
+                    None if !system.store.networked() && i > 0 => cells.push("(no network)".into()),
+                    None => cells.push("".into()),
                 }
             }
+            if cells.iter().all(|c| c.is_empty()) {
+                continue;
+            }
+            let answers: Vec<String> = answers.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = writeln!(
+                s,
+                "| {} | {concurrency} | {} | {} | {} |",
+                row_name(system),
+                cells.join(" | "),
+                answers.join(", "),
+                p50.map(ms).unwrap_or_default()
+            );
         }
     }
 }

@@ -132,11 +132,12 @@ impl Caller {
 
 /// Runs `cases` in order on one row.
 pub async fn run(kind: RustKind, target: &Target, cases: &[Case]) -> BenchResult<Vec<Measured>> {
-    let width = cases.iter().map(Case::concurrency).max().unwrap_or(1);
-    let caller = Arc::new(Caller::connect(kind, target, width).await?);
+    // A caller per case, as wide as the case: one after another, calls use one connection
+    // (as the drivers' callers do), not a pool of 64 that lends each call a different one.
     let body = Arc::new(Body::default());
     let mut out = Vec::new();
     for case in cases {
+        let caller = Arc::new(Caller::connect(kind, target, case.concurrency()).await?);
         out.push(run_case(&caller, &body, case).await?);
     }
     Ok(out)
