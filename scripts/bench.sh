@@ -11,6 +11,10 @@
 #   scripts/bench.sh --only sharding [--only sharding_fsync]   claim + complete through a
 #                               PL/Proxy proxy of 1, 2 and 4 partitions beside one partition
 #                               directly (PostgreSQL 15; the second with fsync off)
+#   scripts/bench.sh --only peers   pg_idempotency beside AWS Powertools (Python, Redis),
+#                               @node-idempotency (Redis), express-idempotency and the naive
+#                               pattern, at added round trips of 0, 0.2 and 1 ms (scripts/peers.sh
+#                               installs the peers; two Redis servers, one with appendfsync always)
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"
@@ -65,9 +69,38 @@ if sharding_wanted "$@"; then
     fi
 fi
 
+# The peers workload (in every run but an --only run that names other workloads): the peers
+# from their registries, pinned (scripts/peers.sh; skipped rows say why when node or python
+# is missing), and two private Redis servers, one without persistence and one with
+# `appendfsync always`. Without redis-server the Redis rows are reported skipped.
+wanted() {
+    local a prev=""
+    [[ " $* " == *" --only "* ]] || return 0
+    for a in "${@:2}"; do
+        [ "$prev" = --only ] && [ "$a" = "$1" ] && return 0
+        prev="$a"
+    done
+    return 1
+}
+peers=()
+if wanted peers "$@"; then
+    "$ROOT/scripts/peers.sh"
+    eval "$("$ROOT/scripts/peers.sh" paths)"
+    peers+=(--peers-python "$PEERS_PYTHON" --peers-node "$PEERS_NODE")
+    if command -v redis-server >/dev/null; then
+        "$ROOT/scripts/redis.sh" start
+        "$ROOT/scripts/redis-durable.sh" start
+        redis_url="$("$ROOT/scripts/redis.sh" url)"
+        redis_port="${redis_url##*:}"; redis_port="${redis_port%/}"
+        peers+=(--redis-port "$redis_port" --redis-durable-port "$("$ROOT/scripts/redis-durable.sh" port)")
+    else
+        log "peers: redis-server is not installed (scripts/setup.sh installs it as root): the Redis rows are reported skipped"
+    fi
+fi
+
 cargo build --release -q -p pg_idempotency_mcp -p pg_idempotency_bench
 "${CARGO_TARGET_DIR:-$TARGET}/release/pg_idempotency_bench" --dsn "$(conninfo pg18) dbname=pgidem_bench" \
-    --portable-dsn "$(conninfo pg18) dbname=pgidem_bench_portable" "${proxies[@]}" "${smoke[@]}" --out "$out" "$@"
+    --portable-dsn "$(conninfo pg18) dbname=pgidem_bench_portable" "${proxies[@]}" "${peers[@]}" "${smoke[@]}" --out "$out" "$@"
 # A later --out among the arguments wins (the bench takes the last one).
 prev=""; for a in "$@"; do [ "$prev" = --out ] && out="$a"; prev="$a"; done
 log "wrote $out"

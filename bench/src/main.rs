@@ -6,6 +6,7 @@
 //! `--smoke` runs every workload for a moment with tiny data: it checks that the harness
 //! works, and says nothing about speed.
 
+mod delay;
 mod harness;
 mod report;
 mod workloads;
@@ -24,10 +25,19 @@ struct Options {
     only: Vec<String>,
     /// PL/Proxy proxy databases (sql/proxy/) for the sharding workload, in report order.
     proxy_dsns: Vec<String>,
+    /// The peers workload's Redis servers on 127.0.0.1: without persistence, and with
+    /// `appendfsync always`.
+    redis_port: Option<u16>,
+    redis_durable_port: Option<u16>,
+    /// The peers' interpreters (scripts/peers.sh paths): empty or absent when not installed.
+    peers_python: Option<String>,
+    peers_node: Option<String>,
+    /// Only these rows of the peers workload (their ids, bench/src/workloads/peers/systems.rs).
+    peers_rows: Vec<String>,
 }
 
 const WORKLOADS: &str =
-    "calls, fsync, hot_key, hashing, portable, client, http, mcp, sharding, sharding_fsync, growth, churn";
+    "calls, fsync, hot_key, hashing, portable, client, http, mcp, peers, sharding, sharding_fsync, growth, churn";
 
 fn options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
@@ -38,6 +48,20 @@ fn options() -> Result<Options, String> {
         out: None,
         only: Vec::new(),
         proxy_dsns: Vec::new(),
+        redis_port: None,
+        redis_durable_port: None,
+        peers_python: None,
+        peers_node: None,
+        peers_rows: Vec::new(),
+    };
+    let port = |v: Option<String>, name: &str| -> Result<Option<u16>, String> {
+        let v = v.ok_or(format!("{name} needs a value"))?;
+        if v.is_empty() {
+            return Ok(None);
+        }
+        v.parse()
+            .map(Some)
+            .map_err(|_| format!("{name}: not a port: {v}"))
     };
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -48,6 +72,17 @@ fn options() -> Result<Options, String> {
             "--proxy-dsn" => o
                 .proxy_dsns
                 .push(args.next().ok_or("--proxy-dsn needs a value")?),
+            "--redis-port" => o.redis_port = port(args.next(), "--redis-port")?,
+            "--redis-durable-port" => {
+                o.redis_durable_port = port(args.next(), "--redis-durable-port")?
+            }
+            "--peers-python" => {
+                o.peers_python = Some(args.next().ok_or("--peers-python needs a value")?)
+            }
+            "--peers-node" => o.peers_node = Some(args.next().ok_or("--peers-node needs a value")?),
+            "--peers-row" => o
+                .peers_rows
+                .push(args.next().ok_or("--peers-row needs a row id")?),
             "--out" => o.out = Some(args.next().ok_or("--out needs a value")?),
             "--smoke" => o.smoke = true,
             "--only" => o
@@ -67,7 +102,7 @@ async fn main() {
     let o = match options() {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}\nusage: pg_idempotency_bench --dsn <conninfo> [--portable-dsn <conninfo>] [--proxy-dsn <conninfo>]... [--smoke] [--only <workload>]... [--out FILE]\nworkloads: {WORKLOADS}");
+            eprintln!("{e}\nusage: pg_idempotency_bench --dsn <conninfo> [--portable-dsn <conninfo>] [--proxy-dsn <conninfo>]... [--redis-port N] [--redis-durable-port N] [--peers-python PATH] [--peers-node PATH] [--smoke] [--only <workload>]... [--out FILE]\nworkloads: {WORKLOADS}");
             std::process::exit(2);
         }
     };
@@ -100,6 +135,14 @@ async fn without_fsync<T>(
     tokio::time::sleep(Duration::from_millis(500)).await;
     result
 }
+
+/// The added round-trip times of the peers workload: loopback through the forwarder, a
+/// fast same-zone network, and a slower one (another zone, a busy proxy).
+const RTTS: [Duration; 3] = [
+    Duration::ZERO,
+    Duration::from_micros(200),
+    Duration::from_millis(1),
+];
 
 async fn run(o: &Options) -> BenchResult<()> {
     let plan = if o.smoke {
@@ -157,7 +200,13 @@ async fn run(o: &Options) -> BenchResult<()> {
     if let Some(r) = rows.iter().find(|r| r.ours.ops == 0 || r.baseline.ops == 0) {
         return Err(format!("workload '{}' completed no operation", r.workload).into());
     }
-    let mut markdown = report::markdown(&o.dsn, plan, o.smoke, &rows).await?;
+    // A run of workloads that have sections of their own only (--only peers, say) holds
+    // those sections, without an empty table of the others.
+    let mut markdown = if rows.is_empty() && !o.only.is_empty() {
+        report::title(o.smoke)
+    } else {
+        report::markdown(&o.dsn, plan, o.smoke, &rows).await?
+    };
 
     if wanted("http") {
         let replay_keys = if o.smoke { 20 } else { 1000 };
@@ -196,6 +245,46 @@ async fn run(o: &Options) -> BenchResult<()> {
             }
         }
         markdown.push_str(&report::mcp(&outcome, mcp_plan));
+    }
+
+    if wanted("peers") {
+        let peers_plan = if o.smoke {
+            workloads::peers::PeersPlan {
+                warmup: Duration::from_millis(50),
+                duration: Duration::from_millis(200),
+                hot: vec![(8, 2), (64, 1)],
+                failure_keys: 2,
+                retries: 3,
+                count_calls: 10,
+                rounds: 1,
+                rtts: RTTS.to_vec(),
+            }
+        } else {
+            workloads::peers::PeersPlan {
+                warmup: Duration::from_millis(500),
+                duration: Duration::from_secs(2),
+                hot: vec![(8, 20), (64, 10)],
+                failure_keys: 20,
+                retries: 4,
+                count_calls: 100,
+                rounds: 3,
+                rtts: RTTS.to_vec(),
+            }
+        };
+        let peers = workloads::peers::PeersOptions {
+            dsn: &o.dsn,
+            portable_dsn: o.portable_dsn.as_deref(),
+            redis_port: o.redis_port,
+            redis_durable_port: o.redis_durable_port,
+            python: o.peers_python.clone(),
+            node: o.peers_node.clone(),
+            rows: o.peers_rows.clone(),
+        };
+        let outcome = workloads::peers::run(&peers, peers_plan).await?;
+        if let workloads::peers::Outcome::Skipped(reason) = &outcome {
+            eprintln!("peers: skipped: {reason}");
+        }
+        markdown.push_str(&report::peers::section(&outcome));
     }
 
     for (name, fsync) in [("sharding", true), ("sharding_fsync", false)] {

@@ -3,11 +3,22 @@
 use std::fmt::Write;
 use std::time::Duration;
 
+pub mod peers;
+
 use crate::harness::{connect, Plan};
 use crate::workloads::churn::ChurnReport;
 use crate::workloads::Row;
 
-fn cpu() -> String {
+/// The report's title alone, for a run whose workloads all have sections of their own.
+pub fn title(smoke: bool) -> String {
+    let mut s = String::from("# Benchmarks\n\n");
+    if smoke {
+        s.push_str("**Smoke run: tiny counts, the figures mean nothing.**\n\n");
+    }
+    s
+}
+
+pub(crate) fn cpu() -> String {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = info
         .lines()
@@ -22,7 +33,7 @@ fn cpu() -> String {
     format!("{cores} cores, {model}")
 }
 
-fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1000.0)
 }
 

@@ -23,16 +23,18 @@ const FLOOR_TABLE: &str = "DROP TABLE IF EXISTS bench_floor; \
 
 const BEGIN: &str = "SELECT fence FROM idem_begin($1, $2)";
 const COMPLETE: &str = "SELECT state FROM idem_complete($1, $2, $3, '{\"ok\": true}')";
-const FLOOR_INSERT: &str = "INSERT INTO bench_floor (scope, key, state, fence, attempt, \
+pub(crate) const FLOOR_INSERT: &str =
+    "INSERT INTO bench_floor (scope, key, state, fence, attempt, \
         upstream_key, created_at, lease_until, expires_at, ttl, owner) \
     VALUES ($1, $2, 'in_progress', $3, 1, gen_random_uuid(), now(), now() + interval '1 minute', \
         now() + interval '1 hour', interval '1 hour', current_user::regrole) \
     ON CONFLICT DO NOTHING";
-const FLOOR_UPDATE: &str =
+pub(crate) const FLOOR_UPDATE: &str =
     "UPDATE bench_floor SET state = 'succeeded', response = '{\"ok\": true}', \
         completed_at = now(), lease_until = NULL, expires_at = now() + interval '1 hour' \
     WHERE scope = $1 AND key = $2";
-const FLOOR_SELECT: &str = "SELECT state, response FROM bench_floor WHERE scope = $1 AND key = $2";
+pub(crate) const FLOOR_SELECT: &str =
+    "SELECT state, response FROM bench_floor WHERE scope = $1 AND key = $2";
 const REPLAY_KEYS: u64 = 1000;
 
 /// Creates the floor table (in every database given: the portable comparison uses two).

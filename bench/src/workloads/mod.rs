@@ -8,6 +8,7 @@ pub mod hashing;
 pub mod hot_key;
 pub mod http;
 pub mod mcp;
+pub mod peers;
 pub mod sharding;
 
 use crate::harness::Stats;
