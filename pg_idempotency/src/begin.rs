@@ -180,8 +180,14 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
     let id = call.id();
     let started = clock::now();
     // The wait is timed by the monotonic clock: a wall clock set back during it must not
-    // stretch it (the leases it waits on are the wall clock's, as everywhere).
-    let waiting_since = std::time::Instant::now();
+    // stretch it (the leases it waits on are the wall clock's, as everywhere). A call that
+    // does not wait (the default) has no wait left whenever it is asked, and reads no clock
+    // for it.
+    let waiting_since = (call.wait > 0).then(std::time::Instant::now);
+    let wait_left = || match waiting_since {
+        Some(since) => (call.wait - since.elapsed().as_micros() as i64).max(0) as u64,
+        None => 0,
+    };
     let mut pause = 2_000;
     let mut settings: Option<Settings> = None;
     for race in 0..MAX_RACES {
@@ -200,13 +206,9 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
         };
         let read = record.as_ref().map(Record::read);
         // The wait's clock and the scope's estimate are read only when a live lease asks.
-        let step = decide::begin(
-            read.as_ref(),
-            &asked,
-            now,
-            || (call.wait - waiting_since.elapsed().as_micros() as i64).max(0) as u64,
-            || estimates::of(call.owner, &call.scope),
-        );
+        let step = decide::begin(read.as_ref(), &asked, now, wait_left, || {
+            estimates::of(call.owner, &call.scope)
+        });
         match (step, record.as_ref()) {
             (Step::Claim, seen) | (_, seen @ None) => {
                 let claim = fresh_claim(call, set, now);

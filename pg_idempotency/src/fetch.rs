@@ -12,8 +12,8 @@
 //! (pgrx's setjmp), so the read makes as few as it can.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::CStr;
+use std::rc::Rc;
 
 use pgrx::pg_sys;
 use pgrx::varlena;
@@ -62,6 +62,11 @@ impl Row<'_> {
             }
             Some(f(varlena::varlena_to_byte_slice(ptr)))
         }
+    }
+
+    /// A text column as a `&str` for `f` (None when NULL; `f` gets "" when not UTF-8).
+    pub fn with_str<T>(&self, column: usize, f: impl FnOnce(&str) -> T) -> Option<T> {
+        self.with_bytes(column, |b| f(std::str::from_utf8(b).unwrap_or("")))
     }
 
     pub fn text(&self, column: usize) -> Option<String> {
@@ -228,10 +233,15 @@ pub fn by_key<T>(
     }
 }
 
+/// Which places: a table and a column list (a list and a prefix of it share an address: the
+/// length tells them apart).
+type PlacesId = (pg_sys::Oid, usize, usize);
+
 thread_local! {
-    /// Where each asked-for column sits, by table and column list.
-    /// (A list and a prefix of it share an address: the length tells them apart.)
-    static PLACES: RefCell<HashMap<(pg_sys::Oid, usize, usize), Vec<Place>>> = RefCell::new(HashMap::new());
+    /// Where each asked-for column sits, by table and column list. A handful of entries
+    /// (two tables, a list each, a new OID after a re-creation), searched in order: every
+    /// read looks here, and a shared slice costs it no copy.
+    static PLACES: RefCell<Vec<(PlacesId, Rc<[Place]>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The places of `columns` in `table` (whose descriptor is `desc`), worked out once per
@@ -239,9 +249,15 @@ thread_local! {
 ///
 /// # Safety
 /// `desc` must be the descriptor of `table`, open (so valid) for the duration of the call.
-unsafe fn places(table: pg_sys::Oid, desc: pg_sys::TupleDesc, columns: &[&str]) -> Vec<Place> {
+unsafe fn places(table: pg_sys::Oid, desc: pg_sys::TupleDesc, columns: &[&str]) -> Rc<[Place]> {
     let id = (table, columns.as_ptr() as usize, columns.len());
-    if let Some(p) = PLACES.with(|p| p.borrow().get(&id).cloned()) {
+    let known = PLACES.with(|p| {
+        p.borrow()
+            .iter()
+            .find(|(k, _)| *k == id)
+            .map(|(_, v)| Rc::clone(v))
+    });
+    if let Some(p) = known {
         return p;
     }
     // SAFETY: desc is the open table's descriptor (this function's contract).
@@ -267,7 +283,16 @@ unsafe fn places(table: pg_sys::Oid, desc: pg_sys::TupleDesc, columns: &[&str]) 
                 .unwrap_or_else(|| pgrx::error!("pg_idempotency: column {name} is missing"))
         })
         .collect();
-    PLACES.with(|p| p.borrow_mut().insert(id, found.clone()));
+    let found: Rc<[Place]> = found.into();
+    PLACES.with(|p| {
+        let mut p = p.borrow_mut();
+        // Entries of dropped tables are never asked for again; a backend that outlives many
+        // re-creations of the extension starts the list over rather than grow it.
+        if p.len() >= 16 {
+            p.clear();
+        }
+        p.push((id, Rc::clone(&found)));
+    });
     found
 }
 

@@ -43,6 +43,10 @@ pub fn of(schema: SchemaVersion) -> &'static [&'static str] {
 /// A row found by either read path, its values by position in [`of`]'s list.
 pub trait Values {
     fn text(&self, i: usize) -> Option<String>;
+    /// A record's state (NULL reads as the empty word, which no state is).
+    fn state(&self, i: usize) -> State {
+        state_named(&self.text(i).unwrap_or_default())
+    }
     fn bytes(&self, i: usize) -> Option<Vec<u8>>;
     fn uuid(&self, i: usize) -> Option<pgrx::Uuid>;
     /// A value passed by value: bigint, integer, boolean, regrole, and timestamptz (its
@@ -64,7 +68,7 @@ fn state_named(word: &str) -> State {
 /// The record a row of [`of`]`(schema)`'s columns holds.
 pub fn record(row: &impl Values, schema: SchemaVersion) -> Record {
     Record {
-        state: state_named(&row.text(0).unwrap_or_default()),
+        state: row.state(0),
         fence: row.int(1).unwrap_or_default(),
         attempt: row.int(2).unwrap_or_default() as i32,
         fingerprint: row.bytes(3),
@@ -95,6 +99,12 @@ pub fn record(row: &impl Values, schema: SchemaVersion) -> Record {
 impl Values for fetch::Row<'_> {
     fn text(&self, i: usize) -> Option<String> {
         fetch::Row::text(self, i)
+    }
+    fn state(&self, i: usize) -> State {
+        // Every read takes the state: compared in place, without a copy of the word.
+        self.with_str(i, State::parse)
+            .flatten()
+            .unwrap_or_else(|| state_named(&self.text(i).unwrap_or_default()))
     }
     fn bytes(&self, i: usize) -> Option<Vec<u8>> {
         fetch::Row::bytes(self, i)
