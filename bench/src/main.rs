@@ -37,7 +37,7 @@ struct Options {
 }
 
 const WORKLOADS: &str =
-    "calls, fsync, hot_key, hashing, portable, client, http, mcp, peers, sharding, sharding_fsync, growth, churn";
+    "calls, fsync, hot_key, hashing, portable, client, http, mcp, peers, batch, sharding, sharding_fsync, growth, churn";
 
 fn options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
@@ -285,6 +285,34 @@ async fn run(o: &Options) -> BenchResult<()> {
             eprintln!("peers: skipped: {reason}");
         }
         markdown.push_str(&report::peers::section(&outcome));
+    }
+
+    if wanted("batch") {
+        let config: tokio_postgres::Config = o.dsn.parse()?;
+        let port = *config.get_ports().first().unwrap_or(&5432);
+        let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let (rtts, sizes) = if o.smoke {
+            (vec![Duration::ZERO], vec![10])
+        } else {
+            (
+                vec![Duration::ZERO, Duration::from_millis(1)],
+                vec![10, 100],
+            )
+        };
+        let mut measured =
+            workloads::batch::run(&o.dsn, "extension", upstream, plan, &rtts, &sizes).await?;
+        if let Some(p) = &o.portable_dsn {
+            measured.extend(
+                workloads::batch::run(p, "portable SQL", upstream, plan, &rtts, &sizes).await?,
+            );
+        }
+        if let Some(m) = measured
+            .iter()
+            .find(|m| m.row.ours.ops == 0 || m.row.baseline.ops == 0)
+        {
+            return Err(format!("batch: '{}' completed no call", m.row.workload).into());
+        }
+        markdown.push_str(&report::batch::batch(&measured, plan));
     }
 
     for (name, fsync) in [("sharding", true), ("sharding_fsync", false)] {

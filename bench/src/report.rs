@@ -3,6 +3,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
+pub mod batch;
 pub mod peers;
 
 use crate::harness::{connect, Plan};

@@ -23,6 +23,8 @@ const SCOPE: &str = "bench_batch";
 
 /// One measured setting.
 pub struct Measured {
+    /// "extension" or "portable SQL".
+    pub backend: &'static str,
     pub rtt: Duration,
     pub items: usize,
     pub row: Row,
@@ -63,10 +65,11 @@ fn singles_op(items: usize) -> Op {
     })
 }
 
-/// `dsn` is the database's conninfo with its host and port last-wins overridden: the
-/// forwarder's, in front of `upstream` (the server's TCP address).
+/// `dsn` is the database's conninfo; its host and port are overridden (a later keyword
+/// wins) by the forwarder's, in front of `upstream` (the server's TCP address).
 pub async fn run(
     dsn: &str,
+    backend: &'static str,
     upstream: SocketAddr,
     plan: Plan,
     rtts: &[Duration],
@@ -84,10 +87,14 @@ pub async fn run(
                 ..s
             };
             out.push(Measured {
+                backend,
                 rtt,
                 items,
                 row: Row {
-                    workload: format!("{items} new calls, {} ms added round trip", rtt.as_secs_f64() * 1e3),
+                    workload: format!(
+                        "{backend}: {items} new calls, {} ms added round trip",
+                        rtt.as_secs_f64() * 1e3
+                    ),
                     ours_name: format!("`idem_begin_batch` + `idem_complete_batch` of {items}"),
                     baseline_name: format!("{items} x (`idem_begin` + `idem_complete`)"),
                     ours: per_call(ours),

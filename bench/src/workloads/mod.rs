@@ -1,5 +1,6 @@
 //! The workloads: each is ours beside its baseline, with a goal for the ratio.
 
+pub mod batch;
 pub mod calls;
 pub mod churn;
 pub mod client_overhead;
