@@ -320,6 +320,19 @@ pub async fn run(o: &PeersOptions<'_>, plan: PeersPlan) -> BenchResult<Outcome> 
         python: driver(&o.python, "python/driver.py"),
         node: driver(&o.node, "node/driver.js"),
     };
+    // Rows whose parts are all missing: the section says so rather than show empty tables.
+    let reasons: Vec<String> = SYSTEMS
+        .iter()
+        .filter(|sys| chosen(o, sys))
+        .map(|sys| missing(sys, o, &s).map(|r| format!("{}: {r}", row_name(sys))))
+        .collect::<Option<_>>()
+        .unwrap_or_default();
+    if !reasons.is_empty() {
+        return Ok(Outcome::Skipped(format!(
+            "every row's parts are missing: {}",
+            reasons.join("; ")
+        )));
+    }
     let load_before = load();
     let c = crate::harness::connect(o.dsn).await?;
     let server: String = c.query_one("SELECT version()", &[]).await?.get(0);
