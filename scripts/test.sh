@@ -155,11 +155,22 @@ bench_smoke() {
     fresh_database pg18 pgidem_bench extension &&
     fresh_database pg18 pgidem_bench_portable portable &&
     "$ROOT/scripts/mcp-parts.sh" &&
+    # The peers workload's parts: the pinned peers (a fraction of a second once installed,
+    # about 20 s the first time) and, where redis-server is installed, the two Redis servers.
+    # A part that is missing makes its rows report skipped, with the reason, in the report.
+    "$ROOT/scripts/peers.sh" &&
+    local peers=() && eval "$("$ROOT/scripts/peers.sh" paths)" &&
+    peers+=(--peers-python "$PEERS_PYTHON" --peers-node "$PEERS_NODE") &&
+    if command -v redis-server >/dev/null; then
+        "$ROOT/scripts/redis.sh" start && "$ROOT/scripts/redis-durable.sh" start &&
+        local url && url="$("$ROOT/scripts/redis.sh" url)" && url="${url##*:}" &&
+        peers+=(--redis-port "${url%/}" --redis-durable-port "$("$ROOT/scripts/redis-durable.sh" port)")
+    fi &&
     # The proxy and the bench in one build (one feature set for the crates they share); the
     # bench finds the proxy beside itself.
     cargo build -q -p pg_idempotency_mcp -p pg_idempotency_bench &&
     "${CARGO_TARGET_DIR:-$TARGET}/debug/pg_idempotency_bench" --dsn "$(conninfo pg18) dbname=pgidem_bench" \
-        --portable-dsn "$(conninfo pg18) dbname=pgidem_bench_portable" \
+        --portable-dsn "$(conninfo pg18) dbname=pgidem_bench_portable" "${peers[@]}" \
         --smoke --out "$TARGET/benchmarks-smoke.md"
 }
 
