@@ -252,12 +252,14 @@ async fn run(o: &Options) -> BenchResult<()> {
             workloads::peers::PeersPlan {
                 warmup: Duration::from_millis(50),
                 duration: Duration::from_millis(200),
-                hot: vec![(8, 2), (64, 1)],
+                hot: vec![(8, 1)],
                 failure_keys: 2,
                 retries: 3,
                 count_calls: 10,
                 rounds: 1,
-                rtts: RTTS.to_vec(),
+                // One setting: the smoke checks that every row runs, not how distance
+                // changes it (the test command's time is counted).
+                rtts: vec![Duration::ZERO],
             }
         } else {
             workloads::peers::PeersPlan {
