@@ -8,6 +8,8 @@
 #   scripts/bench.sh --smoke    tiny counts, to check that the harness works
 #   scripts/bench.sh [--smoke] --only calls --only growth ...   some workloads (the report
 #                               then holds only those)
+#   scripts/bench.sh --only batch    N calls as one batch beside N single calls, at 0 and 1 ms
+#                               added round trip, both backends
 #   scripts/bench.sh --only sharding [--only sharding_fsync]   claim + complete through a
 #                               PL/Proxy proxy of 1, 2 and 4 partitions beside one partition
 #                               directly (PostgreSQL 15; the second with fsync off)
