@@ -3,12 +3,9 @@
 
 use std::fmt::Write;
 
+use super::ms;
 use crate::harness::Plan;
 use crate::workloads::batch::Measured;
-
-fn ms(d: std::time::Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1000.0)
-}
 
 pub fn batch(measured: &[Measured], plan: Plan) -> String {
     let mut s = String::new();
