@@ -19,6 +19,40 @@ use crate::types::{Begin, BeginOptions, Completed, OnCacheHit, OnMismatch};
 pub const MAX_BATCH_ITEMS: usize = protocol::functions::MAX_BATCH_ITEMS;
 
 /// One call of a batch claim.
+///
+/// ```no_run
+/// use idempotency::{BatchBegin, BatchComplete, BatchOptions, Begin, IdempotencyStore};
+/// use serde_json::{json, Value};
+///
+/// async fn send_all(
+///     store: &dyn IdempotencyStore,
+///     jobs: &[(String, Value)],
+/// ) -> idempotency::Result<()> {
+///     let items: Vec<BatchBegin> = jobs
+///         .iter()
+///         .map(|(id, payload)| BatchBegin::new(id).request(payload.clone()))
+///         .collect();
+///     let answers = store
+///         .begin_batch("send_email", &items, &BatchOptions::default())
+///         .await?;
+///     let mut done = Vec::new();
+///     for ((id, _), answer) in jobs.iter().zip(answers) {
+///         match answer {
+///             // The effect, then its result under the fence.
+///             Ok(Begin::Claimed(c)) => done.push(BatchComplete::succeeded(id, c.fence, json!({"sent": true}))),
+///             Ok(Begin::Replay(_)) | Ok(Begin::InProgress(_)) => {}
+///             // A mismatch or a refused repeat: this item only.
+///             Err(refused) => eprintln!("{id}: {refused}"),
+///         }
+///     }
+///     for (c, answer) in done.iter().zip(store.complete_batch("send_email", &done).await?) {
+///         if let Err(lost) = answer {
+///             eprintln!("{}: {lost}", c.key);
+///         }
+///     }
+///     Ok(())
+/// }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BatchBegin {
     pub key: String,
