@@ -4,16 +4,13 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::middleware;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt;
 
-use crate::config::Front;
-use crate::principal::Principal;
+use crate::auth::{self, Auth};
+use crate::origin::{self, Origins};
 use crate::proxy::Proxy;
 use crate::session::Session;
 
@@ -51,10 +48,14 @@ pub async fn serve_http(
         LocalSessionManager::default().into(),
         config,
     );
+    // The last layer runs first: a foreign Origin is refused before its credential is
+    // looked at, and MCP sees only requests with a principal.
     let auth = Arc::new(Auth::of(&front)?);
+    let origins = Arc::new(Origins::of(&front)?);
     let app = axum::Router::new()
         .nest_service(&path, service)
-        .layer(middleware::from_fn_with_state(auth, authenticate));
+        .layer(middleware::from_fn_with_state(auth, auth::authenticate))
+        .layer(middleware::from_fn_with_state(origins, origin::check));
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -65,86 +66,4 @@ pub async fn serve_http(
     }
     axum::serve(listener, app).await?;
     Ok(())
-}
-
-/// Who may call, and as whom.
-struct Auth {
-    tokens: Vec<(String, String)>,
-    principal_header: Option<String>,
-    default: Option<String>,
-}
-
-impl Auth {
-    fn of(front: &Front) -> Result<Auth> {
-        let mut tokens = Vec::new();
-        for c in &front.clients {
-            let token = match (&c.token, &c.token_env) {
-                (Some(t), _) => t.clone(),
-                (None, Some(var)) => std::env::var(var).with_context(|| {
-                    format!(
-                        "[[front.clients]] {:?}: the variable {var} is not set",
-                        c.principal
-                    )
-                })?,
-                (None, None) => unreachable!("checked when the configuration was read"),
-            };
-            tokens.push((token, c.principal.clone()));
-        }
-        let open = tokens.is_empty() && front.principal_header.is_none();
-        Ok(Auth {
-            tokens,
-            principal_header: front.principal_header.clone(),
-            default: front
-                .principal
-                .clone()
-                .or_else(|| open.then(|| "anonymous".to_string())),
-        })
-    }
-
-    fn principal(&self, request: &Request) -> Result<String, &'static str> {
-        let headers = request.headers();
-        if let Some(bearer) = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-        {
-            if !self.tokens.is_empty() {
-                return self
-                    .tokens
-                    .iter()
-                    .find(|(t, _)| constant_time_eq(t.as_bytes(), bearer.trim().as_bytes()))
-                    .map(|(_, p)| p.clone())
-                    .ok_or("the bearer token is not one the proxy knows");
-            }
-        }
-        if let Some(name) = &self.principal_header {
-            if let Some(p) = headers.get(name.as_str()).and_then(|v| v.to_str().ok()) {
-                if !p.trim().is_empty() {
-                    return Ok(p.trim().to_string());
-                }
-            }
-        }
-        self.default
-            .clone()
-            .ok_or("the request names no principal: send a bearer token the proxy knows")
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-async fn authenticate(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
-    match auth.principal(&request) {
-        Ok(p) => {
-            request.extensions_mut().insert(Principal(p));
-            next.run(request).await
-        }
-        Err(why) => (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            why,
-        )
-            .into_response(),
-    }
 }

@@ -6,6 +6,7 @@
 //! reference.
 
 pub mod answer;
+pub mod auth;
 pub mod call;
 pub mod config;
 mod duration;
@@ -13,6 +14,7 @@ pub mod forward_tool;
 pub mod front;
 pub mod key;
 pub mod listing;
+pub mod origin;
 pub mod policy;
 pub mod principal;
 pub mod proxy;

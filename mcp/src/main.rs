@@ -30,9 +30,13 @@ struct Cli {
     /// Reach the upstream server over Streamable HTTP at this URL.
     #[arg(long, value_name = "URL")]
     upstream_url: Option<String>,
-    /// The identity calls are made for (stdio; HTTP requests that name none).
+    /// The identity calls are made for: on stdio, and on an HTTP front without tokens.
     #[arg(long)]
     principal: Option<String>,
+    /// Serve HTTP on an address other than loopback with no authentication at all: anyone
+    /// who reaches it calls as the one principal. Refused next to tokens.
+    #[arg(long)]
+    allow_unauthenticated: bool,
     /// The upstream server's command and arguments, started as a child process.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -66,6 +70,9 @@ async fn main() -> Result<()> {
     }
     if let Some(p) = cli.principal {
         config.front.principal = Some(p);
+    }
+    if cli.allow_unauthenticated {
+        config.front.allow_unauthenticated = true;
     }
     if let Some(url) = cli.upstream_url {
         config.upstream.url = Some(url);

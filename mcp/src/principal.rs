@@ -1,7 +1,9 @@
 //! Whom a call is made for. On stdio: the configured identity (`front.principal`, default
-//! `local`). On HTTP: the principal of the request's bearer token (`[[front.clients]]`), or
-//! the header an authenticating gateway sets (`front.principal_header`), or the configured
-//! identity; a request none of them names is refused with 401 before it reaches MCP.
+//! `local`). On HTTP, the front (auth.rs) names it before MCP sees the request: the
+//! principal of the request's client token (`[[front.clients]]`), or, on a request with the
+//! gateway's token, the value of its `front.principal_header`; on a front without any
+//! credential configured, `front.principal` (default `anonymous`). Nothing else stands in
+//! for a missing or wrong token: such a request is answered 401.
 
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
