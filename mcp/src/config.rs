@@ -393,3 +393,178 @@ impl ToolConfig {
         value.as_deref().and_then(|v| parse_duration(v).ok())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "token-of-tenant-a-0123456789";
+    const B: &str = "token-of-tenant-b-0123456789";
+    const G: &str = "token-of-the-gateway-0123456789";
+
+    /// The `[front]` table given, on HTTP, its variables from `vars`: Ok or the message.
+    fn http(front: &str, vars: &[(&str, &str)]) -> Result<(), String> {
+        let text = format!("[front]\ntransport = \"http\"\n{front}");
+        let config: Config = toml::from_str(&text).map_err(|e| e.to_string())?;
+        let env = |var: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == var)
+                .map(|(_, v)| v.to_string())
+        };
+        config.front.check(&env).map_err(|e| format!("{e:#}"))
+    }
+
+    fn refused(front: &str, vars: &[(&str, &str)], says: &str) {
+        match http(front, vars) {
+            Ok(()) => panic!("accepted: {front}"),
+            Err(e) => assert!(e.contains(says), "{front}\n=> {e}"),
+        }
+    }
+
+    fn clients() -> String {
+        format!("clients = [{{ token = \"{A}\", principal = \"a\" }}, {{ token_env = \"B_TOKEN\", principal = \"b\" }}]\n")
+    }
+
+    #[test]
+    fn a_principal_header_needs_a_gateway_credential() {
+        refused(
+            "principal_header = \"x-principal\"\n",
+            &[],
+            "gateway_token_env",
+        );
+        refused(
+            &format!("principal_header = \"x-principal\"\n{}", clients()),
+            &[("B_TOKEN", B)],
+            "without a gateway credential",
+        );
+        refused(
+            &format!("gateway_token = \"{G}\"\n"),
+            &[],
+            "set principal_header",
+        );
+        refused(
+            "principal_header = \"authorization\"\ngateway_token_env = \"G\"\n",
+            &[("G", G)],
+            "carries credentials",
+        );
+        refused(
+            &format!(
+                "principal_header = \"x-p\"\ngateway_token = \"{G}\"\ngateway_token_env = \"G\"\n"
+            ),
+            &[("G", G)],
+            "both gateway_token and gateway_token_env",
+        );
+        assert_eq!(
+            http(
+                &format!(
+                    "principal_header = \"x-principal\"\ngateway_token_env = \"G\"\n{}",
+                    clients()
+                ),
+                &[("G", G), ("B_TOKEN", B)]
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn no_default_principal_next_to_credentials() {
+        refused(
+            &format!("principal = \"ops\"\n{}", clients()),
+            &[("B_TOKEN", B)],
+            "Remove principal",
+        );
+        refused(
+            &format!("principal = \"ops\"\nprincipal_header = \"x-p\"\ngateway_token = \"{G}\"\n"),
+            &[],
+            "Remove principal",
+        );
+        refused(
+            &format!("allow_unauthenticated = true\n{}", clients()),
+            &[("B_TOKEN", B)],
+            "remove one of them",
+        );
+        // On stdio the principal is the only one, and tokens are not used.
+        let stdio: Config = toml::from_str(&format!(
+            "[front]\nprincipal = \"ops\"\nclients = [{{ token = \"short\", principal = \"a\" }}]\n"
+        ))
+        .unwrap();
+        assert!(stdio.check().is_ok());
+    }
+
+    #[test]
+    fn tokens_must_be_long_distinct_and_set() {
+        refused(&clients(), &[], "the variable B_TOKEN is not set");
+        refused(&clients(), &[("B_TOKEN", "")], "variable B_TOKEN is empty");
+        refused(&clients(), &[("B_TOKEN", "fifteen-bytes!!")], "15 bytes");
+        refused(&clients(), &[("B_TOKEN", A)], "same token");
+        refused(
+            "clients = [{ token = \"\", principal = \"a\" }]\n",
+            &[],
+            "entry 1 (principal \"a\"): its token is empty",
+        );
+        refused(
+            &format!("clients = [{{ token = \"{A}\", principal = \" \" }}]\n"),
+            &[],
+            "names no principal",
+        );
+        refused(
+            &format!("clients = [{{ token = \"{A}\", token_env = \"X\", principal = \"a\" }}]\n"),
+            &[],
+            "exactly one of token and token_env",
+        );
+        refused(
+            &format!(
+                "principal_header = \"x-p\"\ngateway_token_env = \"G\"\n{}",
+                clients()
+            ),
+            &[("G", B), ("B_TOKEN", B)],
+            "same token",
+        );
+        for (var, value) in [("B_TOKEN", "fifteen-bytes!!"), ("B_TOKEN", A)] {
+            let e = http(&clients(), &[(var, value)]).unwrap_err();
+            assert!(!e.contains(value), "the token is shown: {e}");
+        }
+        assert_eq!(http(&clients(), &[("B_TOKEN", B)]), Ok(()));
+    }
+
+    #[test]
+    fn no_authentication_stays_on_loopback_unless_named() {
+        for open in [
+            "",
+            "listen = \"127.0.0.1:0\"\n",
+            "listen = \"[::1]:8931\"\n",
+            "listen = \"localhost:8931\"\n",
+            "principal = \"ops\"\n",
+        ] {
+            assert_eq!(http(open, &[]), Ok(()), "{open}");
+        }
+        for exposed in [
+            "listen = \"0.0.0.0:8931\"\n",
+            "listen = \"[::]:8931\"\n",
+            "listen = \"10.1.2.3:8931\"\n",
+            "listen = \"mcp.internal:8931\"\n",
+        ] {
+            refused(exposed, &[], "allow_unauthenticated = true");
+            assert_eq!(
+                http(&format!("{exposed}allow_unauthenticated = true\n"), &[]),
+                Ok(())
+            );
+        }
+    }
+
+    #[test]
+    fn allowed_origins_are_origins() {
+        assert_eq!(
+            http(
+                "allowed_origins = [\"https://app.example\", \"http://localhost:5173/\"]\n",
+                &[]
+            ),
+            Ok(())
+        );
+        refused(
+            "allowed_origins = [\"app.example\"]\n",
+            &[],
+            "write scheme://host[:port]",
+        );
+    }
+}
