@@ -9,12 +9,15 @@
 //!   came (the reference server-everything behind, a host with every capability in front)
 //! - proxy/sdk_callers.rs: the official TypeScript and Python SDKs' clients as callers,
 //!   the reference memory and filesystem servers behind
+//! - proxy/attack_auth.rs: attacks on the HTTP front's authentication: tokens, the
+//!   gateway's principal header, a default principal, an open public front, `Origin`
 //! - proxy/faults.rs: the proxy or the upstream killed mid-call, an answer lost: one effect
 //!   per key
 
 mod common;
 
 mod proxy {
+    pub mod attack_auth;
     pub mod dedupe;
     pub mod faults;
     pub mod http;

@@ -6,6 +6,9 @@ use crate::common::*;
 use rmcp::model::{CallToolRequest, ClientRequest};
 use serde_json::json;
 
+const TOKEN_A: &str = "tenant-a-token-0123456789abcdef";
+const TOKEN_B: &str = "tenant-b-token-0123456789abcdef";
+
 /// The header names the call; each bearer token's principal has its own calls; a request
 /// without a token the proxy knows is refused before MCP.
 #[tokio::test]
@@ -16,18 +19,18 @@ async fn header_key_and_bearer_principals() {
     let c = Counting::new(&parts, &python, "http-front");
     let name = pg_idempotency_tests::scope("mail");
     let rest = format!(
-        "[front]\nclients = [{{ token = \"token-a\", principal = \"tenant-a\" }}, {{ token_env = \"TENANT_B_TOKEN\", principal = \"tenant-b\" }}]\n\n{}",
+        "[front]\nclients = [{{ token = \"{TOKEN_A}\", principal = \"tenant-a\" }}, {{ token_env = \"TENANT_B_TOKEN\", principal = \"tenant-b\" }}]\n\n{}",
         c.upstream_stdio(&name)
     );
     let config = write_config(&c.dir, &rest);
     let mut env = c.env();
-    env.push(("TENANT_B_TOKEN".into(), "token-b".into()));
+    env.push(("TENANT_B_TOKEN".into(), TOKEN_B.into()));
     let mut proxy = HttpProxy::start(&config, &env).await;
     let args = json!({"to": "a@x", "subject": "s"});
     let a = http_client(
         &proxy.url,
         &[
-            ("authorization", "Bearer token-a"),
+            ("authorization", &format!("Bearer {TOKEN_A}")),
             ("idempotency-key", "h-1"),
         ],
     )
@@ -40,7 +43,7 @@ async fn header_key_and_bearer_principals() {
     let a2 = http_client(
         &proxy.url,
         &[
-            ("authorization", "Bearer token-a"),
+            ("authorization", &format!("Bearer {TOKEN_A}")),
             ("idempotency-key", "h-1"),
         ],
     )
@@ -52,7 +55,7 @@ async fn header_key_and_bearer_principals() {
     let b = http_client(
         &proxy.url,
         &[
-            ("authorization", "Bearer token-b"),
+            ("authorization", &format!("Bearer {TOKEN_B}")),
             ("idempotency-key", "h-1"),
         ],
     )
@@ -70,9 +73,13 @@ async fn header_key_and_bearer_principals() {
         .unwrap();
     assert_eq!(mark(&meta)["key"], "m-1");
     assert_eq!(c.count("send_email"), 3);
-    // No token, or a wrong one: 401 with a Bearer challenge.
+    // No token, or a wrong one: 401 with a Bearer challenge (RFC 6750: the bare challenge
+    // without a credential, `invalid_token` for a wrong one).
     let http = reqwest::Client::new();
-    for auth in [None, Some("Bearer nope")] {
+    for (auth, challenge) in [
+        (None, "Bearer"),
+        (Some("Bearer nope"), "Bearer error=\"invalid_token\""),
+    ] {
         let mut req = http
             .post(&proxy.url)
             .header("content-type", "application/json")
@@ -83,7 +90,7 @@ async fn header_key_and_bearer_principals() {
         }
         let resp = req.send().await.unwrap();
         assert_eq!(resp.status(), 401);
-        assert_eq!(resp.headers()["www-authenticate"], "Bearer");
+        assert_eq!(resp.headers()["www-authenticate"], challenge);
     }
     for client in [a, a2, b] {
         client.cancel().await.unwrap();

@@ -21,6 +21,20 @@ enum Front {
     Http,
 }
 
+/// Over HTTP the SDKs' clients authenticate as a deployed caller would: a bearer token of
+/// `[[front.clients]]`, sent by the SDK on every request (`requestInit.headers` in
+/// TypeScript, the httpx client's headers in Python).
+const SDK_TOKEN: &str = "sdk-caller-token-0123456789abcdef";
+
+/// The `[front]` table that gives the SDK callers their token.
+fn token_front() -> String {
+    format!("[front]\nclients = [{{ token = \"{SDK_TOKEN}\", principal = \"sdk\" }}]\n\n")
+}
+
+fn auth_header() -> String {
+    format!("Authorization: Bearer {SDK_TOKEN}")
+}
+
 /// The caller's command: node with ts_client.mjs, or the venv's python with py_client.py;
 /// None (recorded skipped) without the part.
 fn caller_command(caller: Caller) -> Option<(Parts, Vec<String>)> {
@@ -143,14 +157,19 @@ async fn counting(caller: Caller, via: Front) {
     };
     let c = Counting::new(&parts, &python, &format!("sdk-{caller:?}-{via:?}"));
     let name = pg_idempotency_tests::scope("mail");
-    let config = write_config(&c.dir, &c.upstream_stdio(&name));
+    let auth = auth_header();
+    let (front_table, headers): (String, Vec<&str>) = match via {
+        Front::Stdio => (String::new(), vec![]),
+        Front::Http => (token_front(), vec![auth.as_str()]),
+    };
+    let config = write_config(&c.dir, &format!("{front_table}{}", c.upstream_stdio(&name)));
     let (to, proxy) = front(via, &config, &c.env()).await;
     let send = json!({"tool": "send_email", "args": {"to": "a@x", "subject": "s"}, "meta": {"pg-idempotency/key": "sdk-1"}});
     let out = run_calls(
         &command,
         parts.node_dir.as_deref(),
         &to,
-        &[],
+        &headers,
         &[send.clone(), send.clone(), send],
         &c.dir,
         &c.env(),
@@ -172,7 +191,7 @@ async fn counting(caller: Caller, via: Front) {
             &command,
             parts.node_dir.as_deref(),
             &to,
-            &["Idempotency-Key: hdr-1"],
+            &[auth.as_str(), "Idempotency-Key: hdr-1"],
             &[plain.clone(), plain],
             &c.dir,
             &c.env(),
@@ -344,7 +363,10 @@ async fn python_sdk_the_proxy_killed() {
     };
     let c = Counting::new(&parts, &python, "sdk-proxy-killed");
     let name = pg_idempotency_tests::scope("mail");
-    let config = write_config(&c.dir, &format!("{}{RECONCILE}", c.upstream_stdio(&name)));
+    let config = write_config(
+        &c.dir,
+        &format!("{}{}{RECONCILE}", token_front(), c.upstream_stdio(&name)),
+    );
     let mut a = HttpProxy::start(&config, &c.env()).await;
     let b = HttpProxy::start(&config, &c.env()).await;
     let first = tokio::spawn({
@@ -355,7 +377,7 @@ async fn python_sdk_the_proxy_killed() {
                 &command,
                 node_dir.as_deref(),
                 &["--http".into(), url],
-                &[],
+                &[&auth_header()],
                 &[held_send("spk-1")],
                 &dir,
                 &env,
@@ -372,7 +394,7 @@ async fn python_sdk_the_proxy_killed() {
         &command,
         parts.node_dir.as_deref(),
         &["--http".into(), b.url.clone()],
-        &[],
+        &[&auth_header()],
         &[held_send("spk-1")],
         &c.dir,
         &c.env(),
@@ -458,8 +480,12 @@ async fn sdk_callers_the_answer_lost() {
         };
         let c = Counting::new(&parts, &python, &format!("sdk-lost-{caller:?}"));
         let name = pg_idempotency_tests::scope("mail");
-        let config = write_config(&c.dir, &c.upstream_stdio(&name));
+        let config = write_config(
+            &c.dir,
+            &format!("{}{}", token_front(), c.upstream_stdio(&name)),
+        );
         let proxy = HttpProxy::start(&config, &c.env()).await;
+        let auth = auth_header();
         let lossy = crate::common::lossy::Lossy::start(proxy.port).await;
         let to = vec![
             "--http".to_string(),
@@ -472,7 +498,7 @@ async fn sdk_callers_the_answer_lost() {
             &command,
             parts.node_dir.as_deref(),
             &to,
-            &[],
+            &[auth.as_str()],
             std::slice::from_ref(&send),
             &c.dir,
             &c.env(),
@@ -490,7 +516,7 @@ async fn sdk_callers_the_answer_lost() {
             &command,
             parts.node_dir.as_deref(),
             &to,
-            &[],
+            &[auth.as_str()],
             &[send],
             &c.dir,
             &c.env(),
