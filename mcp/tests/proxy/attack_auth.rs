@@ -187,18 +187,30 @@ async fn start(config: &Path, args: &[&str], env: &[(String, String)]) -> Outcom
     }
 }
 
-/// The port of the `address=` in the listening line.
+/// The port of the `address=` in the listening line (its colours taken out first).
 fn port_of(line: &str) -> u16 {
-    let at = line.find("address=").expect("the line names the address");
-    let addr: String = line[at..]
+    let mut plain = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // An escape sequence: ESC [ parameters, up to its final letter.
+            for e in chars.by_ref() {
+                if e.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    let at = plain.find("address=").expect("the line names the address") + "address=".len();
+    let addr: String = plain[at..]
         .chars()
-        .skip("address=".len())
-        .skip_while(|c| !c.is_ascii_digit() && *c != '[')
-        .take_while(|c| !c.is_whitespace() && *c != '\u{1b}')
+        .take_while(|c| !c.is_whitespace())
         .collect();
     addr.rsplit_once(':')
         .and_then(|(_, p)| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"))
+        .unwrap_or_else(|| panic!("no port in {plain:?}"))
 }
 
 /// The start was refused, with an error that says `says`, never showing `secret`.
