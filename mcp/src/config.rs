@@ -484,9 +484,9 @@ mod tests {
             "remove one of them",
         );
         // On stdio the principal is the only one, and tokens are not used.
-        let stdio: Config = toml::from_str(&format!(
-            "[front]\nprincipal = \"ops\"\nclients = [{{ token = \"short\", principal = \"a\" }}]\n"
-        ))
+        let stdio: Config = toml::from_str(
+            "[front]\nprincipal = \"ops\"\nclients = [{ token = \"short\", principal = \"a\" }]\n",
+        )
         .unwrap();
         assert!(stdio.check().is_ok());
     }
