@@ -175,8 +175,20 @@ pub enum Refusal {
 
 impl Auth {
     pub fn of(front: &Front) -> Result<Auth> {
+        let credentials = Credentials::resolve(front, &|var| std::env::var(var).ok())?;
+        if credentials.is_empty() {
+            let principal = front.principal.as_deref().unwrap_or(ANONYMOUS);
+            if front.allow_unauthenticated {
+                tracing::warn!(principal, "no authentication (allow_unauthenticated): anyone who reaches the HTTP front calls as this principal");
+            } else {
+                tracing::info!(
+                    principal,
+                    "no authentication on loopback: every request calls as this principal"
+                );
+            }
+        }
         Ok(Auth {
-            credentials: Credentials::resolve(front, &|var| std::env::var(var).ok())?,
+            credentials,
             principal_header: front
                 .principal_header
                 .as_deref()
