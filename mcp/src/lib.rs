@@ -12,6 +12,8 @@ mod duration;
 pub mod forward_tool;
 pub mod front;
 pub mod key;
+pub mod limits;
+pub mod listener;
 pub mod listing;
 pub mod policy;
 pub mod principal;
@@ -19,6 +21,7 @@ pub mod proxy;
 mod reconcile;
 pub mod scope;
 pub mod session;
+pub mod sessions;
 pub mod store;
 pub mod upstream;
 
