@@ -9,12 +9,16 @@
 //!   came (the reference server-everything behind, a host with every capability in front)
 //! - proxy/sdk_callers.rs: the official TypeScript and Python SDKs' clients as callers,
 //!   the reference memory and filesystem servers behind
+//! - proxy/attack_limits.rs: what the HTTP front holds is bounded (sessions per principal
+//!   and in all, unused sessions, upstream processes, connections, slow headers and bodies),
+//!   and a session answers only the principal that initialized it
 //! - proxy/faults.rs: the proxy or the upstream killed mid-call, an answer lost: one effect
 //!   per key
 
 mod common;
 
 mod proxy {
+    pub mod attack_limits;
     pub mod dedupe;
     pub mod faults;
     pub mod http;
