@@ -126,31 +126,20 @@ impl Sessions {
         (entry.principal == principal).then(|| entry.usage.clone())
     }
 
-    /// A place for a new session of `principal`, or the answer that refuses it.
-    fn reserve(self: &Arc<Self>, principal: &str) -> Result<Reservation, Response> {
+    /// A place for a new session of `principal`, or which cap refuses it.
+    fn reserve(self: &Arc<Self>, principal: &str) -> Result<Reservation, Refused> {
         let mut registry = self.registry();
         let held = registry.held.get(principal).copied().unwrap_or(0);
-        let retry = self.idle_before_first_call;
         if held >= self.max_per_principal {
             tracing::warn!(principal, held, "a session refused: the principal's sessions are at limits.max_sessions_per_principal");
-            return Err(refusal(
-                StatusCode::TOO_MANY_REQUESTS,
-                "max_sessions_per_principal",
-                &format!("This principal has {held} live sessions, the most it may hold. End one you no longer use (DELETE it), or retry later."),
-                retry,
-            ));
+            return Err(Refused::PerPrincipal(held));
         }
         if registry.total >= self.max_sessions {
             tracing::warn!(
                 total = registry.total,
                 "a session refused: the proxy's sessions are at limits.max_sessions"
             );
-            return Err(refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "max_sessions",
-                "The proxy holds as many sessions as it may. Retry later.",
-                retry,
-            ));
+            return Err(Refused::Global);
         }
         *registry.held.entry(principal.to_string()).or_default() += 1;
         registry.total += 1;
@@ -158,6 +147,26 @@ impl Sessions {
             sessions: self.clone(),
             principal: Some(principal.to_string()),
         })
+    }
+
+    /// The answer of an `initialize` a cap refuses: a place may free up once an unused
+    /// session is ended, hence `Retry-After`.
+    fn refusal(&self, refused: Refused) -> Response {
+        let retry = self.idle_before_first_call;
+        match refused {
+            Refused::PerPrincipal(held) => refusal(
+                StatusCode::TOO_MANY_REQUESTS,
+                "max_sessions_per_principal",
+                &format!("This principal has {held} live sessions, the most it may hold. End one you no longer use (DELETE it), or retry later."),
+                retry,
+            ),
+            Refused::Global => refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "max_sessions",
+                "The proxy holds as many sessions as it may. Retry later.",
+                retry,
+            ),
+        }
     }
 
     /// The session rmcp created on a reserved place becomes live, bound to its principal.
@@ -211,6 +220,13 @@ impl Registry {
         }
         self.total = self.total.saturating_sub(1);
     }
+}
+
+/// The cap an `initialize` ran into.
+enum Refused {
+    /// The principal's own, with the sessions it holds.
+    PerPrincipal(usize),
+    Global,
 }
 
 /// A place taken for a session being initialized; given back unless the session is bound.
@@ -326,7 +342,7 @@ pub async fn guard(
     // An `initialize` (or a request rmcp refuses): a place first, bound if a session came.
     let place = match sessions.reserve(&principal) {
         Ok(place) => place,
-        Err(refused) => return refused,
+        Err(refused) => return sessions.refusal(refused),
     };
     let response = next.run(request).await;
     if let Some(id) = response
