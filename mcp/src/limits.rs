@@ -29,8 +29,7 @@ pub struct Limits {
     /// Any session is ended after this long with no message either way (rmcp's keep-alive).
     #[serde(deserialize_with = "duration")]
     pub session_idle_timeout: Duration,
-    /// Upstream child processes alive at once (a stdio upstream: one per session, and one
-    /// per request of a sessionless client).
+    /// Upstream child processes alive at once (a stdio upstream: one per session).
     pub max_upstream_processes: NonZeroUsize,
     /// Open HTTP connections; the next one is answered 503 and closed.
     pub max_connections: NonZeroUsize,
