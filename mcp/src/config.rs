@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use crate::duration::parse_duration;
+use crate::limits::Limits;
 
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -26,6 +27,9 @@ pub struct Config {
     /// Per tool, by its upstream name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// Bounds on what callers can make the proxy hold (`[limits]`).
+    #[serde(default)]
+    pub limits: Limits,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]

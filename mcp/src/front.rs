@@ -2,17 +2,19 @@
 //! clients, each session with its own upstream connection).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use axum::middleware;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt;
 
 use crate::auth::{self, Auth};
+use crate::listener;
 use crate::origin::{self, Origins};
 use crate::proxy::Proxy;
 use crate::session::Session;
+use crate::sessions::{self, Sessions};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8931";
 pub const DEFAULT_PATH: &str = "/mcp";
@@ -38,22 +40,28 @@ pub async fn serve_http(
         .clone()
         .unwrap_or_else(|| DEFAULT_LISTEN.into());
     let path = front.path.clone().unwrap_or_else(|| DEFAULT_PATH.into());
-    let mut config = StreamableHttpServerConfig::default();
+    let limits = proxy.config.limits.clone();
+    // An answer stream pings more often than a quiet connection is closed.
+    let ping = (limits.connection_idle_timeout / 3).min(Duration::from_secs(15));
+    let mut config = StreamableHttpServerConfig::default().with_sse_keep_alive(Some(ping));
     if let Some(hosts) = &front.allowed_hosts {
         config = config.with_allowed_hosts(hosts.clone());
     }
-    let sessions = proxy.clone();
+    let handlers = proxy.clone();
+    let sessions = Sessions::start(&limits);
     let service = StreamableHttpService::new(
-        move || Ok(Session::new(sessions.clone())),
-        LocalSessionManager::default().into(),
+        move || Ok(Session::new(handlers.clone())),
+        sessions.clone(),
         config,
     );
     // The last layer runs first: a foreign Origin is refused before its credential is
-    // looked at, and MCP sees only requests with a principal.
+    // looked at, the principal is named before the session guard looks, and MCP sees only
+    // requests with a principal.
     let auth = Arc::new(Auth::of(&front)?);
     let origins = Arc::new(Origins::of(&front)?);
     let app = axum::Router::new()
         .nest_service(&path, service)
+        .layer(middleware::from_fn_with_state(sessions, sessions::guard))
         .layer(middleware::from_fn_with_state(auth, auth::authenticate))
         .layer(middleware::from_fn_with_state(origins, origin::check));
     let listener = tokio::net::TcpListener::bind(&listen)
@@ -64,6 +72,5 @@ pub async fn serve_http(
     if let Some(ready) = ready {
         let _ = ready.send(bound);
     }
-    axum::serve(listener, app).await?;
-    Ok(())
+    listener::serve(listener, app, &limits).await
 }

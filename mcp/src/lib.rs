@@ -13,6 +13,8 @@ mod duration;
 pub mod forward_tool;
 pub mod front;
 pub mod key;
+pub mod limits;
+pub mod listener;
 pub mod listing;
 pub mod origin;
 pub mod policy;
@@ -21,6 +23,7 @@ pub mod proxy;
 mod reconcile;
 pub mod scope;
 pub mod session;
+pub mod sessions;
 pub mod store;
 pub mod upstream;
 

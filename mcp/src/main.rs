@@ -84,7 +84,7 @@ async fn main() -> Result<()> {
         config.upstream.url = None;
     }
     config.check()?;
-    let target = Target::of(&config.upstream)?;
+    let target = Target::of(&config.upstream, &config.limits)?;
     let store = store::connect(&config.database).await?;
     let transport = config.front.transport;
     let proxy = Arc::new(Proxy::new(config, target, store));

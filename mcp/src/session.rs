@@ -69,6 +69,9 @@ impl Session {
             upstream::connect(&self.proxy.target, front.clone(), client, progress.clone())
                 .await
                 .map_err(|e| {
+                    if let Some(limit) = e.downcast_ref::<upstream::ProcessLimit>() {
+                        return limit.answer();
+                    }
                     tracing::error!(
                         error = format!("{e:#}"),
                         "cannot connect to the upstream server"
@@ -205,6 +208,8 @@ impl ServerHandler for Session {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // A session that calls tools is in use: the shorter idle bound no longer applies.
+        crate::sessions::tool_called(&context);
         let name = request.name.to_string();
         let hint = self.read_only_hint(&name, &context).await;
         let decision = policy::decide(&self.proxy.config, &name, hint);

@@ -12,11 +12,14 @@ use rmcp::model::{
     ServerNotification, ServerRequest,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess, Transport};
 use rmcp::{Peer, RoleClient, RoleServer, Service, ServiceExt};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config;
+use crate::limits::{self, Limits};
 
 /// How to reach the upstream server.
 #[derive(Debug, Clone)]
@@ -26,6 +29,7 @@ pub enum Target {
         args: Vec<String>,
         env: Vec<(String, String)>,
         cwd: Option<String>,
+        slots: ProcessSlots,
     },
     Url {
         url: String,
@@ -34,7 +38,7 @@ pub enum Target {
 }
 
 impl Target {
-    pub fn of(u: &config::Upstream) -> Result<Target> {
+    pub fn of(u: &config::Upstream, limits: &Limits) -> Result<Target> {
         if let Some(url) = &u.url {
             return Ok(Target::Url {
                 url: url.clone(),
@@ -49,7 +53,90 @@ impl Target {
             args: u.args.clone(),
             env: u.env.clone().into_iter().collect(),
             cwd: u.cwd.clone(),
+            slots: ProcessSlots::new(limits.max_upstream_processes.get()),
         })
+    }
+}
+
+/// The upstream child processes alive at once, bounded (`limits.max_upstream_processes`):
+/// a slot is taken before a process starts, and given back once it has ended.
+#[derive(Debug, Clone)]
+pub struct ProcessSlots {
+    slots: Arc<Semaphore>,
+    limit: usize,
+}
+
+impl ProcessSlots {
+    pub fn new(limit: usize) -> ProcessSlots {
+        ProcessSlots {
+            slots: Arc::new(Semaphore::new(limit)),
+            limit,
+        }
+    }
+
+    fn take(&self) -> Result<OwnedSemaphorePermit, ProcessLimit> {
+        self.slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| ProcessLimit { limit: self.limit })
+    }
+}
+
+/// Every upstream process slot is taken: the connection is refused, nothing is started.
+#[derive(Debug)]
+pub struct ProcessLimit {
+    pub limit: usize,
+}
+
+impl std::fmt::Display for ProcessLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the proxy runs {} upstream server processes already (limits.max_upstream_processes)",
+            self.limit
+        )
+    }
+}
+
+impl std::error::Error for ProcessLimit {}
+
+impl ProcessLimit {
+    /// The answer of a request that would have started one more.
+    pub fn answer(&self) -> ErrorData {
+        limits::reached(
+            "max_upstream_processes",
+            self.to_string(),
+            "Retry once other sessions have ended (DELETE a session you no longer use), or raise limits.max_upstream_processes.",
+            Some(std::time::Duration::from_secs(1)),
+        )
+    }
+}
+
+/// A child process's transport holding its slot: the slot is given back when the transport
+/// is dropped, which rmcp does after closing it (the process waited for, or killed).
+struct Slotted {
+    inner: TokioChildProcess,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Transport<RoleClient> for Slotted {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    fn receive(
+        &mut self,
+    ) -> impl std::future::Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.inner.receive()
+    }
+
+    fn close(&mut self) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
     }
 }
 
@@ -121,15 +208,22 @@ pub async fn connect(
             args,
             env,
             cwd,
+            slots,
         } => {
+            let slot = slots.take()?;
             let mut cmd = tokio::process::Command::new(program);
             cmd.args(args);
             cmd.envs(env.iter().cloned());
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);
             }
-            let transport = TokioChildProcess::new(cmd)
+            let child = TokioChildProcess::new(cmd)
                 .with_context(|| format!("cannot start the upstream server {program:?}"))?;
+            tracing::debug!(pid = child.id(), "upstream server process started");
+            let transport = Slotted {
+                inner: child,
+                _slot: slot,
+            };
             relay
                 .serve(transport)
                 .await

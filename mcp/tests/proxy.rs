@@ -11,6 +11,9 @@
 //!   the reference memory and filesystem servers behind
 //! - proxy/attack_auth.rs: attacks on the HTTP front's authentication: tokens, the
 //!   gateway's principal header, a default principal, an open public front, `Origin`
+//! - proxy/attack_limits.rs: what the HTTP front holds is bounded (sessions per principal
+//!   and in all, unused sessions, upstream processes, connections, slow headers and bodies),
+//!   and a session answers only the principal that initialized it
 //! - proxy/faults.rs: the proxy or the upstream killed mid-call, an answer lost: one effect
 //!   per key
 
@@ -18,6 +21,7 @@ mod common;
 
 mod proxy {
     pub mod attack_auth;
+    pub mod attack_limits;
     pub mod dedupe;
     pub mod faults;
     pub mod http;
