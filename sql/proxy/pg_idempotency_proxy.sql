@@ -296,7 +296,7 @@ SET search_path = pg_catalog, pg_temp
 LANGUAGE plpgsql AS $fn$
 DECLARE
     outer_role text := CASE WHEN pg_catalog.current_setting('role') OPERATOR(pg_catalog.=) 'none'
-                            THEN pg_catalog.session_user::text
+                            THEN session_user::text
                             ELSE pg_catalog.current_setting('role') END;
 BEGIN
     IF outer_role IN ('idempotency_user', 'idempotency_admin') THEN
@@ -305,10 +305,10 @@ BEGIN
                   DETAIL = pg_catalog.format('The call was made as %s, which every role granted it may become with SET ROLE: its records would be shared by all of them.', outer_role),
                   HINT = 'Call as the application''s own role. Grant it with GRANT idempotency_user TO tenant WITH INHERIT TRUE, SET FALSE (PostgreSQL 16 and later); a NOINHERIT role gets a group role of its own: CREATE ROLE tenant_calls NOLOGIN; GRANT idempotency_user TO tenant_calls; GRANT tenant_calls TO tenant; then SET ROLE tenant_calls.';
     END IF;
-    IF outer_role OPERATOR(pg_catalog.<>) pg_catalog.current_user::text THEN
+    IF outer_role OPERATOR(pg_catalog.<>) current_user::text THEN
         RAISE EXCEPTION 'pg_idempotency: a call through the PL/Proxy layer must run as the role that makes it'
             USING ERRCODE = 'feature_not_supported',
-                  DETAIL = pg_catalog.format('The call was made by role %s as role %s (a SECURITY DEFINER function): PL/Proxy would connect to the partition as %s, and act on that role''s records instead of the caller''s.', pg_catalog.quote_ident(outer_role), pg_catalog.quote_ident(pg_catalog.current_user::text), pg_catalog.quote_ident(pg_catalog.current_user::text)),
+                  DETAIL = pg_catalog.format('The call was made by role %s as role %s (a SECURITY DEFINER function): PL/Proxy would connect to the partition as %s, and act on that role''s records instead of the caller''s.', pg_catalog.quote_ident(outer_role), pg_catalog.quote_ident(current_user::text), pg_catalog.quote_ident(current_user::text)),
                   HINT = 'Call the API outside the SECURITY DEFINER function, or make the function SECURITY INVOKER; on a partition itself, such a function''s callers keep their own records.';
     END IF;
     RETURN true;
