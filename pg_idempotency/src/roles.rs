@@ -32,12 +32,14 @@ fn own_owner(role: pg_sys::Oid) -> IdemResult<pg_sys::Oid> {
 /// Whether `role` is one of the roles the install grants to others
 /// (protocol::refusal::GRANT_ROLES).
 fn is_grant_role(role: pg_sys::Oid) -> bool {
-    [c"idempotency_user", c"idempotency_admin"].iter().any(|name| {
-        // SAFETY: a 'static C string; with missing_ok the lookup returns InvalidOid instead
-        // of raising (never a caller's OID). It reads the syscache, usable inside a SQL
-        // function call's transaction.
-        unsafe { pg_sys::get_role_oid(name.as_ptr(), true) == role }
-    })
+    [c"idempotency_user", c"idempotency_admin"]
+        .iter()
+        .any(|name| {
+            // SAFETY: a 'static C string; with missing_ok the lookup returns InvalidOid instead
+            // of raising (never a caller's OID). It reads the syscache, usable inside a SQL
+            // function call's transaction.
+            unsafe { pg_sys::get_role_oid(name.as_ptr(), true) == role }
+        })
 }
 
 /// Whether `role` has the privileges of `idempotency_admin` (superusers have them).

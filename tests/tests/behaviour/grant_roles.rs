@@ -20,16 +20,25 @@ const CALLS: &[(&str, &str)] = &[
         "idem_begin_batch",
         "SELECT * FROM idem_begin_batch($1, ARRAY['k', 'l'])",
     ),
-    ("idem_complete", "SELECT * FROM idem_complete($1, 'k', 1, '{}')"),
+    (
+        "idem_complete",
+        "SELECT * FROM idem_complete($1, 'k', 1, '{}')",
+    ),
     (
         "idem_complete_batch",
         "SELECT * FROM idem_complete_batch($1, ARRAY['k'], ARRAY[1::bigint], ARRAY['{}'::jsonb])",
     ),
     ("idem_release", "SELECT * FROM idem_release($1, 'k', 1)"),
-    ("idem_extend", "SELECT * FROM idem_extend($1, 'k', 1, '1 minute')"),
+    (
+        "idem_extend",
+        "SELECT * FROM idem_extend($1, 'k', 1, '1 minute')",
+    ),
     ("idem_lookup", "SELECT * FROM idem_lookup($1, 'k')"),
     ("idem_forget", "SELECT * FROM idem_forget($1, 'k')"),
-    ("idem_metrics", "SELECT * FROM idem_metrics() WHERE scope = $1"),
+    (
+        "idem_metrics",
+        "SELECT * FROM idem_metrics() WHERE scope = $1",
+    ),
 ];
 
 /// The IK006 refusal of `e` for `role`: SQLSTATE, a detail naming the role, the hint's
@@ -45,7 +54,10 @@ fn assert_grant_role_refusal(e: &postgres::Error, role: &str, what: &str) {
         db.message(),
         db.detail()
     );
-    assert_eq!(ErrorCode::from_sqlstate(GRANT_ROLE), Some(ErrorCode::GrantRoleCaller));
+    assert_eq!(
+        ErrorCode::from_sqlstate(GRANT_ROLE),
+        Some(ErrorCode::GrantRoleCaller)
+    );
     let detail = db.detail().unwrap_or_default();
     assert!(
         detail.contains(&format!("made as {role},")),
@@ -111,11 +123,15 @@ fn tenants_through_the_grant_role_neither_replay_nor_forget_each_other() {
     // A would claim and complete; B would replay A's result; C would forget it.
     let mut sa = as_grant_role(&a);
     let claimed = try_begin(&mut sa, &scope, "k", None, None, None);
-    let e = claimed.err().expect("A's claim as idempotency_user was served");
+    let e = claimed
+        .err()
+        .expect("A's claim as idempotency_user was served");
     assert_grant_role_refusal(&e, "idempotency_user", "A's idem_begin");
     let mut sb = as_grant_role(&b);
     let replay = try_begin(&mut sb, &scope, "k", None, None, None);
-    let e = replay.err().expect("B's call as idempotency_user was served");
+    let e = replay
+        .err()
+        .expect("B's call as idempotency_user was served");
     assert_grant_role_refusal(&e, "idempotency_user", "B's idem_begin");
     let mut sc = as_grant_role(&c);
     let e = sc
@@ -167,7 +183,10 @@ fn noinherit_tenants_keep_their_own_key_spaces_through_group_roles() {
     assert_eq!(a.outcome, "claimed");
     complete(sa, &scope, "k", a.fence.unwrap(), r#"{"by": "a"}"#).unwrap();
     let b = begin(sb, &scope, "k");
-    assert_eq!(b.outcome, "claimed", "B's key space is its own: no replay of A's");
+    assert_eq!(
+        b.outcome, "claimed",
+        "B's key space is its own: no replay of A's"
+    );
     let forgot: bool = sb
         .query_one("SELECT idem_forget($1, 'k')", &[&scope])
         .unwrap()
@@ -211,7 +230,11 @@ fn a_grant_without_set_keeps_the_tenant_its_own_identity() {
     let mut s = tenant.login();
     assert_eq!(begin(&mut s, &scope, "k").outcome, "claimed");
     let e = s.batch_execute("SET ROLE idempotency_user").unwrap_err();
-    assert_eq!(sqlstate(&e), "42501", "SET ROLE to a grant without SET: {e:?}");
+    assert_eq!(
+        sqlstate(&e),
+        "42501",
+        "SET ROLE to a grant without SET: {e:?}"
+    );
     let owner: String = su
         .query_one(
             "SELECT pg_get_userbyid(owner) FROM idempotency.records WHERE scope = $1",
@@ -247,7 +270,11 @@ fn idempotency_admin_names_owners_but_owns_nothing() {
             &[&scope, &tenant.name],
         )
         .unwrap();
-    assert_eq!(named.len(), 1, "the admin sees the tenant's record by naming it");
+    assert_eq!(
+        named.len(),
+        1,
+        "the admin sees the tenant's record by naming it"
+    );
     let metrics = o
         .query(
             "SELECT pg_get_userbyid(owner) FROM idem_metrics() WHERE scope = $1",

@@ -38,10 +38,8 @@ fn the_check_finds_a_function_granted_to_public() {
     let dsn = fresh_database(db);
     install(&dsn);
     let mut c = connect_to(&dsn);
-    c.batch_execute(
-        "GRANT EXECUTE ON FUNCTION idem_forget(text, text, regrole) TO PUBLIC",
-    )
-    .unwrap();
+    c.batch_execute("GRANT EXECUTE ON FUNCTION idem_forget(text, text, regrole) TO PUBLIC")
+        .unwrap();
     let (public, _) = executable_by_public(&mut c, &["public", "idempotency"]);
     assert!(
         public.contains(&"idem_forget(text,text,regrole)".to_string()),

@@ -141,7 +141,10 @@ fn a_security_definer_wrappers_callers_never_share_its_owners_key_space() {
         for (what, sql) in [
             ("claim", format!("SELECT {app}.claim($1, 'k')::text")),
             ("lookup", format!("SELECT {app}.seen($1, 'k')::text")),
-            ("metrics", format!("SELECT {app}.metrics()::text WHERE $1 <> ''")),
+            (
+                "metrics",
+                format!("SELECT {app}.metrics()::text WHERE $1 <> ''"),
+            ),
         ] {
             let e = c
                 .query_one(&sql, &[&scope])
@@ -220,11 +223,22 @@ fn no_function_of_the_layer_is_executable_by_public() {
         return;
     };
     let (public, ours) = executable_by_public(&mut s.connect(), &["public", "idempotency"]);
-    assert!(ours > 10, "the check looked at {ours} functions of the layer");
-    assert_eq!(public, Vec::<String>::new(), "executable by PUBLIC on the proxy");
+    assert!(
+        ours > 10,
+        "the check looked at {ours} functions of the layer"
+    );
+    assert_eq!(
+        public,
+        Vec::<String>::new(),
+        "executable by PUBLIC on the proxy"
+    );
     for p in 0..s.partitions.len() {
         let (public, _) = executable_by_public(&mut s.partition(p), &["public", "idempotency"]);
-        assert_eq!(public, Vec::<String>::new(), "executable by PUBLIC on partition {p}");
+        assert_eq!(
+            public,
+            Vec::<String>::new(),
+            "executable by PUBLIC on partition {p}"
+        );
     }
     drop(s);
 }
