@@ -123,21 +123,16 @@ fn tenants_through_the_grant_role_neither_replay_nor_forget_each_other() {
     // A would claim and complete; B would replay A's result; C would forget it.
     let mut sa = as_grant_role(&a);
     let claimed = try_begin(&mut sa, &scope, "k", None, None, None);
-    let e = claimed
-        .err()
-        .expect("A's claim as idempotency_user was served");
+    let e = claimed.expect_err("A's claim as idempotency_user was served");
     assert_grant_role_refusal(&e, "idempotency_user", "A's idem_begin");
     let mut sb = as_grant_role(&b);
     let replay = try_begin(&mut sb, &scope, "k", None, None, None);
-    let e = replay
-        .err()
-        .expect("B's call as idempotency_user was served");
+    let e = replay.expect_err("B's call as idempotency_user was served");
     assert_grant_role_refusal(&e, "idempotency_user", "B's idem_begin");
     let mut sc = as_grant_role(&c);
     let e = sc
         .query_one("SELECT idem_forget($1, 'k')", &[&scope])
-        .err()
-        .expect("C's forget as idempotency_user was served");
+        .expect_err("C's forget as idempotency_user was served");
     assert_grant_role_refusal(&e, "idempotency_user", "C's idem_forget");
     assert_eq!(stored(&scope), Vec::<String>::new());
 }
