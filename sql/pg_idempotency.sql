@@ -71,7 +71,7 @@ CREATE TABLE :"storage".installed (
     version      text        NOT NULL,
     installed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
-INSERT INTO :"storage".installed (version) VALUES ('0.6.0');
+INSERT INTO :"storage".installed (version) VALUES ('0.7.0');
 
 CREATE SEQUENCE :"storage".fence_seq AS bigint NO CYCLE;
 COMMENT ON SEQUENCE :"storage".fence_seq IS 'pg_idempotency fencing tokens';
@@ -333,25 +333,49 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN CASE WHEN micros % 1000000 = 0 THEN (micros / 1000000)::numeric(1000, 0)::text
             ELSE trim_scale(micros / 1000000.0)::text END || ' s';
 
--- The role that makes the call, and owns the records it makes: the outer role, outside our
--- SECURITY DEFINER functions and any of the application's (SET ROLE counts, SET SESSION
--- AUTHORIZATION too). Both settings hold a role's bare name, which may need quotes (capitals,
--- spaces, quotes): regrole's input reads an identifier, so the name is quoted first.
-CREATE FUNCTION :"storage"._idem_caller() RETURNS regrole
+-- The role that makes the call: the outer role, outside our SECURITY DEFINER functions and
+-- any of the application's (SET ROLE counts, SET SESSION AUTHORIZATION too). Both settings
+-- hold a role's bare name, which may need quotes (capitals, spaces, quotes): regrole's
+-- input reads an identifier, so the name is quoted first.
+CREATE FUNCTION :"storage"._idem_session_role() RETURNS regrole
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN CASE WHEN current_setting('role') = 'none' THEN quote_ident(session_user)::regrole
             ELSE quote_ident(current_setting('role'))::regrole END;
 
+-- `role` as the owner of its own records: refused (IK006) when it is a grant role
+-- (idempotency_user, idempotency_admin), which every role granted it may become with SET
+-- ROLE, so its key space would be all of theirs. The words are the extension's
+-- (protocol/src/refusal.rs, grant_role_caller).
+CREATE FUNCTION :"storage"._idem_own_owner(role regrole) RETURNS regrole
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+BEGIN
+    IF role::text IN ('idempotency_user', 'idempotency_admin') THEN
+        PERFORM _idem_fail('IK006', 'a grant role cannot own idempotency records',
+            format('The call was made as %s, which every role granted it may become with SET ROLE: its records would be shared by all of them.', role),
+            'Call as the application''s own role. Grant it with GRANT idempotency_user TO tenant WITH INHERIT TRUE, SET FALSE (PostgreSQL 16 and later); a NOINHERIT role gets a group role of its own: CREATE ROLE tenant_calls NOLOGIN; GRANT idempotency_user TO tenant_calls; GRANT tenant_calls TO tenant; then SET ROLE tenant_calls.');
+    END IF;
+    RETURN role;
+END
+$fn$;
+
+-- The owner of the records a call makes or acts on as its caller: the calling role, never
+-- a grant role.
+CREATE FUNCTION :"storage"._idem_caller() RETURNS regrole
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN _idem_own_owner(_idem_session_role());
+
 -- Whose records idem_lookup or idem_forget act on: the caller's own, or the owner it names
--- when it has the privileges of idempotency_admin (superusers have them). Decided before
--- anything is read, so the refusal is the same whether or not that owner has a record.
+-- when it has the privileges of idempotency_admin (superusers have them; naming an owner,
+-- idempotency_admin itself acts as the admin, on a grant role's records made before 0.7.0
+-- too). Decided before anything is read, so the refusal is the same whether or not that
+-- owner has a record.
 CREATE FUNCTION :"storage"._idem_acting_owner(named regrole) RETURNS regrole
 LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
 DECLARE
-    caller regrole := _idem_caller();
+    caller regrole := _idem_session_role();
 BEGIN
     IF named IS NULL OR named = caller THEN
-        RETURN caller;
+        RETURN _idem_own_owner(caller);
     END IF;
     IF pg_catalog.pg_has_role(caller::oid, 'idempotency_admin', 'USAGE') THEN
         RETURN named;
@@ -365,10 +389,10 @@ END
 $fn$;
 
 -- Whose rows idem_metrics shows the caller: its own, or every owner's (NULL) when it has
--- the privileges of idempotency_admin.
+-- the privileges of idempotency_admin (idempotency_admin itself too: it acts on no record).
 CREATE FUNCTION :"storage"._idem_visible_owner() RETURNS regrole
 LANGUAGE sql STABLE PARALLEL SAFE
-RETURN CASE WHEN pg_catalog.pg_has_role(_idem_caller()::oid, 'idempotency_admin', 'USAGE')
+RETURN CASE WHEN pg_catalog.pg_has_role(_idem_session_role()::oid, 'idempotency_admin', 'USAGE')
             THEN NULL ELSE _idem_caller() END;
 
 -- Makes this transaction's commit wait for its WAL flush, and for a synchronous standby's
@@ -1626,7 +1650,7 @@ BEGIN
     ttl := _idem_interval(c_ttl);
     lease := _idem_interval(c_lease);
     updated_at := clock_timestamp();
-    updated_by := _idem_caller();
+    updated_by := _idem_session_role();
     INSERT INTO policies AS p (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch,
                                updated_at, updated_by)
     VALUES (idem_set_policy.scope, idem_set_policy.ttl, idem_set_policy.lease,

@@ -27,6 +27,10 @@ pub enum ErrorKind {
     /// 42501: the role may not do this: it named another role's records without
     /// `idempotency_admin`, or it lacks `idempotency_user` (EXECUTE) altogether.
     NotPermitted,
+    /// IK006: the call was made as a grant role (`SET ROLE idempotency_user` or
+    /// `idempotency_admin`), which owns no records: connect as the application's own role
+    /// (the error's hint says how to grant it).
+    GrantRoleCaller,
     /// The extension (or the portable SQL) is not installed where the store looks, or not
     /// ready: 55000, a schema older than the extension's library serves (run `ALTER
     /// EXTENSION pg_idempotency UPDATE`), or a portable install without its limits row.
@@ -69,6 +73,7 @@ impl From<ErrorCode> for ErrorKind {
             ErrorCode::Uncanonicalizable => ErrorKind::Uncanonicalizable,
             ErrorCode::Contention => ErrorKind::Contention,
             ErrorCode::NotPermitted => ErrorKind::NotPermitted,
+            ErrorCode::GrantRoleCaller => ErrorKind::GrantRoleCaller,
         }
     }
 }

@@ -112,7 +112,7 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
     let call = Call {
         scope,
         key,
-        owner: roles::caller(),
+        owner: roles::caller()?,
         fingerprint,
         ttl: args::ttl(given.ttl)?,
         lease: args::lease(given.lease)?,

@@ -42,7 +42,7 @@ pub fn idem_begin_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
     if let (Some(lease), Some(ttl)) = (lease, ttl) {
         args::effective_lease(Some(lease), None, ttl)?;
     }
-    let owner = roles::caller();
+    let owner = roles::caller()?;
 
     let mut calls = Vec::with_capacity(n);
     for i in 0..n {

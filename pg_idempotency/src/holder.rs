@@ -49,7 +49,7 @@ pub(crate) fn held(
     Ok(Held {
         scope: args::scope(scope)?,
         key: args::key(key)?,
-        owner: roles::caller(),
+        owner: roles::caller()?,
         fence: args::fence(fence)?,
     })
 }

@@ -63,7 +63,7 @@ pub fn idem_forget(a: &Args) -> IdemResult<pg_sys::Datum> {
 /// `idempotency._idem_visible_owner()`: whose rows idem_metrics shows the caller (NULL:
 /// every owner's).
 pub fn idem_visible_owner(a: &Args) -> IdemResult<pg_sys::Datum> {
-    Ok(match roles::visible_owner() {
+    Ok(match roles::visible_owner()? {
         Some(owner) => pg_sys::Datum::from(owner),
         None => null(a),
     })

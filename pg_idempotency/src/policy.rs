@@ -52,7 +52,7 @@ pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
     args::on_mismatch(on_mismatch.as_deref())?;
 
     let now = clock::now();
-    let owner = roles::caller();
+    let owner = roles::session_role();
     Spi::connect_mut(|client| {
         let params = [
             scope.as_str().into(),

@@ -1,15 +1,45 @@
 //! Whose records a call acts on: the caller's own, unless it has the privileges of
-//! `idempotency_admin` and names another owner.
+//! `idempotency_admin` and names another owner. A grant role (`idempotency_user`,
+//! `idempotency_admin`) owns none: every role granted it may `SET ROLE` to it, so its key
+//! space would be all of theirs (docs/security.md, "Isolation between roles").
 
 use pgrx::pg_sys;
 
 use crate::error::{ErrorKind, IdemError, IdemResult};
 
-/// The role that makes the call: outside our SECURITY DEFINER functions (SET ROLE counts).
-pub fn caller() -> pg_sys::Oid {
+/// The role that makes the call: outside our SECURITY DEFINER functions and the
+/// application's (SET ROLE counts, SET SESSION AUTHORIZATION too).
+pub fn session_role() -> pg_sys::Oid {
     // SAFETY: GetOuterUserId only reads this backend's user-id state, which InitPostgres has
     // set before any SQL function can run; it cannot raise an error.
     unsafe { pg_sys::GetOuterUserId() }
+}
+
+/// The owner of the records a call makes or acts on as its caller: the calling role,
+/// refused when it is a grant role (IK006).
+pub fn caller() -> IdemResult<pg_sys::Oid> {
+    own_owner(session_role())
+}
+
+/// `role` as the owner of its own records: refused when it is a grant role.
+fn own_owner(role: pg_sys::Oid) -> IdemResult<pg_sys::Oid> {
+    if is_grant_role(role) {
+        return Err(protocol::refusal::grant_role_caller(&display(role)).into());
+    }
+    Ok(role)
+}
+
+/// Whether `role` is one of the roles the install grants to others
+/// (protocol::refusal::GRANT_ROLES).
+fn is_grant_role(role: pg_sys::Oid) -> bool {
+    [c"idempotency_user", c"idempotency_admin"]
+        .iter()
+        .any(|name| {
+            // SAFETY: a 'static C string; with missing_ok the lookup returns InvalidOid instead
+            // of raising (never a caller's OID). It reads the syscache, usable inside a SQL
+            // function call's transaction.
+            unsafe { pg_sys::get_role_oid(name.as_ptr(), true) == role }
+        })
 }
 
 /// Whether `role` has the privileges of `idempotency_admin` (superusers have them).
@@ -45,11 +75,15 @@ pub fn display(role: pg_sys::Oid) -> String {
 /// The owner whose records idem_lookup or idem_forget acts on: the caller, or the owner it
 /// names when it may see every record. Decided before anything is read, so the refusal is
 /// the same whether or not the named owner has a record.
+/// A member of idempotency_admin naming an owner acts as the admin, so it may name any
+/// owner, a grant role's records made before 0.7.0 too; its own key space is refused to a
+/// grant role as every call's is.
 pub fn acting_owner(named: Option<pg_sys::Oid>) -> IdemResult<pg_sys::Oid> {
-    let caller = caller();
+    let caller = session_role();
     match named {
-        None => Ok(caller),
-        Some(owner) if owner == caller || is_admin(caller) => Ok(owner),
+        None => own_owner(caller),
+        Some(owner) if owner == caller => own_owner(caller),
+        Some(owner) if is_admin(caller) => Ok(owner),
         Some(owner) => Err(IdemError::new(
             ErrorKind::NotPermitted,
             "only members of idempotency_admin may see or forget another role's records",
@@ -64,8 +98,11 @@ pub fn acting_owner(named: Option<pg_sys::Oid>) -> IdemResult<pg_sys::Oid> {
 }
 
 /// The owner whose rows a summary (idem_metrics) shows: the caller's, or None when the
-/// caller may see every owner's.
-pub fn visible_owner() -> Option<pg_sys::Oid> {
-    let caller = caller();
-    (!is_admin(caller)).then_some(caller)
+/// caller may see every owner's (idempotency_admin itself too: it acts on no record).
+pub fn visible_owner() -> IdemResult<Option<pg_sys::Oid>> {
+    let caller = session_role();
+    if is_admin(caller) {
+        return Ok(None);
+    }
+    own_owner(caller).map(Some)
 }

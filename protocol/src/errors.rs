@@ -21,11 +21,14 @@ pub enum ErrorCode {
     Contention,
     /// The call named another role's records without the privileges of idempotency_admin.
     NotPermitted,
+    /// The call was made as a grant role (idempotency_user, idempotency_admin): every role
+    /// granted it may become it with SET ROLE, so its records would be all of theirs.
+    GrantRoleCaller,
 }
 
 impl ErrorCode {
     /// Every code, for tables and tests.
-    pub const ALL: [ErrorCode; 8] = [
+    pub const ALL: [ErrorCode; 9] = [
         ErrorCode::InvalidArgument,
         ErrorCode::Mismatch,
         ErrorCode::RepeatRefused,
@@ -34,6 +37,7 @@ impl ErrorCode {
         ErrorCode::Uncanonicalizable,
         ErrorCode::Contention,
         ErrorCode::NotPermitted,
+        ErrorCode::GrantRoleCaller,
     ];
 
     /// The five-character SQLSTATE. Our own codes live in class `IK`; the others are
@@ -48,6 +52,7 @@ impl ErrorCode {
             ErrorCode::Uncanonicalizable => "IK005",
             ErrorCode::Contention => "40001",
             ErrorCode::NotPermitted => "42501",
+            ErrorCode::GrantRoleCaller => "IK006",
         }
     }
 

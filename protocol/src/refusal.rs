@@ -115,6 +115,32 @@ pub fn contention() -> Refusal {
     }
 }
 
+/// The roles the install grants to others. Neither owns records: every role granted one
+/// may `SET ROLE` to it, so a call made as it would share one key space between them all.
+pub const GRANT_ROLES: [&str; 2] = ["idempotency_user", "idempotency_admin"];
+
+/// A call that acts on records as its caller, made as a grant role (`role`, as `regrole`
+/// prints it). The hint says how to grant so that each role keeps its own identity. The
+/// portable variant (sql/src/helpers.sql, `_idem_owner`) and the PL/Proxy layer
+/// (sql/proxy/src/routing.sql) raise the same words.
+pub fn grant_role_caller(role: &str) -> Refusal {
+    Refusal {
+        code: ErrorCode::GrantRoleCaller,
+        message: "a grant role cannot own idempotency records",
+        detail: format!(
+            "The call was made as {role}, which every role granted it may become with SET ROLE: \
+             its records would be shared by all of them."
+        ),
+        hint: GRANT_ROLE_HINT.into(),
+    }
+}
+
+/// How to grant idempotency_user so that each role calls as itself.
+pub const GRANT_ROLE_HINT: &str = "Call as the application's own role. Grant it with \
+     GRANT idempotency_user TO tenant WITH INHERIT TRUE, SET FALSE (PostgreSQL 16 and later); \
+     a NOINHERIT role gets a group role of its own: CREATE ROLE tenant_calls NOLOGIN; \
+     GRANT idempotency_user TO tenant_calls; GRANT tenant_calls TO tenant; then SET ROLE tenant_calls.";
+
 /// Lower-case hex, as PostgreSQL shows a bytea (the protocol crate has no dependencies).
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";

@@ -281,16 +281,60 @@ $fn$;
 COMMENT ON FUNCTION idempotency._idem_partition(text, text) IS
     'The routing hash of a record: the first 4 bytes of sha256(scope || NUL || key) as int4';
 
--- idem_begin's partition: with a NULL key, the key the partition will derive from the
+-- Whose records a proxied call acts on: PL/Proxy connects to the partition as current_user,
+-- and the partition takes that role as the owner, while a call made on the partition itself
+-- is owned by the outer role (SET ROLE and SET SESSION AUTHORIZATION count; an application's
+-- SECURITY DEFINER function does not). Where the two differ (inside such a function owned
+-- by another role) the call is refused, so a wrapper never puts its callers into its
+-- owner's key space; a grant role (idempotency_user, idempotency_admin) owns no records
+-- anywhere and is refused as the partitions refuse it (IK006, the same words). True, or an
+-- error: STABLE and without arguments, so a query calling it in WHERE checks it once,
+-- before it asks any partition.
+CREATE FUNCTION idempotency._idem_proxied_caller() RETURNS boolean
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    outer_role text := CASE WHEN pg_catalog.current_setting('role') OPERATOR(pg_catalog.=) 'none'
+                            THEN session_user::text
+                            ELSE pg_catalog.current_setting('role') END;
+BEGIN
+    IF outer_role IN ('idempotency_user', 'idempotency_admin') THEN
+        RAISE EXCEPTION 'a grant role cannot own idempotency records'
+            USING ERRCODE = 'IK006',
+                  DETAIL = pg_catalog.format('The call was made as %s, which every role granted it may become with SET ROLE: its records would be shared by all of them.', outer_role),
+                  HINT = 'Call as the application''s own role. Grant it with GRANT idempotency_user TO tenant WITH INHERIT TRUE, SET FALSE (PostgreSQL 16 and later); a NOINHERIT role gets a group role of its own: CREATE ROLE tenant_calls NOLOGIN; GRANT idempotency_user TO tenant_calls; GRANT tenant_calls TO tenant; then SET ROLE tenant_calls.';
+    END IF;
+    IF outer_role OPERATOR(pg_catalog.<>) current_user::text THEN
+        RAISE EXCEPTION 'pg_idempotency: a call through the PL/Proxy layer must run as the role that makes it'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = pg_catalog.format('The call was made by role %s as role %s (a SECURITY DEFINER function): PL/Proxy would connect to the partition as %s, and act on that role''s records instead of the caller''s.', pg_catalog.quote_ident(outer_role), pg_catalog.quote_ident(current_user::text), pg_catalog.quote_ident(current_user::text)),
+                  HINT = 'Call the API outside the SECURITY DEFINER function, or make the function SECURITY INVOKER; on a partition itself, such a function''s callers keep their own records.';
+    END IF;
+    RETURN true;
+END
+$fn$;
+
+-- The partition of a proxied call that acts on records as its caller: its routing hash,
+-- once the caller is checked.
+CREATE FUNCTION idempotency._idem_route(scope text, key text)
+RETURNS integer
+STABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE sql AS $fn$
+    SELECT idempotency._idem_partition(scope, key) WHERE idempotency._idem_proxied_caller()
+$fn$;
+
+-- idem_begin's partition (its caller checked, as _idem_route below): with a NULL key, the key the partition will derive from the
 -- request (the hash of its canonical JSON in lowercase hex, computed here by the same SQL
 -- as the portable variant's), so that the call meets the same call made with its key
 -- spelled out.
 CREATE FUNCTION idempotency._idem_begin_partition(scope text, key text, request jsonb)
 RETURNS integer
-IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+STABLE CALLED ON NULL INPUT PARALLEL SAFE
 SET search_path = pg_catalog, idempotency, pg_temp
 LANGUAGE sql AS $fn$
-    SELECT idempotency._idem_partition(scope, COALESCE(key,
+    SELECT idempotency._idem_route(scope, COALESCE(key,
         pg_catalog.encode(idempotency._idem_hash(request), 'hex')))
 $fn$;
 
@@ -412,7 +456,7 @@ VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 LANGUAGE plproxy AS $fn$
     CLUSTER 'pg_idempotency';
     SPLIT items, keys, requests, claim_tokens;
-    RUN ON idempotency._idem_partition(scope, keys);
+    RUN ON idempotency._idem_route(scope, keys);
     SELECT (items)[b.item] AS item, b.outcome, b.fence, b.attempt, b.recovered, b.upstream_key, b.succeeded, b.response, b.lease_until, b.expires_at, b.retry_after, b.key FROM public.idem_begin_batch(scope, keys, requests, ttl, lease, on_cache_hit, on_mismatch, claim_tokens) AS b;
 $fn$;
 
@@ -434,7 +478,7 @@ VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 LANGUAGE plproxy AS $fn$
     CLUSTER 'pg_idempotency';
     SPLIT items, keys, fences, responses, succeeded, cache_failure;
-    RUN ON idempotency._idem_partition(scope, keys);
+    RUN ON idempotency._idem_route(scope, keys);
     SELECT (items)[b.item] AS item, b.key, b.outcome, b.state, b.expires_at FROM public.idem_complete_batch(scope, keys, fences, responses, succeeded, cache_failure) AS b;
 $fn$;
 
@@ -468,7 +512,7 @@ RETURNS idempotency.complete_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 LANGUAGE plproxy AS $fn$
     CLUSTER 'pg_idempotency';
-    RUN ON idempotency._idem_partition(scope, key);
+    RUN ON idempotency._idem_route(scope, key);
 $fn$;
 COMMENT ON FUNCTION public.idem_complete(text, text, bigint, jsonb, boolean, boolean) IS
     'Record the result of a claimed call; the fence must still hold the record';
@@ -608,7 +652,7 @@ RETURNS void
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 LANGUAGE plproxy AS $fn$
     CLUSTER 'pg_idempotency';
-    RUN ON idempotency._idem_partition(scope, key);
+    RUN ON idempotency._idem_route(scope, key);
 $fn$;
 COMMENT ON FUNCTION public.idem_release(text, text, bigint) IS
     'Give up a claim without a result, so that the next idem_begin claims the call';
@@ -622,7 +666,7 @@ RETURNS idempotency.extend_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 LANGUAGE plproxy AS $fn$
     CLUSTER 'pg_idempotency';
-    RUN ON idempotency._idem_partition(scope, key);
+    RUN ON idempotency._idem_route(scope, key);
 $fn$;
 COMMENT ON FUNCTION public.idem_extend(text, text, bigint, interval) IS
     'Extend the lease of a claim that is still running (a heartbeat)';
@@ -636,7 +680,7 @@ RETURNS SETOF idempotency.lookup_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1
 LANGUAGE plproxy AS $fn$
     CLUSTER 'pg_idempotency';
-    RUN ON idempotency._idem_partition(scope, key);
+    RUN ON idempotency._idem_route(scope, key);
 $fn$;
 COMMENT ON FUNCTION public.idem_lookup(text, text, regrole) IS
     'The caller''s record of a call (an admin: owner''s) until it expires; no row when it is absent or expired';
@@ -649,7 +693,7 @@ RETURNS boolean
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 LANGUAGE plproxy AS $fn$
     CLUSTER 'pg_idempotency';
-    RUN ON idempotency._idem_partition(scope, key);
+    RUN ON idempotency._idem_route(scope, key);
 $fn$;
 COMMENT ON FUNCTION public.idem_forget(text, text, regrole) IS
     'Remove the caller''s record (an admin: owner''s), e.g. a bad cached result; true when a live one was removed';
@@ -754,7 +798,8 @@ COMMENT ON FUNCTION public.idem_policies() IS
 -- every partition): the live counts summed, the oldest running call the oldest of all.
 -- The outcome counters are each server's (shared memory): partitions on one server report
 -- the same ones, so they are added up once per server. A counter NULL everywhere (the
--- portable variant keeps none) stays NULL.
+-- portable variant keeps none) stays NULL. Whose rows the partitions show is the caller's,
+-- checked first as every keyed call's (idempotency._idem_proxied_caller, a one-time filter).
 CREATE FUNCTION public.idem_metrics()
 RETURNS TABLE (
     owner              regrole,
@@ -774,7 +819,7 @@ VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
     WITH parts AS (
-        SELECT * FROM idempotency._idem_metrics_all()
+        SELECT * FROM idempotency._idem_metrics_all() WHERE idempotency._idem_proxied_caller()
     ), per_server AS (
         SELECT DISTINCT ON (p.owner, p.scope, p.server)
                p.owner, p.scope, p.claimed_total, p.replay_total, p.in_progress_total,
@@ -891,6 +936,10 @@ LANGUAGE plproxy AS $fn$
     RUN ON p_partition;
     SELECT pg_catalog.setval(p_sequence::pg_catalog.regclass, p_floor) AS _idem_fence_floor;
 $fn$;
+
+-- Both run as any SQL on a partition; only idem_proxy_configure (a superuser's) calls them.
+REVOKE ALL ON FUNCTION idempotency._idem_fence_last(integer, text),
+    idempotency._idem_fence_floor(integer, text, bigint) FROM PUBLIC;
 
 -- Points the proxy at its partitions, in order (a partition keeps its number for good:
 -- its records and its fence range are tied to it): the PL/Proxy cluster pg_idempotency

@@ -10,7 +10,7 @@ CREATE TABLE :"storage".installed (
     version      text        NOT NULL,
     installed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
-INSERT INTO :"storage".installed (version) VALUES ('0.6.0');
+INSERT INTO :"storage".installed (version) VALUES ('0.7.0');
 
 CREATE SEQUENCE :"storage".fence_seq AS bigint NO CYCLE;
 COMMENT ON SEQUENCE :"storage".fence_seq IS 'pg_idempotency fencing tokens';

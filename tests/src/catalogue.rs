@@ -72,3 +72,41 @@ pub fn describe(c: &mut Client, api: &str, storage: &str) -> Vec<String> {
         .map(|r| r.get(0))
         .collect()
 }
+
+/// Our functions: the members of the extension pg_idempotency (where it is installed) and
+/// every other function of the schemas $1 that belongs to no extension (the portable
+/// variant's, the PL/Proxy layer's).
+const OURS: &str = r#"
+WITH ours AS (
+    SELECT d.objid AS oid FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+    WHERE e.extname = 'pg_idempotency' AND d.classid = 'pg_proc'::regclass
+      AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+    UNION
+    SELECT p.oid FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+    WHERE n.nspname = ANY ($1)
+      AND NOT EXISTS (SELECT FROM pg_depend d
+                      WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                        AND d.deptype = 'e')
+)"#;
+
+/// Of ours, those PUBLIC may execute: a NULL proacl is the default, which grants it.
+const BY_PUBLIC: &str = r#"
+SELECT p.oid::regprocedure::text FROM ours JOIN pg_proc p USING (oid)
+WHERE p.proacl IS NULL
+   OR EXISTS (SELECT FROM aclexplode(p.proacl) a
+              WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+ORDER BY 1"#;
+
+/// Our functions PUBLIC may execute (see OURS), sorted, and how many functions of ours
+/// there are (so a check cannot pass by finding none).
+pub fn executable_by_public(c: &mut Client, schemas: &[&str]) -> (Vec<String>, i64) {
+    let schemas: Vec<String> = schemas.iter().map(|s| s.to_string()).collect();
+    let public = c
+        .query(&format!("{OURS}{BY_PUBLIC}"), &[&schemas])
+        .unwrap_or_else(|e| panic!("our functions executable by PUBLIC: {e}"));
+    let ours: i64 = c
+        .query_one(&format!("{OURS} SELECT count(*) FROM ours"), &[&schemas])
+        .map(|r| r.get(0))
+        .unwrap_or_else(|e| panic!("counting our functions: {e}"));
+    (public.iter().map(|r| r.get(0)).collect(), ours)
+}

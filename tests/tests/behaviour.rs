@@ -7,6 +7,8 @@
 //! - canonical: canonical JSON in SQL is byte for byte the canon crate's
 //! - claim_token: a repeated idem_begin with its claim_token gets its lost claim back
 //! - concurrency: many sessions on one key: exactly one claims, nobody errors
+//! - grant_roles: the grant roles own no records: a call made as one is refused (IK006),
+//!   and the grants the refusal's hint gives keep each tenant its own key space
 //! - identity: the owner of a record is the outer calling role
 //! - isolation: each role has its own key space
 //! - policy_changes: a changed policy, or a reinstall, reaches every session's next call
@@ -32,6 +34,8 @@ mod canonical;
 mod claim_token;
 #[path = "behaviour/concurrency.rs"]
 mod concurrency;
+#[path = "behaviour/grant_roles.rs"]
+mod grant_roles;
 #[path = "behaviour/identity.rs"]
 mod identity;
 #[path = "behaviour/isolation.rs"]

@@ -7,6 +7,7 @@
 //! - docs_agree: the docs list every SQLSTATE and setting the protocol declares
 //! - plain_migrations: the portable variant's plain-SQL migrations are its psql scripts'
 //! - portable_settings: the PL/pgSQL variant's copies of the settings are the protocol's
+//! - public_execute: no function of ours is executable by PUBLIC
 //! - released_files: released SQL files never change (sql/released/SHA256SUMS)
 //! - signatures: both backends install each function as protocol/ declares it
 //! - upgrade: a database on each release, upgraded, is a fresh install of this version
@@ -21,6 +22,8 @@ mod docs_agree;
 mod plain_migrations;
 #[path = "consistency/portable_settings.rs"]
 mod portable_settings;
+#[path = "consistency/public_execute.rs"]
+mod public_execute;
 #[path = "consistency/released_files.rs"]
 mod released_files;
 #[path = "consistency/signatures.rs"]

@@ -11,6 +11,8 @@
 //! - routing: keys spread over every partition, by the documented hash
 //! - fences: each partition's fences in a range of its own, unique across partitions
 //! - roles: the calling role reaches the partition: owners and isolation hold
+//! - identity: docs/security.md's identity table through the proxy (a SECURITY DEFINER
+//!   wrapper's callers refused, a grant role refused); nothing executable by PUBLIC
 //! - outage: one partition down: only its keys fail, and work again when it returns
 //! - purge: purge and metrics ask every partition
 //! - cron: one pg_cron job on the proxy purges every partition
@@ -28,6 +30,8 @@ mod configure;
 mod cron;
 #[path = "sharding/fences.rs"]
 mod fences;
+#[path = "sharding/identity.rs"]
+mod identity;
 #[path = "sharding/outage.rs"]
 mod outage;
 #[path = "sharding/purge.rs"]

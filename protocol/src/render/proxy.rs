@@ -100,7 +100,7 @@ fn behaviour(f: &Function) -> String {
 /// `RUN ON ...` of a function served by one partition.
 fn run_on(f: &Function) -> &'static str {
     match f.proxy {
-        Proxy::ByKey => "RUN ON idempotency._idem_partition(scope, key);",
+        Proxy::ByKey => "RUN ON idempotency._idem_route(scope, key);",
         Proxy::ByKeyOrRequest => "RUN ON idempotency._idem_begin_partition(scope, key, request);",
         Proxy::Local | Proxy::All | Proxy::Batch | Proxy::Absent => {
             unreachable!("{} is not served by one partition", f.name)
@@ -256,7 +256,7 @@ pub fn create_split(f: &Function) -> String {
     let _ = write!(
         out,
         "LANGUAGE plproxy AS $fn$\n    CLUSTER '{CLUSTER}';\n    SPLIT {};\n    \
-         RUN ON idempotency._idem_partition(scope, keys);\n    \
+         RUN ON idempotency._idem_route(scope, keys);\n    \
          SELECT {} FROM {}.{}({}) AS b;\n$fn$;\n",
         arrays.join(", "),
         answer.join(", "),
@@ -440,7 +440,7 @@ mod tests {
             "RETURNS idempotency.complete_result\nVOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE\n"
         ));
         assert!(text.contains(
-            "CLUSTER 'pg_idempotency';\n    RUN ON idempotency._idem_partition(scope, key);\n"
+            "CLUSTER 'pg_idempotency';\n    RUN ON idempotency._idem_route(scope, key);\n"
         ));
         assert!(!text.contains("SECURITY DEFINER"));
     }

@@ -28,6 +28,10 @@ LANGUAGE plproxy AS $fn$
     SELECT pg_catalog.setval(p_sequence::pg_catalog.regclass, p_floor) AS _idem_fence_floor;
 $fn$;
 
+-- Both run as any SQL on a partition; only idem_proxy_configure (a superuser's) calls them.
+REVOKE ALL ON FUNCTION idempotency._idem_fence_last(integer, text),
+    idempotency._idem_fence_floor(integer, text, bigint) FROM PUBLIC;
+
 -- Points the proxy at its partitions, in order (a partition keeps its number for good:
 -- its records and its fence range are tied to it): the PL/Proxy cluster pg_idempotency
 -- (an SQL/MED server, created or updated; options other than the partitions' are kept),

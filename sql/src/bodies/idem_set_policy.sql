@@ -15,7 +15,7 @@ BEGIN
     ttl := _idem_interval(c_ttl);
     lease := _idem_interval(c_lease);
     updated_at := clock_timestamp();
-    updated_by := _idem_caller();
+    updated_by := _idem_session_role();
     INSERT INTO policies AS p (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch,
                                updated_at, updated_by)
     VALUES (idem_set_policy.scope, idem_set_policy.ttl, idem_set_policy.lease,

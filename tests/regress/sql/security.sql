@@ -69,6 +69,20 @@ RESET ROLE;
 SELECT owner FROM idem_lookup('s', 'k', 'idem_app');
 -- A superuser's own key space holds nothing of theirs.
 SELECT count(*) AS own FROM idem_lookup('s', 'k');
+-- The grant roles own no records: every role granted one may SET ROLE to it, so each
+-- call on records made as one is refused (IK006), the hint saying how to grant instead.
+SET ROLE idempotency_user;
+SELECT outcome FROM idem_begin('s', 'k');
+\set VERBOSITY sqlstate
+SELECT * FROM idem_lookup('s', 'k');
+SELECT idem_forget('s', 'k');
+RESET ROLE;
+SET ROLE idempotency_admin;
+SELECT outcome FROM idem_begin('s', 'k');
+-- Naming an owner, it acts as the admin.
+SELECT owner FROM idem_lookup('s', 'k', 'idem_app');
+RESET ROLE;
+\set VERBOSITY verbose
 
 -- search_path hijack: a hostile schema placed before pg_catalog with its own =, lower,
 -- now, nextval, and a temp table named like ours. Nothing of it is used.

@@ -2,7 +2,9 @@
 //! the session's current role, `SET ROLE` included; not the definer of our SECURITY DEFINER
 //! functions nor of an application's own wrapper. The rule is a table: each row says how a
 //! call is made, whose record it creates, and who sees that record through idem_lookup.
-//! The rules for naming another owner (idempotency_admin) follow the table.
+//! The rules for naming another owner (idempotency_admin) follow the table. The table's
+//! last row, a call made as a grant role (refused, IK006), is grant_roles.rs; its column
+//! for a PL/Proxy proxy is tests/tests/sharding/identity.rs.
 
 use pg_idempotency_tests::attack::TestRole;
 use pg_idempotency_tests::*;

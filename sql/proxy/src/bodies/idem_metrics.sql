@@ -2,9 +2,10 @@
 -- every partition): the live counts summed, the oldest running call the oldest of all.
 -- The outcome counters are each server's (shared memory): partitions on one server report
 -- the same ones, so they are added up once per server. A counter NULL everywhere (the
--- portable variant keeps none) stays NULL.
+-- portable variant keeps none) stays NULL. Whose rows the partitions show is the caller's,
+-- checked first as every keyed call's (idempotency._idem_proxied_caller, a one-time filter).
     WITH parts AS (
-        SELECT * FROM idempotency._idem_metrics_all()
+        SELECT * FROM idempotency._idem_metrics_all() WHERE idempotency._idem_proxied_caller()
     ), per_server AS (
         SELECT DISTINCT ON (p.owner, p.scope, p.server)
                p.owner, p.scope, p.claimed_total, p.replay_total, p.in_progress_total,

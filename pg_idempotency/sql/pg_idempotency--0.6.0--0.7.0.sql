@@ -1,0 +1,13 @@
+-- pg_idempotency 0.6.0 -> 0.7.0 (ALTER EXTENSION pg_idempotency UPDATE).
+--
+-- A grant role owns no records: the 0.7.0 library refuses a call that acts on records as
+-- its caller (idem_begin, idem_begin_batch, idem_complete, idem_complete_batch,
+-- idem_release, idem_extend, idem_lookup, idem_forget; idem_metrics for idempotency_user)
+-- made as idempotency_user or idempotency_admin, with IK006: every role granted one may
+-- become it with SET ROLE, and would share its key space. The check is the library's, so
+-- the objects of 0.6.0 stay as they are: this script only moves the version. Records a
+-- grant role made before stay until they expire; an admin naming their owner may read or
+-- forget them. Hand-written; fixed once 0.7.0 is released. tests/tests/consistency/upgrade.rs
+-- installs each released version, fills it, updates, and compares every object with a
+-- fresh 0.7.0 install.
+SET LOCAL search_path = pg_catalog, pg_temp;
