@@ -123,7 +123,9 @@ fn a_hostile_schema_first_on_the_search_path_does_not_capture_pg_store() {
     config.user(&victim.name);
     let scope = pg_idempotency_tests::scope("path");
     let scope_run = scope.clone();
-    runtime().block_on(async move {
+    // The calls' answers are checked after the canary: a captured call answers what the
+    // attacker wants, and the canary says why.
+    let (record, replay) = runtime().block_on(async move {
         let client = connect(config).await;
         client
             .batch_execute("SET search_path = trap, public")
@@ -131,47 +133,27 @@ fn a_hostile_schema_first_on_the_search_path_does_not_capture_pg_store() {
             .unwrap();
         let store = PgStore::new(Arc::new(client));
         store.check_installed().await.unwrap();
-        let claim = claimed(
-            store
-                .begin(&scope_run, "k1", &BeginOptions::default())
-                .await
-                .unwrap(),
-        );
+        let options = BeginOptions::default();
+        let claim = claimed(store.begin(&scope_run, "k1", &options).await.unwrap());
+        let response = json!({"ok": 1});
         store
-            .complete(
-                &scope_run,
-                "k1",
-                claim.fence,
-                Some(&json!({"ok": 1})),
-                true,
-                None,
-            )
+            .complete(&scope_run, "k1", claim.fence, Some(&response), true, None)
             .await
             .unwrap();
-        let record = store
-            .lookup(&scope_run, "k1")
-            .await
-            .unwrap()
-            .expect("the record");
-        assert_eq!(record.state, State::Succeeded);
-        assert_eq!(record.response, Some(json!({"ok": 1})));
-        let second = claimed(
-            store
-                .begin(&scope_run, "k2", &BeginOptions::default())
-                .await
-                .unwrap(),
-        );
+        let record = store.lookup(&scope_run, "k1").await.unwrap();
+        let second = claimed(store.begin(&scope_run, "k2", &options).await.unwrap());
         store.release(&scope_run, "k2", second.fence).await.unwrap();
-        match store
-            .begin(&scope_run, "k1", &BeginOptions::default())
-            .await
-            .unwrap()
-        {
-            Begin::Replay(r) => assert_eq!(r.response, Some(json!({"ok": 1}))),
-            other => panic!("expected the replay, got {other:?}"),
-        }
+        let replay = store.begin(&scope_run, "k1", &options).await.unwrap();
+        (record, replay)
     });
     canary.assert_empty(&mut admin);
+    let record = record.expect("the record");
+    assert_eq!(record.state, State::Succeeded);
+    assert_eq!(record.response, Some(json!({"ok": 1})));
+    match replay {
+        Begin::Replay(r) => assert_eq!(r.response, Some(json!({"ok": 1}))),
+        other => panic!("expected the replay, got {other:?}"),
+    }
     // The record is our API's (k2 was released: nothing is left of it), owned by the
     // app's role.
     let ours: Vec<String> = db
