@@ -4,6 +4,8 @@
 //!
 //! - http/running.rs: duplicates while the handler runs, a client that goes away, a panic
 //! - http/replay.rs: answers replayed byte for byte
+//! - http/attacks.rs: what a replay must not hand on (Set-Cookie, private headers) and what
+//!   an answer must not show (the database's words)
 //! - http/admission.rs: which requests are keyed, keys, scopes, bodies, mismatches
 //! - http/fates.rs: which answers are remembered and which released
 //! - http/transactional.rs: a handler that completes inside its own transaction
@@ -18,6 +20,7 @@ mod common;
 
 mod http {
     pub mod admission;
+    pub mod attacks;
     pub mod example_service;
     pub mod failing_service;
     pub mod fates;
