@@ -34,10 +34,7 @@ fn sign_up(gate: Gate) -> Router {
                             header::HeaderName::from_static("x-session-token"),
                             format!("token-{n}"),
                         ),
-                        (
-                            header::LOCATION,
-                            format!("/receipts/{n}?signature=sig-{n}"),
-                        ),
+                        (header::LOCATION, format!("/receipts/{n}?signature=sig-{n}")),
                         (header::CONTENT_TYPE, "application/json".to_string()),
                         (header::ETAG, format!("\"{n}\"")),
                     ]),
@@ -120,7 +117,10 @@ async fn a_replay_never_carries_set_cookie() {
     // Never stored, so no other version or process can replay them either.
     let names = stored_header_names(&store, &principal, &key).await;
     for secret in ["set-cookie", "x-session-token"] {
-        assert!(!names.iter().any(|n| n == secret), "{secret} stored: {names:?}");
+        assert!(
+            !names.iter().any(|n| n == secret),
+            "{secret} stored: {names:?}"
+        );
     }
 }
 
@@ -213,13 +213,14 @@ async fn assert_tells_nothing_internal(
 /// API's function renamed away. Each answer is the layer's problem in its own words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_error_answer_carries_no_database_text() {
-    let (db, role) = tokio::task::spawn_blocking(|| {
+    let own = tokio::task::spawn_blocking(|| {
         let db = Db::fresh("http_store_errors");
         let role = TestRole::create(&db.dsn, "http_app", "IN ROLE idempotency_user");
-        (db, role)
+        OffRuntime(Some((role, db)))
     })
     .await
     .unwrap();
+    let (role, db) = own.0.as_ref().unwrap();
     let mut config: tokio_postgres::Config = db.dsn.parse().unwrap();
     config.user(&role.name);
     let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
@@ -301,13 +302,19 @@ async fn a_store_error_answer_carries_no_database_text() {
         .unwrap();
     assert_tells_nothing_internal(gone, 503, "idempotency-store-unavailable", &words).await;
     assert_eq!(gate.runs(), 1, "only the set-up's call ran");
+}
 
-    tokio::task::spawn_blocking(move || {
-        drop(role);
-        drop(db);
-    })
-    .await
-    .unwrap();
+/// Drops what it holds (the test's role and database, whose drops use the sync client) on
+/// a thread of its own: the sync client may not run on the runtime's threads, and a test
+/// that fails must still clean up rather than abort the whole binary.
+struct OffRuntime<T: Send + 'static>(Option<T>);
+
+impl<T: Send + 'static> Drop for OffRuntime<T> {
+    fn drop(&mut self) {
+        if let Some(held) = self.0.take() {
+            let _ = std::thread::spawn(move || drop(held)).join();
+        }
+    }
 }
 
 /// The test database by its DSN, for the blocking sections (the sync client may not run on
