@@ -11,6 +11,8 @@
 //! - http/transactional.rs: a handler that completes inside its own transaction
 //! - http/failing_service.rs: a wrapped service's `Err`: the claim released, the error
 //!   passed on
+//! - http/schema.rs: the store's API in a schema other than public: the layer's calls and
+//!   `complete_in` go there
 //! - http/store_down.rs: the database stopped mid-run (a server of the test's own)
 //! - http/web_executor.rs: the client's `WebExecutor` against a service behind the layer
 //! - http/example_service.rs: the example service (server/examples/charges/) answers as
@@ -26,6 +28,7 @@ mod http {
     pub mod fates;
     pub mod replay;
     pub mod running;
+    pub mod schema;
     pub mod store_down;
     pub mod transactional;
     pub mod web_executor;
