@@ -17,6 +17,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::holder::{Plan, Ran};
 use crate::idempotent::{Idempotent, KeyStrategy, Reconcile, Reconciled};
 use crate::pg::PgStore;
+use crate::pg_sql::ApiSchema;
 use crate::replayed::{outcome_unknown, replayed};
 use crate::resolve;
 use crate::savepoint::{CALL, TOOL};
@@ -65,6 +66,8 @@ pub struct ExactlyOnce {
     /// What every tool leaves unset; Some also means every tool is deduplicated.
     defaults: Option<Idempotent>,
     tools: RwLock<HashMap<String, Arc<Registered>>>,
+    /// Where the SQL API is: every call's `PgStore` over the transaction names it.
+    schema: ApiSchema,
 }
 
 struct Registered {
@@ -92,6 +95,13 @@ impl ExactlyOnce {
     /// deduplicated (HashInput unless a level names a strategy).
     pub fn with_defaults(mut self, idem: Idempotent) -> ExactlyOnce {
         self.defaults = Some(idem);
+        self
+    }
+
+    /// Calls the SQL API in `schema` (default `public`, where `CREATE EXTENSION` puts it):
+    /// the schema it was installed in.
+    pub fn in_schema(mut self, schema: ApiSchema) -> ExactlyOnce {
+        self.schema = schema;
         self
     }
 
@@ -164,7 +174,7 @@ impl ExactlyOnce {
             outcome = tracing::field::Empty,
             attempt = tracing::field::Empty
         );
-        let work = in_savepoint(tx, &reg, &idem, input).instrument(span);
+        let work = in_savepoint(tx, &self.schema, &reg, &idem, input).instrument(span);
         match idem.timeout {
             Some(limit) => tokio::time::timeout(limit, work)
                 .await
@@ -188,12 +198,13 @@ fn settle(reg: &Registered, call: Option<&Idempotent>) -> Result<Idempotent> {
 /// The call inside the CALL savepoint: kept unless the store refused a step.
 async fn in_savepoint(
     tx: &Transaction<'_>,
+    schema: &ApiSchema,
     reg: &Registered,
     idem: &Idempotent,
     input: Value,
 ) -> Result<Dispatched> {
     CALL.open(tx).await?;
-    let (answer, keep) = match call(tx, reg, idem, input).await {
+    let (answer, keep) = match call(tx, schema, reg, idem, input).await {
         Ok(done) => (Ok(done), true),
         Err(Failed::Kept(e)) => (Err(e), true),
         Err(Failed::Undone(e)) => (Err(e), false),
@@ -211,6 +222,7 @@ async fn in_savepoint(
 
 async fn call(
     tx: &Transaction<'_>,
+    schema: &ApiSchema,
     reg: &Registered,
     idem: &Idempotent,
     input: Value,
@@ -231,7 +243,7 @@ async fn call(
         };
     };
     tracing::debug!(key = %key, "idempotency key");
-    let store = PgStore::new(tx);
+    let store = PgStore::new(tx).in_schema(schema);
     let options = resolve::begin_options(idem, &strategy, &input);
     let span = tracing::Span::current();
     match store

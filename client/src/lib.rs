@@ -24,6 +24,7 @@ mod macro_support;
 pub mod marks;
 mod memory;
 mod pg;
+mod pg_sql;
 mod plproxy;
 #[cfg(feature = "redis")]
 mod redis;
@@ -57,6 +58,7 @@ pub use idempotent::{
 pub use macros::tool;
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};
+pub use pg_sql::ApiSchema;
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
 pub use retry::{Attempt, Retry};

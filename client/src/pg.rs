@@ -14,8 +14,8 @@ use tokio_postgres::{GenericClient, Row, Statement};
 use crate::batch::{self, BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{response as storable_response, scope_and_key_without_nul};
+use crate::pg_sql::{ApiSchema, Statements};
 use crate::store::IdempotencyStore;
-use protocol::functions::IDEM_BEGIN;
 use protocol::refusal::{self, Api};
 use protocol::{BatchCompletion, BatchOutcome, Completion, Outcome, State};
 
@@ -146,25 +146,18 @@ impl PgSource for deadpool_postgres::Pool {
     }
 }
 
-/// The store over pg_idempotency's SQL API (the extension or the portable SQL).
+/// The store over pg_idempotency's SQL API (the extension or the portable SQL), in the
+/// schema the API is installed in (`public` unless `schema` names another). Every statement
+/// it sends names that schema (`"public".idem_begin(...)`), so that no function of the same
+/// name in a schema earlier on the session's `search_path` can take its calls.
 pub struct PgStore<S> {
     source: S,
+    sql: Arc<Statements>,
 }
 
 fn interval(d: Duration) -> String {
     format!("{} microseconds", d.as_micros())
 }
-
-const BEGIN: &str = "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response, \
-        lease_until, expires_at, extract(epoch FROM retry_after)::float8 \
-     FROM idem_begin($1, $2, $3::jsonb, $4::text::interval, $5::text::interval, $6, $7, $8::text::interval, $9::text::uuid)";
-
-const BEGIN_BATCH: &str = "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response, \
-        lease_until, expires_at, extract(epoch FROM retry_after)::float8, item \
-     FROM idem_begin_batch($1, $2, $3::jsonb[], $4::text::interval, $5::text::interval, $6, $7, $8::text[]::uuid[])";
-
-const COMPLETE_BATCH: &str = "SELECT item, outcome, state \
-     FROM idem_complete_batch($1, $2, $3, $4::jsonb[], $5, $6)";
 
 /// A batch item's refusal, which the SQL API answers as its outcome: the error a single
 /// call raises, its detail naming the item (the batch's row has no fingerprints).
@@ -223,18 +216,37 @@ fn in_item_order<T>(n: usize, mut rows: Vec<(i32, T)>, function: &str) -> Result
 }
 
 impl<S: PgSource> PgStore<S> {
+    /// Over `source`, calling the API in `public`.
     pub fn new(source: S) -> PgStore<S> {
-        PgStore { source }
+        PgStore {
+            source,
+            sql: Statements::public(),
+        }
     }
 
-    /// Fails fast, with `ErrorKind::NotInstalled`, when the SQL API is missing.
+    /// Calls the API in the schema `name` (as the catalogue spells it; `ApiSchema::new`
+    /// says what is refused, with `ErrorKind::InvalidArgument`):
+    /// `PgStore::new(pool).schema("app")?`.
+    pub fn schema(self, name: &str) -> Result<PgStore<S>> {
+        Ok(self.in_schema(&ApiSchema::new(name)?))
+    }
+
+    /// Calls the API in `schema`, already checked.
+    pub fn in_schema(mut self, schema: &ApiSchema) -> PgStore<S> {
+        self.sql = Statements::for_schema(schema);
+        self
+    }
+
+    /// Fails fast, with `ErrorKind::NotInstalled`, when the SQL API is missing from the
+    /// store's schema.
     pub async fn check_installed(&self) -> Result<()> {
         let mut c = self.source.client().await?;
         let answer = c
             .query_one(
-                "SELECT to_regprocedure($1) IS NOT NULL",
-                // The signature this client calls (0.3.0's and later), as protocol declares it.
-                &[&format!("idem_begin({})", IDEM_BEGIN.identity_args())],
+                "SELECT pg_catalog.to_regprocedure($1::pg_catalog.text) IS NOT NULL",
+                // The signature this client calls (0.3.0's and later), as protocol declares
+                // it, in the store's schema.
+                &[&self.sql.begin_signature],
             )
             .await;
         S::settled(&mut c);
@@ -242,8 +254,16 @@ impl<S: PgSource> PgStore<S> {
         if found {
             Ok(())
         } else {
-            Err(Error::new(ErrorKind::NotInstalled, "pg_idempotency 0.3.0 or later is not installed in this database")
-                .with_hint("CREATE EXTENSION pg_idempotency (or ALTER EXTENSION pg_idempotency UPDATE), or install or upgrade the portable SQL; and check the search_path."))
+            Err(Error::new(
+                ErrorKind::NotInstalled,
+                format!(
+                    "pg_idempotency 0.3.0 or later is not installed in the schema {} of this database",
+                    self.sql.schema
+                ),
+            )
+            .with_hint(
+                "CREATE EXTENSION pg_idempotency (or ALTER EXTENSION pg_idempotency UPDATE), or install or upgrade the portable SQL; or name the schema it is installed in (PgStore::schema).",
+            ))
         }
     }
 }
@@ -260,13 +280,7 @@ impl<S: PgSource> PgStore<S> {
     async fn forgotten(&self, scope: &str, key: &str, owner: Option<&str>) -> Result<bool> {
         scope_and_key_without_nul(scope, key)?;
         let mut c = self.source.client().await?;
-        // The role's name as it is, whatever characters it has (a missing role is an
-        // error, never NULL: NULL would name the caller).
-        let stmt = S::prepare(
-            &c,
-            "SELECT idem_forget($1, $2, pg_catalog.quote_ident($3)::pg_catalog.regrole)",
-        )
-        .await?;
+        let stmt = S::prepare(&c, &self.sql.forget).await?;
         let answer = c.query_one(&stmt, &[&scope, &key, &owner]).await;
         S::settled(&mut c);
         Ok(answer?.get(0))
@@ -349,7 +363,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
             canon::check_value(request)?;
         }
         let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, BEGIN).await?;
+        let stmt = S::prepare(&c, &self.sql.begin).await?;
         let answer = c
             .query_one(
                 &stmt,
@@ -382,11 +396,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         scope_and_key_without_nul(scope, key)?;
         storable_response(response)?;
         let mut c = self.source.client().await?;
-        let stmt = S::prepare(
-            &c,
-            "SELECT state FROM idem_complete($1, $2, $3, $4::jsonb, $5, $6)",
-        )
-        .await?;
+        let stmt = S::prepare(&c, &self.sql.complete).await?;
         let answer = c
             .query_one(
                 &stmt,
@@ -430,7 +440,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
                     .collect()
             });
         let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, BEGIN_BATCH).await?;
+        let stmt = S::prepare(&c, &self.sql.begin_batch).await?;
         let answer = c
             .query(
                 &stmt,
@@ -479,7 +489,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         let succeeded: Vec<bool> = items.iter().map(|i| i.succeeded).collect();
         let cache: Vec<Option<bool>> = items.iter().map(|i| i.cache_failure).collect();
         let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, COMPLETE_BATCH).await?;
+        let stmt = S::prepare(&c, &self.sql.complete_batch).await?;
         let answer = c
             .query(
                 &stmt,
@@ -525,7 +535,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
     async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {
         scope_and_key_without_nul(scope, key)?;
         let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, "SELECT idem_release($1, $2, $3)").await?;
+        let stmt = S::prepare(&c, &self.sql.release).await?;
         let answer = c.execute(&stmt, &[&scope, &key, &fence]).await;
         S::settled(&mut c);
         answer?;
@@ -541,11 +551,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
     ) -> Result<SystemTime> {
         scope_and_key_without_nul(scope, key)?;
         let mut c = self.source.client().await?;
-        let stmt = S::prepare(
-            &c,
-            "SELECT lease_until FROM idem_extend($1, $2, $3, $4::text::interval)",
-        )
-        .await?;
+        let stmt = S::prepare(&c, &self.sql.extend).await?;
         let answer = c
             .query_one(&stmt, &[&scope, &key, &fence, &lease.map(interval)])
             .await;
@@ -556,12 +562,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
     async fn lookup(&self, scope: &str, key: &str) -> Result<Option<Record>> {
         scope_and_key_without_nul(scope, key)?;
         let mut c = self.source.client().await?;
-        let stmt = S::prepare(
-            &c,
-            "SELECT state, fence, attempt, fingerprint, upstream_key, response, created_at, \
-                    completed_at, lease_until, expires_at FROM idem_lookup($1, $2)",
-        )
-        .await?;
+        let stmt = S::prepare(&c, &self.sql.lookup).await?;
         let answer = c.query_opt(&stmt, &[&scope, &key]).await;
         S::settled(&mut c);
         answer?
@@ -586,7 +587,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
 
     async fn purge(&self) -> Result<u64> {
         let mut c = self.source.client().await?;
-        let answer = c.query_one("SELECT idem_purge_expired()", &[]).await;
+        let answer = c.query_one(&self.sql.purge, &[]).await;
         S::settled(&mut c);
         let n: i64 = answer?.get(0);
         Ok(n.max(0) as u64)
@@ -598,16 +599,12 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
 
     async fn metrics(&self) -> Result<Vec<ScopeMetrics>> {
         let mut c = self.source.client().await?;
-        let answer = c
-            .query(
-                "SELECT pg_catalog.pg_get_userbyid(owner::oid)::text, scope, in_progress, succeeded, failed, lapsed, expired, \
-                        extract(epoch FROM oldest_in_progress)::float8, claimed_total, \
-                        replay_total, in_progress_total, mismatch_total, note \
-                 FROM idem_metrics()",
-                &[],
-            )
-            .await;
+        let answer = c.query(&self.sql.metrics, &[]).await;
         S::settled(&mut c);
         Ok(answer?.iter().map(metrics_row).collect())
+    }
+
+    fn api_schema(&self) -> Option<&ApiSchema> {
+        Some(&self.sql.schema)
     }
 }

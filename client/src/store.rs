@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::batch::{BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions};
 use crate::error::{Error, ErrorKind, Result};
+use crate::pg_sql::ApiSchema;
 use crate::types::{Begin, BeginOptions, Completed, Record, ScopeMetrics};
 
 /// Where calls are remembered. Keys are explicit here: a key strategy (such as the hash of
@@ -105,6 +106,13 @@ pub trait IdempotencyStore: Send + Sync {
     /// Whether what the store remembers survives a crash and is shared between processes.
     fn durable(&self) -> bool {
         true
+    }
+
+    /// A store over the SQL API: the schema it calls the API in, so that work done in a
+    /// caller's own transaction (a `PgStore` over it) calls the same functions. None for
+    /// stores that are not over the SQL API (and by default).
+    fn api_schema(&self) -> Option<&ApiSchema> {
+        None
     }
 }
 

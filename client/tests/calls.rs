@@ -14,6 +14,8 @@
 //! - calls/unstorable.rs: what no store can hold, refused alike before anything is sent
 //! - calls/default_store.rs: the default MemoryStore and its one warning
 //! - calls/pg_store.rs: what only a store over PostgreSQL has
+//! - calls/api_schema.rs: PgStore calls the API in its schema only: a hostile schema first
+//!   on the search_path captures nothing, and a schema of another name works
 //! - calls/hostile_input.rs: input the SQL API cannot hold (NUL, U+0000, a body that is
 //!   not UTF-8): a typed error, no panic, nothing stored
 //!
@@ -23,6 +25,7 @@ mod common;
 mod toolkit_upstream;
 
 mod calls {
+    pub mod api_schema;
     pub mod default_store;
     pub mod dispatcher;
     pub mod exactly_once;

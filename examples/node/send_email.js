@@ -6,16 +6,19 @@
 // `db` is a pg.Pool or a pg.Client: each statement here commits on its own. For a side
 // effect that is a write to the same database, use sendEmailInTransaction.
 
-// Named arguments say what each value is; the casts give each parameter its type.
+// Named arguments say what each value is; the casts give each parameter its type. The
+// functions are named with their schema (public, where CREATE EXTENSION puts them; yours if
+// you installed elsewhere): an unqualified call would run whatever idem_begin a schema
+// earlier on the search_path holds (docs/security.md).
 // fence is a bigint: pg returns int8 as a string; pass it back as that string (or a
 // BigInt), never as a Number (precision ends at 2^53).
 const BEGIN = `
   SELECT outcome, fence, attempt, recovered, upstream_key, response, retry_after,
          ceil(extract(epoch FROM retry_after) * 1000)::int AS retry_after_ms
-  FROM idem_begin(scope => 'send_email', key => $1, request => $2::jsonb,
+  FROM public.idem_begin(scope => 'send_email', key => $1, request => $2::jsonb,
                   lease => $3::interval, wait => $4::interval)`;
 export const COMPLETE = `
-  SELECT state FROM idem_complete(scope => 'send_email', key => $1,
+  SELECT state FROM public.idem_complete(scope => 'send_email', key => $1,
                                   fence => $2::bigint, response => $3::jsonb)`;
 
 // HASH_INPUT: key NULL, and the server derives the key from the request's canonical JSON;
@@ -23,7 +26,7 @@ export const COMPLETE = `
 const BEGIN_BY_CONTENT = `
   SELECT outcome, fence, attempt, recovered, upstream_key, response, retry_after, key,
          ceil(extract(epoch FROM retry_after) * 1000)::int AS retry_after_ms
-  FROM idem_begin(scope => 'send_email', key => NULL, request => $1::jsonb,
+  FROM public.idem_begin(scope => 'send_email', key => NULL, request => $1::jsonb,
                   lease => $2::interval, wait => $3::interval)`;
 
 export const LEASE_LOST = 'IK003'; // SQLSTATEs: docs/errors.md

@@ -66,7 +66,7 @@ async function twoRoles(t, call) {
     for (const name of names) {
       const { rowCount } = await pool.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [name]);
       if (rowCount === 0) continue;
-      await pool.query("SELECT idem_forget('send_email', $1, owner => quote_ident($2)::regrole)", [call, name]);
+      await pool.query("SELECT public.idem_forget('send_email', $1, owner => quote_ident($2)::regrole)", [call, name]);
       await pool.query(`DROP OWNED BY ${pg.escapeIdentifier(name)}`);
       await pool.query(`DROP ROLE ${pg.escapeIdentifier(name)}`);
     }
@@ -90,7 +90,7 @@ async function emails(db, to) {
 }
 
 async function lookup(db, call) {
-  const { rows } = await db.query("SELECT state, fence, expires_at FROM idem_lookup('send_email', $1)", [call]);
+  const { rows } = await db.query("SELECT state, fence, expires_at FROM public.idem_lookup('send_email', $1)", [call]);
   return rows[0];
 }
 
@@ -271,7 +271,7 @@ test('the email is its own key', async () => {
   assert.deepEqual(results[2].response, results[0].response);
   // The key the server derived, as idem_hash computes it (no hashing in JavaScript).
   const { rows: [{ derived }] } = await pool.query(
-    "SELECT encode(idem_hash($1::jsonb), 'hex') AS derived", [spellings[1]]);
+    "SELECT encode(public.idem_hash($1::jsonb), 'hex') AS derived", [spellings[1]]);
   assert.deepEqual(results.map((r) => r.key), [derived, derived, derived]);
   assert.equal((await lookup(pool, derived)).state, 'succeeded'); // completed under that key
   // Another email is another call, with another key.
@@ -294,7 +294,7 @@ test('each role has its own key space', async (t) => {
   const [replayA, replayB] = [await sendEmail(a.client, call, to), await sendEmail(b.client, call, to)];
   assert.deepEqual([replayA.outcome, replayA.response], ['replay', sentA.response]);
   assert.deepEqual([replayB.outcome, replayB.response], ['replay', sentB.response]);
-  const owner = "SELECT owner::text FROM idem_lookup('send_email', $1)";
+  const owner = "SELECT owner::text FROM public.idem_lookup('send_email', $1)";
   assert.deepEqual((await a.client.query(owner, [call])).rows, [{ owner: a.name }]);
   assert.deepEqual((await b.client.query(owner, [call])).rows, [{ owner: b.name }]);
   assert.equal(await lookup(pool, call), undefined); // nor is it the connecting role's call

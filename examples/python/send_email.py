@@ -20,20 +20,23 @@ from psycopg.rows import namedtuple_row
 from psycopg.types.json import Jsonb
 
 # Named arguments say what each value is; the casts tell the server each parameter's type
-# (psycopg sends a str as "unknown" and None without a type).
+# (psycopg sends a str as "unknown" and None without a type). The functions are named with
+# their schema (public, where CREATE EXTENSION puts them; yours if you installed elsewhere):
+# an unqualified call would run whatever idem_begin a schema earlier on the search_path
+# holds (docs/security.md).
 BEGIN = """
     SELECT outcome, fence, attempt, recovered, upstream_key, response, retry_after
-    FROM idem_begin(scope => 'send_email', key => %(key)s, request => %(request)s::jsonb,
+    FROM public.idem_begin(scope => 'send_email', key => %(key)s, request => %(request)s::jsonb,
                     lease => %(lease)s::interval, wait => %(wait)s::interval)"""
 COMPLETE = """
-    SELECT state FROM idem_complete(scope => 'send_email', key => %(key)s,
+    SELECT state FROM public.idem_complete(scope => 'send_email', key => %(key)s,
                                     fence => %(fence)s::bigint, response => %(response)s::jsonb)"""
 
 # HASH_INPUT: key NULL, and the server derives the key from the request's canonical JSON;
 # the `key` column hands it back for idem_complete (COMPLETE above takes it as it is).
 BEGIN_BY_CONTENT = """
     SELECT outcome, fence, attempt, recovered, upstream_key, response, retry_after, key
-    FROM idem_begin(scope => 'send_email', key => NULL, request => %(request)s::jsonb,
+    FROM public.idem_begin(scope => 'send_email', key => NULL, request => %(request)s::jsonb,
                     lease => %(lease)s::interval, wait => %(wait)s::interval)"""
 
 LEASE_LOST = "IK003"  # SQLSTATEs: docs/errors.md

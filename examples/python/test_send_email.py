@@ -87,7 +87,7 @@ def two_roles(call):
             conn.close()
         for name in names:
             if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
-                admin.execute("SELECT idem_forget('send_email', %s, owner => quote_ident(%s)::regrole)",
+                admin.execute("SELECT public.idem_forget('send_email', %s, owner => quote_ident(%s)::regrole)",
                               (call, name))
                 role = sql.Identifier(name)
                 admin.execute(sql.SQL("DROP OWNED BY {0}; DROP ROLE {0}").format(role))
@@ -99,7 +99,7 @@ def emails(conn, to):
 
 
 def lookup(conn, call):
-    return conn.execute("SELECT state, fence FROM idem_lookup('send_email', %s)", (call,)).fetchone()
+    return conn.execute("SELECT state, fence FROM public.idem_lookup('send_email', %s)", (call,)).fetchone()
 
 
 def test_three_retries_send_one_email(connect, call, to):
@@ -241,7 +241,7 @@ def test_lease_lost_is_reported_and_the_effect_not_retried(connect, call, to):
     assert a.execute("SELECT count(*), count(DISTINCT upstream_key) FROM outbox WHERE recipient = %s",
                      (to,)).fetchone() == (2, 1)
     assert send_email(a, call, to).response == seen["b"].response != result.response
-    expires_at = a.execute("SELECT expires_at FROM idem_lookup('send_email', %s)", (call,)).fetchone()[0]
+    expires_at = a.execute("SELECT expires_at FROM public.idem_lookup('send_email', %s)", (call,)).fetchone()[0]
     assert isinstance(expires_at, datetime) and expires_at.tzinfo is not None
 
 
@@ -256,7 +256,7 @@ def test_the_email_is_its_own_key(connect, to):
     assert emails(conn, to) == 1
     assert results[1].response == results[2].response == results[0].response
     # The key the server derived, as idem_hash computes it (no hashing in Python).
-    derived = conn.execute("SELECT encode(idem_hash(%s::jsonb), 'hex')", (spellings[1],)).fetchone()[0]
+    derived = conn.execute("SELECT encode(public.idem_hash(%s::jsonb), 'hex')", (spellings[1],)).fetchone()[0]
     assert [r.key for r in results] == [derived] * 3
     assert lookup(conn, derived)[0] == "succeeded"  # completed under that key
     # Another email is another call, with another key.
@@ -277,7 +277,7 @@ def test_each_role_has_its_own_key_space(two_roles, connect, call, to):
     replay_a, replay_b = send_email(a, call, to), send_email(b, call, to)
     assert (replay_a.outcome, replay_a.response) == ("replay", sent_a.response)
     assert (replay_b.outcome, replay_b.response) == ("replay", sent_b.response)
-    owner = "SELECT owner::text FROM idem_lookup('send_email', %s)"
+    owner = "SELECT owner::text FROM public.idem_lookup('send_email', %s)"
     assert a.execute(owner, (call,)).fetchone() == (name_a,)
     assert b.execute(owner, (call,)).fetchone() == (name_b,)
     assert lookup(connect(), call) is None  # nor is it the connecting role's call

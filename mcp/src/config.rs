@@ -40,6 +40,9 @@ pub struct Database {
     pub url: Option<String>,
     /// Connections in the pool (default 8).
     pub pool_size: Option<usize>,
+    /// The schema pg_idempotency's SQL API is installed in (default `public`); every call
+    /// names it, whatever the connection's search_path. Checked at start.
+    pub schema: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]

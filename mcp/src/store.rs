@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use idempotency::{IdempotencyStore, PgStore};
+use idempotency::{ApiSchema, IdempotencyStore, PgStore};
 
 use crate::config::Database;
 
@@ -22,10 +22,14 @@ pub async fn connect(db: &Database) -> Result<Arc<dyn IdempotencyStore>> {
         .max_size(db.pool_size.unwrap_or(8))
         .build()
         .context("cannot build the connection pool")?;
-    let store = PgStore::new(pool);
-    store
-        .check_installed()
-        .await
-        .context("the database does not have pg_idempotency's SQL API")?;
+    // Every call names the API's schema, so that nothing on the connection's search_path
+    // can stand in for our functions.
+    let schema = db.schema.as_deref().unwrap_or(ApiSchema::DEFAULT);
+    let store = PgStore::new(pool)
+        .schema(schema)
+        .context("[database] schema")?;
+    store.check_installed().await.with_context(|| {
+        format!("the database does not have pg_idempotency's SQL API in the schema {schema:?}")
+    })?;
     Ok(Arc::new(store))
 }

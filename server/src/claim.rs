@@ -4,9 +4,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use idempotency::{Completed, IdempotencyStore, PgStore};
+use idempotency::{ApiSchema, Completed, IdempotencyStore, PgStore};
 use uuid::Uuid;
 
+use crate::headers::ReplayHeaders;
 use crate::outcome::{fate, Fate};
 use crate::rule::Rule;
 use crate::stored::StoredResponse;
@@ -33,11 +34,18 @@ pub struct RequestClaim {
     /// Set once the handler completed the call in its own transaction: the layer then
     /// checks what committed instead of completing.
     pub(crate) in_transaction: Arc<AtomicBool>,
+    /// The layer's header policy: `complete_in` stores only what a replay may carry.
+    pub(crate) headers: Arc<ReplayHeaders>,
+    /// The schema of the layer's store (a `PgStore`), where `complete_in` calls the API;
+    /// None: `public`.
+    pub(crate) schema: Option<ApiSchema>,
 }
 
 impl RequestClaim {
     /// Completes the call inside the handler's transaction, with the answer the handler is
-    /// about to return: the handler's writes and the remembered answer commit together, or
+    /// about to return (its headers filtered as the layer's `replay_headers` and
+    /// `private_headers` say; the API called in the layer's store's schema): the handler's
+    /// writes and the remembered answer commit together, or
     /// neither does (a rollback leaves the call to run again). An answer the layer would
     /// not remember (5xx, an uncached 4xx, `Cache-Control: no-store`) records nothing and
     /// answers `Completed::Absent`; the layer releases the claim afterwards.
@@ -53,12 +61,15 @@ impl RequestClaim {
             Fate::Released(_) => return Ok(Completed::Absent),
         };
         self.in_transaction.store(true, Ordering::SeqCst);
-        PgStore::new(tx)
+        let store = PgStore::new(tx).in_schema(&self.schema.clone().unwrap_or_default());
+        // Only the headers a replay may carry are stored (no Set-Cookie, nothing private).
+        let kept = response.kept(&self.headers);
+        store
             .complete(
                 &self.scope,
                 &self.key,
                 self.fence,
-                Some(&response.to_json()),
+                Some(&kept.to_json()),
                 succeeded,
                 cache_failure,
             )

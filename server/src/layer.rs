@@ -10,6 +10,7 @@ use idempotency::IdempotencyStore;
 use protocol::settings::MAX_SCOPE_BYTES;
 use tower_layer::Layer;
 
+use crate::headers::ReplayHeaders;
 use crate::rule::Rule;
 use crate::scope::Scope;
 use crate::service::IdempotencyService;
@@ -45,6 +46,7 @@ impl IdempotencyLayer {
                 fail_open: false,
                 store_timeout: Duration::from_secs(5),
                 unavailable_retry_after: Duration::from_secs(1),
+                headers: Arc::new(ReplayHeaders::default()),
             }),
         }
     }
@@ -135,6 +137,48 @@ impl IdempotencyLayer {
     /// The Retry-After of a 503 when the store cannot be reached (default 1 s).
     pub fn unavailable_retry_after(self, after: Duration) -> IdempotencyLayer {
         self.with(|s| s.unavailable_retry_after = after)
+    }
+
+    /// Also stores and replays the response headers `names` (any case), beside the default
+    /// list (`headers::DEFAULT_REPLAYED`). A replay goes to whoever repeats the key: add
+    /// only headers that any such caller may see.
+    ///
+    /// # Panics
+    /// On a name that is not a header name, or one of `headers::NEVER_REPLAYED`
+    /// (`Set-Cookie`, credentials, hop-by-hop headers): a configuration error, found when
+    /// the layer is built. `header_policy` takes a policy built without panicking.
+    pub fn replay_headers<I, N>(self, names: I) -> IdempotencyLayer
+    where
+        I: IntoIterator<Item = N>,
+        N: AsRef<str>,
+    {
+        self.with(|s| {
+            let policy = (*s.headers).clone().replay(names);
+            s.headers = Arc::new(policy.unwrap_or_else(|e| panic!("replay_headers: {e}")));
+        })
+    }
+
+    /// Never stores or replays the response headers `names` (any case), not even those of
+    /// the default list or of `replay_headers`: the handler's answer still carries them to
+    /// the first caller.
+    ///
+    /// # Panics
+    /// On a name that is not a header name.
+    pub fn private_headers<I, N>(self, names: I) -> IdempotencyLayer
+    where
+        I: IntoIterator<Item = N>,
+        N: AsRef<str>,
+    {
+        self.with(|s| {
+            let policy = (*s.headers).clone().private(names);
+            s.headers = Arc::new(policy.unwrap_or_else(|e| panic!("private_headers: {e}")));
+        })
+    }
+
+    /// The whole header policy at once (`ReplayHeaders::default().replay(..)?.private(..)?`,
+    /// for names read from a configuration file).
+    pub fn header_policy(self, policy: ReplayHeaders) -> IdempotencyLayer {
+        self.with(|s| s.headers = Arc::new(policy))
     }
 }
 

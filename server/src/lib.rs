@@ -5,6 +5,7 @@
 //! The behaviour, case by case, is the table in docs/http-layer.md.
 
 pub mod fingerprint;
+pub mod headers;
 pub mod key;
 pub mod problem;
 pub mod stored;
@@ -22,6 +23,7 @@ mod settings;
 
 pub use body::{RequestBody, ResponseBody};
 pub use claim::RequestClaim;
+pub use headers::ReplayHeaders;
 /// The name of [`RequestClaim`] until 0.5.0, beside the client's `idempotency::Claim`
 /// (a store's answer to `begin`), which holds something else: kept so that handlers written
 /// against 0.5.0 build, with a warning that names the new one.

@@ -156,14 +156,21 @@ impl Problem {
     }
 
     /// The store refused the key or scope (for example too long for its limits). 400.
-    pub fn key_refused(detail: impl Into<String>) -> Problem {
+    /// The store's own words (its limits, its settings' names) go to the operator's log,
+    /// not here.
+    pub fn key_refused() -> Problem {
         Problem::new(
             StatusCode::BAD_REQUEST,
             "idempotency-key-refused",
             "Idempotency-Key refused",
-            detail.into(),
+            "the service's idempotency store does not accept this Idempotency-Key (for \
+             example, it is longer than the store allows); the request was not run"
+                .to_string(),
         )
-        .with_hint(KEY_HINT)
+        .with_hint(
+            "send a shorter key, such as a UUID, and repeat it unchanged on every retry of \
+             the same operation",
+        )
     }
 
     /// The problem as a response to send (and, where the layer caches it, to store).
@@ -261,7 +268,8 @@ mod tests {
 
     #[test]
     fn detail_with_quotes_and_non_ascii_stays_valid_json() {
-        let problem = Problem::key_refused("key \"x\\y\" is 600 bytes: ≥ 512");
+        let mut problem = Problem::key_refused();
+        problem.detail = "key \"x\\y\" is 600 bytes: ≥ 512".into();
         assert_eq!(body(&problem)["detail"], "key \"x\\y\" is 600 bytes: ≥ 512");
     }
 
@@ -301,11 +309,7 @@ mod tests {
                 503,
                 "idempotency-store-unavailable",
             ),
-            (
-                Problem::key_refused("too long"),
-                400,
-                "idempotency-key-refused",
-            ),
+            (Problem::key_refused(), 400, "idempotency-key-refused"),
         ];
         for (problem, status, kind) in cases {
             assert_eq!(problem.status.as_u16(), status, "{kind}");
@@ -349,7 +353,7 @@ mod tests {
             Problem::no_principal(),
             Problem::body_too_large(1),
             Problem::mismatch(StatusCode::UNPROCESSABLE_ENTITY),
-            Problem::key_refused("x"),
+            Problem::key_refused(),
         ] {
             let kind = problem.kind;
             assert_eq!(retry_after_header(problem), None, "{kind}");

@@ -61,6 +61,8 @@ where
         upstream_key: c.claim.upstream_key,
         rule: c.rule,
         in_transaction: in_transaction.clone(),
+        headers: c.settings.headers.clone(),
+        schema: c.settings.store.api_schema().cloned(),
     });
     // A task of its own again, so that a panic ends it and not this one: the claim is
     // released either way.
@@ -117,11 +119,13 @@ where
     let bytes = match collected {
         Ok(collected) => collected.to_bytes(),
         Err(broke) => {
+            tracing::warn!(scope = %c.scope, key = %c.key, error = %broke, "the handler's answer broke off: 502");
             release(&c, Why::HandlerFailed).await;
-            return Ok(answer::problem(answer::answer_broke(broke)));
+            return Ok(answer::problem(answer::answer_broke()));
         }
     };
-    let stored = StoredResponse::capture(&parts, bytes.clone());
+    // Filtered here, before the store sees it: what is not replayed is never stored.
+    let stored = StoredResponse::capture(&parts, bytes.clone(), &c.settings.headers);
     complete(&c, &stored, succeeded, cache_failure).await;
     Ok(Response::from_parts(parts, Either::Right(Full::new(bytes))))
 }

@@ -155,7 +155,8 @@ where
             return Ok(answer::problem(Problem::body_too_large(s.max_body_bytes)))
         }
         Err(Unread::Failed(e)) => {
-            return Ok(answer::problem(answer::unreadable_body(e.to_string())))
+            tracing::info!(error = %e, "the request body could not be read: 400");
+            return Ok(answer::problem(answer::unreadable_body()));
         }
     };
     let request = fingerprint::of(
@@ -200,13 +201,15 @@ where
         }
         Ok(Begin::Replay(replay)) => {
             let Some(stored) = replay.response.as_ref() else {
-                return Ok(answer::problem(answer::unreadable_record(
-                    "the record holds no answer".into(),
-                )));
+                tracing::error!(%scope, %key, "the record holds no answer to replay: 500");
+                return Ok(answer::problem(answer::unreadable_record()));
             };
             Ok(match StoredResponse::from_json(stored) {
-                Ok(stored) => answer::replay(&stored),
-                Err(e) => answer::problem(answer::unreadable_record(e.to_string())),
+                Ok(stored) => answer::replay(&stored, &s.headers),
+                Err(e) => {
+                    tracing::error!(%scope, %key, error = %e, "the remembered answer cannot be read back: 500");
+                    answer::problem(answer::unreadable_record())
+                }
             })
         }
         Ok(Begin::InProgress(running)) => {
@@ -216,7 +219,9 @@ where
             Ok(answer::problem(Problem::mismatch(s.mismatch_status)))
         }
         Err(e) if e.kind == ErrorKind::InvalidArgument => {
-            Ok(answer::problem(Problem::key_refused(e.to_string())))
+            // The store's words name its limits and settings: the operator's, in the log.
+            tracing::warn!(%scope, error = %e, hint = e.hint().unwrap_or(""), "the idempotency store refused the key or scope: 400");
+            Ok(answer::problem(Problem::key_refused()))
         }
         Err(e) if s.fail_open => {
             unprotected(&e);
@@ -224,7 +229,7 @@ where
             Ok(inner.call(req).await?.map(Either::Left))
         }
         Err(e) => {
-            tracing::warn!(%scope, error = %e, kind = ?e.kind, "idempotency store unreachable: 503");
+            tracing::warn!(%scope, error = %e, kind = ?e.kind, hint = e.hint().unwrap_or(""), "idempotency store unreachable or refusing: 503");
             Ok(answer::problem(Problem::store_unavailable(
                 s.unavailable_retry_after,
             )))

@@ -8,6 +8,7 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use idempotency::IdempotencyStore;
 
+use crate::headers::ReplayHeaders;
 use crate::rule::Rule;
 use crate::scope::ScopeFn;
 
@@ -29,6 +30,9 @@ pub(crate) struct Settings {
     pub fail_open: bool,
     pub store_timeout: Duration,
     pub unavailable_retry_after: Duration,
+    /// The response headers stored and replayed (shared with each request's claim, whose
+    /// `complete_in` stores what the handler built).
+    pub headers: Arc<ReplayHeaders>,
 }
 
 impl Settings {

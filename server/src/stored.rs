@@ -1,35 +1,26 @@
 //! A response as the store remembers it, and its replay.
 //!
-//! What a retry must get back is what the first call's caller got: the status, every
-//! end-to-end header with its repeats and order (two `Set-Cookie` stay two, in order), and
-//! the body byte for byte, binary or not. Header values are kept as bytes because HTTP
-//! allows values that are not UTF-8. What belongs to one connection or one moment is not
-//! kept: hop-by-hop headers (and any header the response's `Connection` names), `Date`,
-//! and `Content-Length` (the replay says them again, for its own connection and time).
+//! What a retry gets back is what the first call's caller got, as far as it may be handed
+//! to whoever sends the same key: the status, the body byte for byte (binary or not), and
+//! the headers the layer's `ReplayHeaders` keeps (headers.rs: an allow-list; never
+//! `Set-Cookie`, credentials, hop-by-hop headers, `Date` or `Content-Length`), with their
+//! repeats and order (two `Link` stay two, in order). Header values are kept as bytes
+//! because HTTP allows values that are not UTF-8. The replay says `Date` and
+//! `Content-Length` again, for its own time and connection.
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONNECTION, CONTENT_LENGTH, DATE};
+use http::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_LENGTH, DATE};
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::{json, Value};
 use std::fmt;
 use std::time::SystemTime;
 
+use crate::headers::ReplayHeaders;
+
 /// The header a replay carries (the IETF draft's and Stripe's name for it).
 pub const REPLAYED: &str = "idempotent-replayed";
-
-/// Headers that describe one connection, never stored (RFC 9110 7.6.1, plus the
-/// non-standard ones proxies still send).
-const HOP_BY_HOP: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-];
 
 /// A response to remember and replay. Build it with `capture` (a handler's response) or
 /// `Problem::into_stored`; store it as `to_json`, read it back with `from_json`.
@@ -66,23 +57,27 @@ impl fmt::Display for StoredError {
 impl std::error::Error for StoredError {}
 
 impl StoredResponse {
-    /// The parts of a handler's response worth replaying, with its buffered body.
-    pub fn capture(parts: &http::response::Parts, body: Bytes) -> StoredResponse {
-        let named_by_connection = connection_options(&parts.headers);
-        let mut headers = HeaderMap::with_capacity(parts.headers.len());
-        for (name, value) in &parts.headers {
-            let drop = HOP_BY_HOP.contains(&name.as_str())
-                || name == DATE
-                || name == CONTENT_LENGTH
-                || named_by_connection.iter().any(|n| n == name.as_str());
-            if !drop {
-                headers.append(name.clone(), value.clone());
-            }
-        }
+    /// The parts of a handler's response that may be replayed, with its buffered body: the
+    /// status and the headers `kept` keeps.
+    pub fn capture(
+        parts: &http::response::Parts,
+        body: Bytes,
+        kept: &ReplayHeaders,
+    ) -> StoredResponse {
         StoredResponse {
             status: parts.status,
-            headers,
+            headers: kept.filter(&parts.headers),
             body,
+        }
+    }
+
+    /// This response with only the headers `kept` keeps (what a handler built itself, for
+    /// `RequestClaim::complete_in`, before it is stored).
+    pub fn kept(&self, kept: &ReplayHeaders) -> StoredResponse {
+        StoredResponse {
+            status: self.status,
+            headers: kept.filter(&self.headers),
+            body: self.body.clone(),
         }
     }
 
@@ -145,10 +140,12 @@ impl StoredResponse {
         })
     }
 
-    /// The response a retry gets: the stored status, headers and body, marked
-    /// `Idempotent-Replayed: true`, with a `Date` of now and the body's `Content-Length`.
-    pub fn replay(&self) -> Response<Bytes> {
-        let mut response = self.clone().into_response();
+    /// The response a retry gets: the stored status and body, the stored headers `kept`
+    /// keeps (a record written before the allow-list, or under other settings, may hold
+    /// more), marked `Idempotent-Replayed: true`, with a `Date` of now and the body's
+    /// `Content-Length`.
+    pub fn replay(&self, kept: &ReplayHeaders) -> Response<Bytes> {
+        let mut response = self.kept(kept).into_response();
         let headers = response.headers_mut();
         headers.insert(REPLAYED, HeaderValue::from_static("true"));
         let date = HeaderValue::from_str(&http_date(SystemTime::now()))
@@ -210,18 +207,6 @@ fn directives(value: &[u8]) -> impl Iterator<Item = &[u8]> {
         let name = part.split(|&b| b == b'=').next().unwrap_or(part);
         name.trim_ascii()
     })
-}
-
-/// The header names a response's `Connection` lists (lower case): hop-by-hop for this
-/// connection only (RFC 9110 7.6.1).
-fn connection_options(headers: &HeaderMap) -> Vec<String> {
-    headers
-        .get_all(CONNECTION)
-        .iter()
-        .flat_map(|value| value.as_bytes().split(|&b| b == b','))
-        .map(|name| String::from_utf8_lossy(name.trim_ascii()).to_ascii_lowercase())
-        .filter(|name| !name.is_empty())
-        .collect()
 }
 
 fn header_pair(pair: &Value) -> Result<(HeaderName, HeaderValue), String> {
@@ -305,33 +290,43 @@ mod tests {
         Bytes::from((0..=255u8).chain([0, 0xff, 0xfe]).collect::<Vec<u8>>())
     }
 
+    fn with_raw() -> ReplayHeaders {
+        ReplayHeaders::default()
+            .replay(["x-raw", "x-kept"])
+            .unwrap()
+    }
+
     #[test]
-    fn capture_keeps_end_to_end_headers_with_repeats_in_order() {
+    fn capture_keeps_allowed_headers_with_repeats_in_order_and_no_cookie() {
         let parts = parts(
             201,
             &[
                 ("content-type", b"application/octet-stream"),
                 ("set-cookie", b"a=1; Path=/"),
+                ("link", b"</a>; rel=next"),
                 ("location", b"/charges/1"),
                 ("set-cookie", b"b=2; HttpOnly"),
-                ("set-cookie", b"c=3"),
+                ("link", b"</b>; rel=prev"),
                 ("x-raw", b"caf\xe9 \x80\xff"),
+                ("x-not-listed", b"dropped"),
             ],
         );
-        let stored = StoredResponse::capture(&parts, binary_body());
+        let stored = StoredResponse::capture(&parts, binary_body(), &with_raw());
         assert_eq!(stored.status, StatusCode::CREATED);
-        let cookies: Vec<&[u8]> = stored
+        assert!(stored.headers.get("set-cookie").is_none());
+        assert!(stored.headers.get("x-not-listed").is_none());
+        let links: Vec<&[u8]> = stored
             .headers
-            .get_all("set-cookie")
+            .get_all("link")
             .iter()
             .map(|v| v.as_bytes())
             .collect();
-        assert_eq!(cookies, [&b"a=1; Path=/"[..], b"b=2; HttpOnly", b"c=3"]);
+        assert_eq!(links, [&b"</a>; rel=next"[..], b"</b>; rel=prev"]);
         assert_eq!(
             stored.headers.get("x-raw").unwrap().as_bytes(),
             b"caf\xe9 \x80\xff"
         );
-        assert_eq!(stored.headers.len(), 6);
+        assert_eq!(stored.headers.len(), 5);
         assert_eq!(stored.body, binary_body());
     }
 
@@ -355,7 +350,8 @@ mod tests {
                 ("x-kept", b"kept"),
             ],
         );
-        let stored = StoredResponse::capture(&parts, Bytes::from_static(b"abc"));
+        let kept = with_raw().replay(["x-conn-only", "x-other-hop"]).unwrap();
+        let stored = StoredResponse::capture(&parts, Bytes::from_static(b"abc"), &kept);
         assert_eq!(
             pairs(&stored.headers),
             [("x-kept".to_string(), b"kept".to_vec())]
@@ -367,14 +363,16 @@ mod tests {
         let parts = parts(
             201,
             &[
-                ("set-cookie", b"a=1"),
+                ("link", b"</a>"),
                 ("content-type", b"image/png"),
-                ("set-cookie", b"b=2"),
+                ("link", b"</b>"),
                 ("x-raw", b"\x80\x81 not utf-8 \xff"),
                 ("x-empty", b""),
             ],
         );
-        let stored = StoredResponse::capture(&parts, binary_body());
+        let kept = with_raw().replay(["x-empty"]).unwrap();
+        let stored = StoredResponse::capture(&parts, binary_body(), &kept);
+        assert_eq!(stored.headers.len(), 5);
         let json = stored.to_json();
         // Through the text the database would hold, not only the in-memory value.
         let text = serde_json::to_string(&json).unwrap();
@@ -488,17 +486,17 @@ mod tests {
         let parts = parts(
             201,
             &[
-                ("set-cookie", b"a=1"),
+                ("link", b"</a>"),
                 ("x-raw", b"\xff\xfe"),
-                ("set-cookie", b"b=2"),
+                ("link", b"</b>"),
                 ("date", b"Sun, 06 Nov 1994 08:49:37 GMT"),
                 ("content-length", b"999"),
             ],
         );
-        let stored = StoredResponse::capture(&parts, binary_body());
+        let stored = StoredResponse::capture(&parts, binary_body(), &with_raw());
         let stored = StoredResponse::from_json(&stored.to_json()).unwrap();
         let before = SystemTime::now();
-        let response = stored.replay();
+        let response = stored.replay(&with_raw());
         assert_eq!(response.status(), StatusCode::CREATED);
         assert_eq!(response.body(), &binary_body());
         let headers = response.headers();
@@ -507,8 +505,8 @@ mod tests {
             headers.get(CONTENT_LENGTH).unwrap(),
             binary_body().len().to_string().as_str()
         );
-        let cookies: Vec<_> = headers.get_all("set-cookie").iter().collect();
-        assert_eq!(cookies, ["a=1", "b=2"]);
+        let links: Vec<_> = headers.get_all("link").iter().collect();
+        assert_eq!(links, ["</a>", "</b>"]);
         assert_eq!(headers.get("x-raw").unwrap().as_bytes(), b"\xff\xfe");
         let dates: Vec<_> = headers.get_all(DATE).iter().collect();
         assert_eq!(dates.len(), 1);
@@ -520,6 +518,25 @@ mod tests {
     }
 
     #[test]
+    fn a_record_holding_cookies_replays_none_of_them() {
+        // What an earlier version stored: every end-to-end header, Set-Cookie included.
+        let old = json!({
+            "status": 201,
+            "headers": [["set-cookie", "YT0x"], ["content-type", "dGV4dC9wbGFpbg=="],
+                        ["x-session-token", "c2VjcmV0"]],
+            "body": "",
+        });
+        let stored = StoredResponse::from_json(&old).unwrap();
+        let response = stored.replay(&ReplayHeaders::default());
+        assert!(response.headers().get("set-cookie").is_none());
+        assert!(response.headers().get("x-session-token").is_none());
+        assert_eq!(
+            response.headers().get("content-type").unwrap(),
+            "text/plain"
+        );
+    }
+
+    #[test]
     fn replay_keeps_a_single_replayed_header() {
         let mut headers = HeaderMap::new();
         headers.append(REPLAYED, HeaderValue::from_static("false"));
@@ -528,7 +545,7 @@ mod tests {
             headers,
             body: Bytes::new(),
         };
-        let response = stored.replay();
+        let response = stored.replay(&ReplayHeaders::default());
         let values: Vec<_> = response.headers().get_all(REPLAYED).iter().collect();
         assert_eq!(values, ["true"]);
         assert_eq!(response.headers().get(CONTENT_LENGTH).unwrap(), "0");
@@ -556,7 +573,8 @@ mod tests {
                 headers: HeaderMap::new(),
                 body: Bytes::new(),
             };
-            assert!(stored.replay().headers().get(CONTENT_LENGTH).is_none());
+            let replayed = stored.replay(&ReplayHeaders::default());
+            assert!(replayed.headers().get(CONTENT_LENGTH).is_none());
             assert!(stored
                 .into_response()
                 .headers()

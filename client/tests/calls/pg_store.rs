@@ -36,6 +36,8 @@ async fn a_claim_in_a_rolled_back_transaction_vanishes() {
     assert!(store.lookup(&sc, "k").await.unwrap().is_none());
 }
 
+/// The API looked for where the store calls it (its schema), not on the search_path: a
+/// schema without it fails fast, and a search_path without ours changes nothing.
 #[tokio::test]
 async fn without_the_extension_it_fails_fast() {
     let (client, conn) = tokio_postgres::connect(&dsn(), tokio_postgres::NoTls)
@@ -46,8 +48,11 @@ async fn without_the_extension_it_fails_fast() {
         .batch_execute("SET search_path = pg_catalog")
         .await
         .unwrap();
-    let e = PgStore::new(&client).check_installed().await.unwrap_err();
+    let elsewhere = PgStore::new(&client).schema("no_api_here").unwrap();
+    let e = elsewhere.check_installed().await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotInstalled);
+    assert!(e.message.contains("\"no_api_here\""), "{e}");
+    PgStore::new(&client).check_installed().await.unwrap();
 }
 
 /// A session ended by the server mid-call (FATAL, here `pg_terminate_backend` of a begin
