@@ -5,7 +5,6 @@
 
 #![allow(deprecated)] // logging and resources/subscribe are forwarded for the peers that still use them
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use rmcp::model::*;
@@ -13,7 +12,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler};
 
 use crate::call::{self, Upstream};
-use crate::listing;
+use crate::listing::{self, Listed};
 use crate::policy::{self, Decision};
 use crate::principal::Principal;
 use crate::proxy::Proxy;
@@ -25,8 +24,8 @@ pub struct Session {
     /// The upstream server's `initialize` answer, which this session answers with.
     info: RwLock<Option<InitializeResult>>,
     client: RwLock<Option<ClientConfig>>,
-    /// Each listed tool's read-only hint, as the server last listed it.
-    read_only: RwLock<HashMap<String, Option<bool>>>,
+    /// The tools the server listed, each with its read-only hint.
+    listed: RwLock<Listed>,
 }
 
 struct Connected {
@@ -41,7 +40,7 @@ impl Session {
             connected: Default::default(),
             info: Default::default(),
             client: Default::default(),
-            read_only: Default::default(),
+            listed: Default::default(),
         }
     }
 
@@ -69,13 +68,19 @@ impl Session {
             upstream::connect(&self.proxy.target, front.clone(), client, progress.clone())
                 .await
                 .map_err(|e| {
+                    // The command, URL and OS error are the operator's: the client is told
+                    // only what it can act on.
                     tracing::error!(
+                        server = %self.proxy.server,
                         error = format!("{e:#}"),
                         "cannot connect to the upstream server"
                     );
                     ErrorData::internal_error(
-                        format!("the upstream MCP server cannot be reached: {e:#}"),
-                        Some(serde_json::json!({"kind": "upstream_unreachable"})),
+                        "the upstream MCP server cannot be reached",
+                        Some(serde_json::json!({
+                            "kind": "upstream_unreachable",
+                            "hint": "Retry later; nothing was sent upstream. The proxy's operator finds the cause in its log.",
+                        })),
                     )
                 })?;
         let peer = connection.peer().clone();
@@ -105,50 +110,55 @@ impl Session {
         upstream::forward(&peer, &progress, request, context).await
     }
 
-    /// The tool's read-only hint; the tools are listed first if they were not yet.
-    async fn read_only_hint(
+    /// The read-only hint of a tool the server lists; a name it does not list is refused
+    /// (before anything reaches the store or the server). A name not known yet makes the
+    /// session list the tools again, at most once per `listing::RELIST_EVERY`; a name
+    /// outside the specification's rules does not, unless it was listed before.
+    async fn listed_tool(
         &self,
         name: &str,
         context: &RequestContext<RoleServer>,
-    ) -> Option<bool> {
+    ) -> Result<Option<bool>, ErrorData> {
         if let Some(hint) = self.known_hint(name) {
-            return hint;
+            return Ok(hint);
         }
-        let (peer, _) = self.upstream(&context.peer).await.ok()?;
-        match peer.list_all_tools().await {
-            Ok(tools) => {
-                self.remember_hints(&tools);
-                // A tool the server does not list has no hint: remembered as such, so
-                // that its calls do not list the tools again each time.
-                self.read_only
+        if !listing::valid_name(name) {
+            return Err(listing::invalid_tool_name(name));
+        }
+        let relist = self
+            .listed
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .claim_relist(std::time::Instant::now());
+        if relist {
+            let (peer, _) = self.upstream(&context.peer).await?;
+            match peer.list_all_tools().await {
+                Ok(tools) => self
+                    .listed
                     .write()
                     .unwrap_or_else(|p| p.into_inner())
-                    .entry(name.to_string())
-                    .or_insert(None);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot list the upstream tools for their annotations")
+                    .replace(&tools),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list the upstream tools: a tool not listed yet is refused")
+                }
             }
         }
-        self.known_hint(name).flatten()
+        self.known_hint(name)
+            .ok_or_else(|| listing::unknown_tool(name))
     }
 
     fn known_hint(&self, name: &str) -> Option<Option<bool>> {
-        self.read_only
+        self.listed
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
+            .hint(name)
     }
 
     fn remember_hints(&self, tools: &[Tool]) {
-        let mut hints = self.read_only.write().unwrap_or_else(|p| p.into_inner());
-        for t in tools {
-            hints.insert(
-                t.name.to_string(),
-                t.annotations.as_ref().and_then(|a| a.read_only_hint),
-            );
-        }
+        self.listed
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remember(tools);
     }
 }
 
@@ -206,7 +216,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        let hint = self.read_only_hint(&name, &context).await;
+        let hint = self.listed_tool(&name, &context).await?;
         let decision = policy::decide(&self.proxy.config, &name, hint);
         let Decision::Dedupe { policy, .. } = decision else {
             let result = self
