@@ -63,6 +63,11 @@ impl Listed {
         self.remember(tools);
     }
 
+    /// Whether the session has the server's listing (one `tools/list` page at least).
+    pub fn ever_listed(&self) -> bool {
+        self.relisted.is_some() || !self.tools.is_empty()
+    }
+
     /// Whether a listing may start now; if so, it is counted as started, so that calls
     /// that miss together list once.
     pub fn claim_relist(&mut self, now: Instant) -> bool {

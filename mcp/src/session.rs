@@ -113,7 +113,8 @@ impl Session {
     /// The read-only hint of a tool the server lists; a name it does not list is refused
     /// (before anything reaches the store or the server). A name not known yet makes the
     /// session list the tools again, at most once per `listing::RELIST_EVERY`; a name
-    /// outside the specification's rules does not, unless it was listed before.
+    /// outside the specification's rules only makes it list the first time (a server may
+    /// list such names: the rules are a SHOULD).
     async fn listed_tool(
         &self,
         name: &str,
@@ -122,7 +123,12 @@ impl Session {
         if let Some(hint) = self.known_hint(name) {
             return Ok(hint);
         }
-        if !listing::valid_name(name) {
+        let ever_listed = self
+            .listed
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .ever_listed();
+        if ever_listed && !listing::valid_name(name) {
             return Err(listing::invalid_tool_name(name));
         }
         let relist = self
@@ -143,8 +149,11 @@ impl Session {
                 }
             }
         }
-        self.known_hint(name)
-            .ok_or_else(|| listing::unknown_tool(name))
+        match self.known_hint(name) {
+            Some(hint) => Ok(hint),
+            None if !listing::valid_name(name) => Err(listing::invalid_tool_name(name)),
+            None => Err(listing::unknown_tool(name)),
+        }
     }
 
     fn known_hint(&self, name: &str) -> Option<Option<bool>> {

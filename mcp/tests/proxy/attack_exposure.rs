@@ -41,17 +41,28 @@ async fn store_down_is_32075_without_database_text() {
         return;
     };
     let c = Counting::new(&parts, &python, "atk-store-down");
-    let db =
-        tokio::task::spawn_blocking(|| pg_idempotency_tests::attack::Db::fresh("mcp_store_down"))
-            .await
-            .unwrap();
+    // A database of this test's own, with the backend under test (made and dropped off
+    // the runtime: the suite's helpers block). A failed run's is dropped by the next one.
+    let tag = match pg_idempotency_tests::backend() {
+        pg_idempotency_tests::Backend::Extension => "ext",
+        pg_idempotency_tests::Backend::Portable => "por",
+    };
+    let db_name = format!("pidem_mcp_store_down_{tag}");
+    let made = db_name.clone();
+    let dsn = tokio::task::spawn_blocking(move || {
+        let dsn = pg_idempotency_tests::fresh_database(&made);
+        pg_idempotency_tests::install(&dsn);
+        dsn
+    })
+    .await
+    .unwrap();
     let server = pg_idempotency_tests::scope("mail");
     let config = c.dir.join("store-down.toml");
     std::fs::write(
         &config,
         format!(
             "[database]\nurl = {}\npool_size = 2\n\n{}",
-            toml_str(&db.dsn),
+            toml_str(&dsn),
             c.upstream_stdio(&server)
         ),
     )
@@ -67,7 +78,7 @@ async fn store_down_is_32075_without_database_text() {
     .await
     .unwrap();
     assert_eq!(mark(&ok)["replayed"], false);
-    let name = db.name.clone();
+    let name = db_name.clone();
     tokio::task::spawn_blocking(move || pg_idempotency_tests::drop_database(&name))
         .await
         .unwrap();
@@ -89,7 +100,7 @@ async fn store_down_is_32075_without_database_text() {
     assert!(data["hint"].is_string(), "{down:?}");
     let text = serde_json::to_string(&down).unwrap();
     for leak in [
-        db.name.as_str(),
+        db_name.as_str(),
         "FATAL",
         "does not exist",
         "db error",
