@@ -26,6 +26,9 @@ pub struct Session {
     client: RwLock<Option<ClientConfig>>,
     /// The tools the server listed, each with its read-only hint.
     listed: RwLock<Listed>,
+    /// Held while the session lists the tools for a name it did not know: calls that miss
+    /// meanwhile wait for that listing rather than start their own or be refused.
+    listing: tokio::sync::Mutex<()>,
 }
 
 struct Connected {
@@ -41,6 +44,7 @@ impl Session {
             info: Default::default(),
             client: Default::default(),
             listed: Default::default(),
+            listing: Default::default(),
         }
     }
 
@@ -120,6 +124,10 @@ impl Session {
         name: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<Option<bool>, ErrorData> {
+        if let Some(hint) = self.known_hint(name) {
+            return Ok(hint);
+        }
+        let _listing = self.listing.lock().await;
         if let Some(hint) = self.known_hint(name) {
             return Ok(hint);
         }
