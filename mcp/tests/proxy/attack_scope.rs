@@ -204,6 +204,56 @@ async fn unknown_tool_is_refused_before_the_store() {
     client.cancel().await.unwrap();
 }
 
+/// A thousand invented tool names, sent together: every one refused as unknown, none
+/// reaching the store or the server (so none is registered or gets a scope), and the
+/// session still calls a listed tool afterwards. (The bound on the registered scopes
+/// itself is `proxy.rs`'s unit test.)
+#[tokio::test]
+async fn a_thousand_invented_names_leave_nothing() {
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
+    let c = Counting::new(&parts, &python, "atk-invented");
+    let server = pg_idempotency_tests::scope("mail");
+    let client = proxy_for(&c, &server, "local", "").await;
+    let db = db().await;
+    // Fifty at a time, as a busy host would send them.
+    let mut refused = 0;
+    for batch in 0..20 {
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..50 {
+            let peer = client.peer().clone();
+            let name = format!("invented_{}", batch * 50 + i);
+            set.spawn(async move {
+                peer.call_tool(params(&name, json!({"to": "a@x", "subject": "s"}), None))
+                    .await
+            });
+        }
+        while let Some(answer) = set.join_next().await {
+            match answer.unwrap() {
+                Err(rmcp::ServiceError::McpError(e)) => {
+                    assert_eq!(e.data.as_ref().unwrap()["kind"], "unknown_tool", "{e:?}");
+                    refused += 1;
+                }
+                other => panic!("an invented tool was not refused: {other:?}"),
+            }
+        }
+    }
+    assert_eq!(refused, 1000);
+    assert_eq!(metrics_scopes(&db, &server).await, Vec::<String>::new());
+    assert!(c.effects().is_empty(), "{:?}", c.effects());
+    let ok = call(
+        &client,
+        "send_email",
+        json!({"to": "a@x", "subject": "s"}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(mark(&ok)["replayed"], false);
+    client.cancel().await.unwrap();
+}
+
 /// A name outside the specification's rules (1-128 of A-Z a-z 0-9 _ - .) that the server
 /// does not list is refused, whatever its length, before the store or the server sees it.
 #[tokio::test]
