@@ -71,9 +71,13 @@ pub async fn deduplicated(
             (canon::key_of(&hash), Fingerprint::WholeInput)
         }
     };
-    proxy
-        .ensure_registered(&scope)
-        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    let dispatcher = proxy.dispatcher_for(&scope).map_err(|e| {
+        tracing::error!(tool = %name, scope, error = %e, "the scope could not be registered");
+        ErrorData::internal_error(
+            "the proxy could not take the call",
+            Some(json!({"kind": "proxy_error", "hint": "The call was not sent upstream; the proxy's log says why."})),
+        )
+    })?;
     let slot = Slot::default();
     let forwarding = Forwarding {
         peer: up.peer.clone(),
@@ -87,10 +91,7 @@ pub async fn deduplicated(
     };
     let settings = settings(policy, &key, fingerprint, up.peer);
     let call = Call::new().idempotent(settings).extension(forwarding);
-    let dispatched = proxy
-        .dispatcher
-        .dispatch_call(&scope, arguments, call)
-        .await;
+    let dispatched = dispatcher.dispatch_call(&scope, arguments, call).await;
     let mark = |how| Marked {
         scope: &scope,
         key: Some(&key),
@@ -174,7 +175,11 @@ fn response_of(result: ServerResult) -> Result<CallToolResponse, ErrorData> {
     }
 }
 
-/// A dispatch that did not end in a result.
+/// A dispatch that did not end in a result. The client is told what it can act on: a
+/// stable code and kind, what became of its call, and what to do. What the store or the
+/// client crate said (database text, stored fingerprints, the upstream's address in a
+/// mark's reason) goes to the operator's log only: it would tell a tenant about the
+/// database, the upstream and other requests.
 fn failed(e: Error, name: &str, scope: &str, key: &str) -> Result<CallToolResponse, ErrorData> {
     let how = if e.replayed() {
         How::Replayed
@@ -186,13 +191,14 @@ fn failed(e: Error, name: &str, scope: &str, key: &str) -> Result<CallToolRespon
         key: Some(key),
         how,
     };
-    let error = |code: i32, kind: &str| {
+    let error = |code: i32, kind: &str, message: String, detail: Option<&str>, hint: &str| {
+        tracing::warn!(tool = name, scope, key, kind, error = %e, detail = e.detail(), "a call refused");
         Err(ProxyError {
             code,
             kind,
-            message: e.to_string(),
-            detail: e.detail().map(str::to_string),
-            hint: e.hint().map(str::to_string),
+            message,
+            detail: detail.map(str::to_string),
+            hint: Some(hint.to_string()),
             retry_after: e.retry_after(),
             scope: Some(scope),
             key: Some(key),
@@ -202,23 +208,54 @@ fn failed(e: Error, name: &str, scope: &str, key: &str) -> Result<CallToolRespon
     match e.kind {
         // The tool's `isError` result, from this run or remembered.
         ErrorKind::ToolFailed if e.response().is_some() => complete(e.response().unwrap(), m),
-        ErrorKind::Mismatch => error(code::KEY_REUSED, "key_reused"),
-        ErrorKind::RepeatRefused => error(code::FAILED_BEFORE, "failed_before"),
-        ErrorKind::OutcomeUnknown => error(code::OUTCOME_UNKNOWN, "outcome_unknown"),
+        ErrorKind::Mismatch => error(
+            code::KEY_REUSED,
+            "key_reused",
+            format!("this {name} call's key was used before with other arguments"),
+            Some("The record under this key was made by a call with other arguments. This call was not sent upstream."),
+            "Use a new key for a new call; repeat the first call's arguments to get its result.",
+        ),
+        ErrorKind::RepeatRefused => error(
+            code::FAILED_BEFORE,
+            "failed_before",
+            format!("this {name} call failed before, and the tool answers repeats of a failure with an error"),
+            None,
+            "Use a new key to run the call again (on_cache_hit = \"fail_fast\" for this tool).",
+        ),
+        ErrorKind::OutcomeUnknown => error(
+            code::OUTCOME_UNKNOWN,
+            "outcome_unknown",
+            format!("an earlier attempt of this {name} call may have acted, and its outcome is unknown"),
+            None,
+            "Find out whether the effect happened; the operator can forget the record (idem_forget) to let the call run again.",
+        ),
         // The effect happened now, and its result exists: the client gets it.
         ErrorKind::Unrecorded | ErrorKind::LeaseLost if !e.replayed() && e.response().is_some() => {
             tracing::warn!(tool = name, scope, error = %e, "the result is passed on, but not recorded");
             complete(e.response().unwrap(), m)
         }
-        ErrorKind::Unrecorded => error(code::UNRECORDED, "unrecorded"),
+        ErrorKind::Unrecorded => error(
+            code::UNRECORDED,
+            "unrecorded",
+            format!("this {name} call ran, but its result could not be recorded"),
+            None,
+            "The effect happened: do not run the call again by other means; look its result up where the tool acted.",
+        ),
         ErrorKind::Pool
         | ErrorKind::Database
         | ErrorKind::NotInstalled
         | ErrorKind::NotPermitted
+        | ErrorKind::GrantRoleCaller
         | ErrorKind::Contention
         | ErrorKind::Timeout => {
-            tracing::error!(tool = name, scope, error = %e, "the store cannot be reached: the call was not sent");
-            error(code::STORE_UNAVAILABLE, "store_unavailable")
+            tracing::error!(tool = name, scope, error = %e, detail = e.detail(), "the store cannot be reached: the call was not sent");
+            error(
+                code::STORE_UNAVAILABLE,
+                "store_unavailable",
+                "the proxy's records cannot be reached: the call was not sent upstream".into(),
+                None,
+                "Retry the call later with the same key; it did not run. The proxy's operator finds the cause in its log.",
+            )
         }
         ErrorKind::InvalidArgument | ErrorKind::Uncanonicalizable | ErrorKind::ResponseTooLarge => {
             Err(ErrorData::invalid_params(
@@ -226,9 +263,12 @@ fn failed(e: Error, name: &str, scope: &str, key: &str) -> Result<CallToolRespon
                 Some(json!({"kind": "invalid", "detail": e.detail(), "hint": e.hint()})),
             ))
         }
-        _ => Err(ErrorData::internal_error(
-            e.to_string(),
-            Some(json!({"kind": "proxy_error", "detail": e.detail(), "hint": e.hint()})),
-        )),
+        _ => {
+            tracing::error!(tool = name, scope, error = %e, detail = e.detail(), "a call ended in an error of the proxy");
+            Err(ErrorData::internal_error(
+                format!("the proxy could not complete this {name} call"),
+                Some(json!({"kind": "proxy_error", "hint": "Retry the call with the same key; the proxy's operator finds the cause in its log."})),
+            ))
+        }
     }
 }

@@ -5,7 +5,6 @@
 
 #![allow(deprecated)] // logging and resources/subscribe are forwarded for the peers that still use them
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use rmcp::model::*;
@@ -13,7 +12,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler};
 
 use crate::call::{self, Upstream};
-use crate::listing;
+use crate::listing::{self, Listed};
 use crate::policy::{self, Decision};
 use crate::principal::Principal;
 use crate::proxy::Proxy;
@@ -25,8 +24,11 @@ pub struct Session {
     /// The upstream server's `initialize` answer, which this session answers with.
     info: RwLock<Option<InitializeResult>>,
     client: RwLock<Option<ClientConfig>>,
-    /// Each listed tool's read-only hint, as the server last listed it.
-    read_only: RwLock<HashMap<String, Option<bool>>>,
+    /// The tools the server listed, each with its read-only hint.
+    listed: RwLock<Listed>,
+    /// Held while the session lists the tools for a name it did not know: calls that miss
+    /// meanwhile wait for that listing rather than start their own or be refused.
+    listing: tokio::sync::Mutex<()>,
 }
 
 struct Connected {
@@ -41,7 +43,8 @@ impl Session {
             connected: Default::default(),
             info: Default::default(),
             client: Default::default(),
-            read_only: Default::default(),
+            listed: Default::default(),
+            listing: Default::default(),
         }
     }
 
@@ -72,13 +75,19 @@ impl Session {
                     if let Some(limit) = e.downcast_ref::<upstream::ProcessLimit>() {
                         return limit.answer();
                     }
+                    // The command, URL and OS error are the operator's: the client is told
+                    // only what it can act on.
                     tracing::error!(
+                        server = %self.proxy.server,
                         error = format!("{e:#}"),
                         "cannot connect to the upstream server"
                     );
                     ErrorData::internal_error(
-                        format!("the upstream MCP server cannot be reached: {e:#}"),
-                        Some(serde_json::json!({"kind": "upstream_unreachable"})),
+                        "the upstream MCP server cannot be reached",
+                        Some(serde_json::json!({
+                            "kind": "upstream_unreachable",
+                            "hint": "Retry later; nothing was sent upstream. The proxy's operator finds the cause in its log.",
+                        })),
                     )
                 })?;
         let peer = connection.peer().clone();
@@ -108,50 +117,68 @@ impl Session {
         upstream::forward(&peer, &progress, request, context).await
     }
 
-    /// The tool's read-only hint; the tools are listed first if they were not yet.
-    async fn read_only_hint(
+    /// The read-only hint of a tool the server lists; a name it does not list is refused
+    /// (before anything reaches the store or the server). A name not known yet makes the
+    /// session list the tools again, at most once per `listing::RELIST_EVERY`; a name
+    /// outside the specification's rules only makes it list the first time (a server may
+    /// list such names: the rules are a SHOULD).
+    async fn listed_tool(
         &self,
         name: &str,
         context: &RequestContext<RoleServer>,
-    ) -> Option<bool> {
+    ) -> Result<Option<bool>, ErrorData> {
         if let Some(hint) = self.known_hint(name) {
-            return hint;
+            return Ok(hint);
         }
-        let (peer, _) = self.upstream(&context.peer).await.ok()?;
-        match peer.list_all_tools().await {
-            Ok(tools) => {
-                self.remember_hints(&tools);
-                // A tool the server does not list has no hint: remembered as such, so
-                // that its calls do not list the tools again each time.
-                self.read_only
+        let _listing = self.listing.lock().await;
+        if let Some(hint) = self.known_hint(name) {
+            return Ok(hint);
+        }
+        let ever_listed = self
+            .listed
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .ever_listed();
+        if ever_listed && !listing::valid_name(name) {
+            return Err(listing::invalid_tool_name(name));
+        }
+        let relist = self
+            .listed
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .claim_relist(std::time::Instant::now());
+        if relist {
+            let (peer, _) = self.upstream(&context.peer).await?;
+            match peer.list_all_tools().await {
+                Ok(tools) => self
+                    .listed
                     .write()
                     .unwrap_or_else(|p| p.into_inner())
-                    .entry(name.to_string())
-                    .or_insert(None);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot list the upstream tools for their annotations")
+                    .replace(&tools),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list the upstream tools: a tool not listed yet is refused")
+                }
             }
         }
-        self.known_hint(name).flatten()
+        match self.known_hint(name) {
+            Some(hint) => Ok(hint),
+            None if !listing::valid_name(name) => Err(listing::invalid_tool_name(name)),
+            None => Err(listing::unknown_tool(name)),
+        }
     }
 
     fn known_hint(&self, name: &str) -> Option<Option<bool>> {
-        self.read_only
+        self.listed
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
+            .hint(name)
     }
 
     fn remember_hints(&self, tools: &[Tool]) {
-        let mut hints = self.read_only.write().unwrap_or_else(|p| p.into_inner());
-        for t in tools {
-            hints.insert(
-                t.name.to_string(),
-                t.annotations.as_ref().and_then(|a| a.read_only_hint),
-            );
-        }
+        self.listed
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remember(tools);
     }
 }
 
@@ -211,7 +238,7 @@ impl ServerHandler for Session {
         // A session that calls tools is in use: the shorter idle bound no longer applies.
         crate::sessions::tool_called(&context);
         let name = request.name.to_string();
-        let hint = self.read_only_hint(&name, &context).await;
+        let hint = self.listed_tool(&name, &context).await?;
         let decision = policy::decide(&self.proxy.config, &name, hint);
         let Decision::Dedupe { policy, .. } = decision else {
             let result = self

@@ -16,12 +16,18 @@
 //!   and a session answers only the principal that initialized it
 //! - proxy/faults.rs: the proxy or the upstream killed mid-call, an answer lost: one effect
 //!   per key
+//! - proxy/attack_scope.rs: tenants that name themselves or their tools into another's
+//!   scope, tools never listed, tool names outside the rules, records of the old scope form
+//! - proxy/attack_exposure.rs: what a tenant is told when the store or the upstream fails:
+//!   no database text, no upstream address, no fingerprints
 
 mod common;
 
 mod proxy {
     pub mod attack_auth;
+    pub mod attack_exposure;
     pub mod attack_limits;
+    pub mod attack_scope;
     pub mod dedupe;
     pub mod faults;
     pub mod http;

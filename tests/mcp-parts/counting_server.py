@@ -12,6 +12,9 @@ Environment:
     COUNTING_LOG       the effect log (required): one JSON line per effect, appended under an
                        exclusive flock, flushed and fsync'd BEFORE the tool answers.
     COUNTING_HOLD_DIR  where a held call announces itself and waits (see send_email's `hold`).
+    COUNTING_ALIASES   more names for send_email, comma-separated (any spelling, e.g. one
+                       with `@`: the SDK only warns about names outside the specification's
+                       rules); each is listed and logs effects of kind "send_email".
 
 An effect line: {"n", "kind", "pid", "time", "request_id", "meta", "headers", ...the tool's
 arguments}. "n" is the effect's ordinal: the log's line count after the append (all kinds
@@ -192,6 +195,13 @@ def main() -> None:
     parser.add_argument("--stateless", action="store_true", help="HTTP: no sessions")
     args = parser.parse_args()
     _log_path()  # fail at start, not at the first effect
+    for alias in filter(None, os.environ.get("COUNTING_ALIASES", "").split(",")):
+        server.add_tool(
+            send_email,
+            name=alias,
+            annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+            description="send_email under another name.",
+        )
     if args.http is None:
         server.run("stdio")
     else:

@@ -413,7 +413,13 @@ async fn principals_never_share_a_call() {
         client.cancel().await.unwrap();
     }
     assert_eq!(c.count("send_email"), 2);
-    assert_eq!(marks[0]["scope"], format!("{name}/send_email@tenant-a"));
-    assert_eq!(marks[1]["scope"], format!("{name}/send_email@tenant-b"));
+    assert_eq!(
+        marks[0]["scope"],
+        idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-a")
+    );
+    assert_eq!(
+        marks[1]["scope"],
+        idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-b")
+    );
     assert_eq!(marks[2]["replayed"], true);
 }

@@ -37,7 +37,10 @@ async fn header_key_and_bearer_principals() {
     .await;
     let first = call(&a, "send_email", args.clone(), None).await.unwrap();
     assert_eq!(mark(&first)["key"], "h-1");
-    assert_eq!(mark(&first)["scope"], format!("{name}/send_email@tenant-a"));
+    assert_eq!(
+        mark(&first)["scope"],
+        idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-a")
+    );
     // Another session of the same principal, the same header: a replay, though the
     // arguments' hash would be the same too, the key is the header's.
     let a2 = http_client(
@@ -64,7 +67,7 @@ async fn header_key_and_bearer_principals() {
     assert_eq!(mark(&theirs)["replayed"], false);
     assert_eq!(
         mark(&theirs)["scope"],
-        format!("{name}/send_email@tenant-b")
+        idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-b")
     );
     assert_eq!(c.count("send_email"), 2);
     // A `_meta` key goes over the header.
@@ -158,7 +161,7 @@ async fn a_cancelled_call_releases_its_claim() {
     );
     let config = write_config(&c.dir, &rest);
     let client = stdio_client(&config, &c.env()).await;
-    let scope = format!("{name}/send_email@local");
+    let scope = idempotency_mcp::scope::scope_of(&name, "send_email", "local");
     let (db, conn) = tokio_postgres::connect(&pg_idempotency_tests::dsn(), tokio_postgres::NoTls)
         .await
         .unwrap();
