@@ -61,7 +61,7 @@ echo "  a retry after the lease lapsed:"; send_email call-3
 echo "  The takeover kept the upstream key: an email provider that deduplicates on"
 echo "  Idempotency-Key recognises the crashed attempt's request if it got through."
 echo "  session C comes back and reports its result with its old fence:"
-"${psql[@]}" "$db" -c "SELECT * FROM idem_complete('send_email', 'call-3', $(cat "$TARGET/demo-crashed-fence"), '{\"email_id\": 99}')" 2>&1 | sed 's/^/    /' || true
+"${psql[@]}" "$db" -c "SELECT * FROM public.idem_complete('send_email', 'call-3', $(cat "$TARGET/demo-crashed-fence"), '{\"email_id\": 99}')" 2>&1 | sed 's/^/    /' || true
 echo "  emails in the outbox: $(emails)"
 
 say "The records, as a superuser sees them in the storage table:"

@@ -130,7 +130,7 @@ IFS=$'\t' read -r scope key < "$work/record.tsv"
 "${psql[@]}" -v scope="$scope" -v key="$key" <<'SQL'
 SELECT scope, key, state, attempt, response->'structuredContent' AS result,
        expires_at - completed_at AS kept_for
-FROM idem_lookup(:'scope', :'key');
+FROM public.idem_lookup(:'scope', :'key');
 SQL
 echo "  The first attempt's result was recorded before its answer was lost; the retry and the"
 echo "  duplicate were answered from this record, and the server was not called again."
