@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use crate::duration::parse_duration;
+use crate::limits::Limits;
 
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -26,6 +27,9 @@ pub struct Config {
     /// Per tool, by its upstream name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// Bounds on what one principal or one crowd of requests may hold.
+    #[serde(default)]
+    pub limits: Limits,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -36,6 +40,12 @@ pub struct Database {
     pub url: Option<String>,
     /// Connections in the pool (default 8).
     pub pool_size: Option<usize>,
+}
+
+impl Database {
+    pub fn pool_size(&self) -> usize {
+        self.pool_size.unwrap_or(8)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
@@ -194,6 +204,7 @@ impl Config {
     /// Everything a call would trip on later, refused now.
     pub fn check(&self) -> Result<()> {
         self.defaults.check("[defaults]")?;
+        self.limits.check(self.database.pool_size())?;
         for (name, tool) in &self.tools {
             tool.check(&format!("[tools.{name}]"))?;
         }

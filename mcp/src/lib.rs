@@ -12,6 +12,7 @@ mod duration;
 pub mod forward_tool;
 pub mod front;
 pub mod key;
+pub mod limits;
 pub mod listing;
 pub mod policy;
 pub mod principal;
@@ -19,7 +20,9 @@ pub mod proxy;
 mod reconcile;
 pub mod scope;
 pub mod session;
+pub mod split_store;
 pub mod store;
 pub mod upstream;
+pub mod waiters;
 
 pub use duration::parse_duration;
