@@ -11,10 +11,14 @@
 //!   the reference memory and filesystem servers behind
 //! - proxy/faults.rs: the proxy or the upstream killed mid-call, an answer lost: one effect
 //!   per key
+//! - proxy/attack_flood.rs: a flood of waiting duplicates: the running call's heartbeat
+//!   goes on, the caps answer at once, another principal's calls go on, a pool with no
+//!   free connection answers store_unavailable
 
 mod common;
 
 mod proxy {
+    pub mod attack_flood;
     pub mod dedupe;
     pub mod faults;
     pub mod http;
