@@ -70,7 +70,7 @@ async fn waiting(db: &tokio_postgres::Client, app: &str) -> i64 {
 /// The record's state, attempt and lease end (seconds since the epoch).
 async fn record(db: &tokio_postgres::Client, scope: &str, key: &str) -> Option<(String, i32, f64)> {
     db.query_opt(
-        "SELECT state::text, attempt, extract(epoch FROM lease_until)::float8 FROM idem_lookup($1, $2)",
+        "SELECT state::text, attempt, coalesce(extract(epoch FROM lease_until)::float8, 0) FROM idem_lookup($1, $2)",
         &[&scope, &key],
     )
     .await
