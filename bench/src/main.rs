@@ -259,7 +259,7 @@ async fn run(o: &Options) -> BenchResult<()> {
         } else {
             workloads::mcp_flood::FloodPlan {
                 warmup: 50,
-                calls: 600,
+                calls: 300,
                 rounds: 6,
                 crowd: 32,
                 pool_size: 4,

@@ -6,12 +6,14 @@
 //! `[limits]` defaults) in front of one counting server over HTTP. Principal B calls
 //! `send_email` with new arguments each time, one call after another, timed. In a flooded
 //! round, principal A first starts a call the counting server holds (its hold folder), then
-//! `crowd` duplicates of it, each sent again as soon as it is answered (after a 20 ms pause:
-//! a crowd of retrying clients, not a loop that spins the cores), over four sessions; B's
-//! calls are timed once the crowd has been answered `in_progress` (the gate at work), and
-//! the held call is let go after them. Quiet and flooded rounds alternate. Every duplicate
-//! must be answered `in_progress` or with the held call's replay: a duplicate that ran, or
-//! any other answer, ends the run with an error.
+//! `crowd` duplicates of it over four sessions, each sent again once it is answered: after
+//! the answer's `retryAfterMs` (at most 2 s: clients that do as they are told), or after
+//! 20 ms whatever the answer says (a hostile crowd; the pause keeps it from being a loop
+//! that only spins the cores). B's calls are timed once the crowd has been answered
+//! `in_progress` (the gate at work), and the held call is let go after them. Quiet and the
+//! two flooded rounds alternate. Every duplicate must be answered `in_progress` or with the
+//! held call's replay: a duplicate that ran, or any other answer, ends the run with an
+//! error.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -48,9 +50,30 @@ pub struct FloodPlan {
     pub pool_size: usize,
 }
 
+/// How the crowd sends a duplicate again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// After the answer's `retryAfterMs` (at most 2 s).
+    RetryAfter,
+    /// 20 ms after any answer.
+    Hostile,
+}
+
+impl Pace {
+    fn pause(self, retry_after_ms: Option<u64>) -> Duration {
+        match self {
+            Pace::RetryAfter => Duration::from_millis(retry_after_ms.unwrap_or(20).min(2000)),
+            Pace::Hostile => Duration::from_millis(20),
+        }
+    }
+}
+
 pub struct Flood {
     pub python: String,
     pub quiet: Stats,
+    /// Under a crowd that retries after `retryAfterMs`.
+    pub polite: Stats,
+    /// Under a crowd that retries every 20 ms.
     pub flooded: Stats,
     /// What the crowd was answered, over every flooded round.
     pub in_progress: u64,
@@ -182,6 +205,7 @@ fn crowd(
     sessions: &[Arc<Client>],
     n: usize,
     id: &str,
+    pace: Pace,
     stop: &Arc<AtomicBool>,
     tally: &Arc<Tally>,
 ) -> Vec<tokio::task::JoinHandle<BenchResult<()>>> {
@@ -193,16 +217,18 @@ fn crowd(
                 while !stop.load(Ordering::SeqCst) {
                     let mut params = CallToolRequestParams::new("send_email".to_string());
                     params.arguments = args.as_object().cloned();
-                    match client.call_tool(params).await {
+                    let retry_after = match client.call_tool(params).await {
                         Ok(r) if replayed(&r) == Some(true) => {
                             tally.replays.fetch_add(1, Ordering::Relaxed);
+                            None
                         }
                         Err(ServiceError::McpError(e)) if e.code == ErrorCode(IN_PROGRESS) => {
                             tally.in_progress.fetch_add(1, Ordering::Relaxed);
+                            e.data.as_ref().and_then(|d| d["retryAfterMs"].as_u64())
                         }
                         other => return Err(format!("a duplicate was answered {other:?}").into()),
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    };
+                    tokio::time::sleep(pace.pause(retry_after)).await;
                 }
                 Ok(())
             })
@@ -226,12 +252,14 @@ async fn until(what: &str, mut check: impl FnMut() -> bool) -> BenchResult<()> {
 }
 
 /// A flooded round: A's held call and its crowd, B's `n` calls timed meanwhile.
+#[allow(clippy::too_many_arguments)]
 async fn flooded_round(
     run: &Run,
     a: &[Arc<Client>],
     b: &Client,
     plan: FloodPlan,
     n: usize,
+    pace: Pace,
     tally: &Arc<Tally>,
     into: &mut Vec<Duration>,
 ) -> BenchResult<()> {
@@ -250,7 +278,7 @@ async fn flooded_round(
     until("the held call", || marker.exists()).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let before = tally.in_progress.load(Ordering::Relaxed);
-    let tasks = crowd(a, plan.crowd, &id, &stop, tally);
+    let tasks = crowd(a, plan.crowd, &id, pace, &stop, tally);
     // The flood is on once the gate has answered some of the crowd at once.
     until("the crowd's first in_progress answer", || {
         tally.in_progress.load(Ordering::Relaxed) > before
@@ -309,10 +337,11 @@ pub async fn run(dsn: &str, plan: FloodPlan) -> BenchResult<Outcome> {
         );
         print_logs(&dir);
     }
-    let (quiet, flooded, tally) = result?;
+    let ([quiet, polite, flooded], tally) = result?;
     Ok(Outcome::Measured(Flood {
         python: note,
         quiet,
+        polite,
         flooded,
         in_progress: tally.in_progress.load(Ordering::Relaxed),
         replays: tally.replays.load(Ordering::Relaxed),
@@ -325,7 +354,7 @@ async fn measure(
     script: &Path,
     dsn: &str,
     plan: FloodPlan,
-) -> BenchResult<(Stats, Stats, Arc<Tally>)> {
+) -> BenchResult<([Stats; 3], Arc<Tally>)> {
     let url = run.start(python, script, dsn, plan.pool_size).await?;
     let b = client(&url, "token-b").await?;
     let mut a = Vec::new();
@@ -335,20 +364,24 @@ async fn measure(
     let mut discard = Vec::new();
     timed_calls(&b, &run.log, plan.warmup, &mut discard).await?;
     let tally = Arc::new(Tally::default());
-    let (mut quiet, mut flooded) = (Vec::new(), Vec::new());
+    let (mut quiet, mut polite, mut flooded) = (Vec::new(), Vec::new(), Vec::new());
     let rounds = plan.rounds.max(1);
     for r in 0..rounds {
         let n = plan.calls / rounds + usize::from(r < plan.calls % rounds);
         timed_calls(&b, &run.log, n, &mut quiet).await?;
-        flooded_round(run, &a, &b, plan, n, &tally, &mut flooded).await?;
+        let pace = Pace::RetryAfter;
+        flooded_round(run, &a, &b, plan, n, pace, &tally, &mut polite).await?;
+        flooded_round(run, &a, &b, plan, n, Pace::Hostile, &tally, &mut flooded).await?;
     }
-    let seconds = |v: &[Duration]| v.iter().map(Duration::as_secs_f64).sum::<f64>();
-    let (sq, sf) = (seconds(&quiet), seconds(&flooded));
+    let timed = |v: Vec<Duration>| {
+        let seconds = v.iter().map(Duration::as_secs_f64).sum::<f64>();
+        stats(v, seconds)
+    };
     let _ = b.cancel().await;
     for s in a {
         if let Ok(s) = Arc::try_unwrap(s) {
             let _ = s.cancel().await;
         }
     }
-    Ok((stats(quiet, sq), stats(flooded, sf), tally))
+    Ok(([timed(quiet), timed(polite), timed(flooded)], tally))
 }
