@@ -46,6 +46,9 @@ pub const DEFAULT_HEARTBEAT_CONNECTIONS: usize = 2;
 impl Limits {
     /// Everything a call would trip on later, refused at start.
     pub fn check(&self, pool_size: usize) -> Result<()> {
+        if pool_size == 0 {
+            bail!("[database] pool_size = 0: every call would wait for a connection in vain");
+        }
         if let Some(t) = &self.pool_wait_timeout {
             parse_duration(t).context("[limits] pool_wait_timeout")?;
         }
@@ -112,6 +115,7 @@ mod tests {
             ..Limits::default()
         };
         assert!(l.check(4).is_err());
+        assert!(Limits::default().check(0).is_err());
         l.check(5).unwrap();
         assert_eq!(l.max_waiting(5), 1);
     }

@@ -156,7 +156,7 @@ async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
     let rest = two_tenants(
         &c,
         &name,
-        "[tools.send_email]\nlease = \"2s\"\nwait = \"60s\"\n",
+        "[tools.send_email]\nlease = \"3s\"\nwait = \"60s\"\n",
     );
     let config = config_named(&c.dir, 4, &app, &rest);
     let mut proxy = HttpProxy::start(&config, &c.env()).await;
@@ -202,7 +202,7 @@ async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
     });
     // The call runs on past three lease lengths, its lease extended every time, never
     // taken over; the other principal's call is answered meanwhile.
-    let lease = 2.0;
+    let lease = 3.0;
     let deadline = tokio::time::Instant::now() + PATIENCE * 2;
     loop {
         let (state, attempt, until) = record(&db, &scope, key).await.expect("the record stays");
