@@ -93,7 +93,7 @@ impl Flood {
 
 pub enum Outcome {
     Skipped(String),
-    Measured(Flood),
+    Measured(Box<Flood>),
 }
 
 type Client = RunningService<RoleClient, ()>;
@@ -338,14 +338,14 @@ pub async fn run(dsn: &str, plan: FloodPlan) -> BenchResult<Outcome> {
         print_logs(&dir);
     }
     let ([quiet, polite, flooded], tally) = result?;
-    Ok(Outcome::Measured(Flood {
+    Ok(Outcome::Measured(Box::new(Flood {
         python: note,
         quiet,
         polite,
         flooded,
         in_progress: tally.in_progress.load(Ordering::Relaxed),
         replays: tally.replays.load(Ordering::Relaxed),
-    }))
+    })))
 }
 
 async fn measure(

@@ -238,7 +238,7 @@ async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
     for d in crowd {
         d.await.unwrap();
     }
-    let answers = answers.lock().unwrap();
+    let answers = std::mem::take(&mut *answers.lock().unwrap());
     assert!(answers.unexpected.is_empty(), "{:?}", answers.unexpected);
     assert!(
         answers.in_progress > 0,
