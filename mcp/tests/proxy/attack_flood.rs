@@ -53,18 +53,25 @@ async fn database() -> tokio_postgres::Client {
     db
 }
 
-/// The proxy's sessions that wait inside `idem_begin` now (the extension's wait event, or
-/// the PL/pgSQL variant's pg_sleep).
+/// The proxy's sessions that wait inside `idem_begin` now: the extension's wait event, or
+/// the PL/pgSQL variant's pg_sleep; through a PL/Proxy proxy (whose session waits for its
+/// partition's answer, with no wait event of its own), an `idem_begin` active for over a
+/// second, which a begin that does not wait never is but on a machine stalled that long.
 async fn waiting(db: &tokio_postgres::Client, app: &str) -> i64 {
     db.query_one(
         "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 \
          AND state = 'active' AND query LIKE '%idem_begin%' \
-         AND wait_event IN ('Extension', 'PgSleep')",
-        &[&app],
+         AND (wait_event IN ('Extension', 'PgSleep') \
+              OR ($2 AND clock_timestamp() - query_start > interval '1 second'))",
+        &[&app, &through_plproxy()],
     )
     .await
     .unwrap()
     .get(0)
+}
+
+fn through_plproxy() -> bool {
+    std::env::var("PGIDEM_THROUGH_PROXY").as_deref() == Ok("1")
 }
 
 /// The record's state, attempt and lease end (seconds since the epoch).
