@@ -10,6 +10,9 @@
 #                               then holds only those)
 #   scripts/bench.sh --only batch    N calls as one batch beside N single calls, at 0 and 1 ms
 #                               added round trip, both backends
+#   scripts/bench.sh --only mcp_flood   another principal's tools/call latency through the MCP
+#                               proxy (p50, p99) with and without a flood of waiting duplicates
+#                               from one principal, alternating in one run
 #   scripts/bench.sh --only sharding [--only sharding_fsync]   claim + complete through a
 #                               PL/Proxy proxy of 1, 2 and 4 partitions beside one partition
 #                               directly (PostgreSQL 15; the second with fsync off)

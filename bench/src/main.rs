@@ -37,7 +37,7 @@ struct Options {
 }
 
 const WORKLOADS: &str =
-    "calls, fsync, hot_key, hashing, portable, client, http, mcp, peers, batch, sharding, sharding_fsync, growth, churn";
+    "calls, fsync, hot_key, hashing, portable, client, http, mcp, mcp_flood, peers, batch, sharding, sharding_fsync, growth, churn";
 
 fn options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
@@ -245,6 +245,38 @@ async fn run(o: &Options) -> BenchResult<()> {
             }
         }
         markdown.push_str(&report::mcp(&outcome, mcp_plan));
+    }
+
+    if wanted("mcp_flood") {
+        let flood_plan = if o.smoke {
+            workloads::mcp_flood::FloodPlan {
+                warmup: 2,
+                calls: 4,
+                rounds: 1,
+                crowd: 8,
+                pool_size: 4,
+            }
+        } else {
+            workloads::mcp_flood::FloodPlan {
+                warmup: 50,
+                calls: 300,
+                rounds: 6,
+                crowd: 32,
+                pool_size: 4,
+            }
+        };
+        let outcome = workloads::mcp_flood::run(&o.dsn, flood_plan).await?;
+        match &outcome {
+            workloads::mcp_flood::Outcome::Skipped(reason) => {
+                eprintln!("mcp_flood: skipped: {reason}")
+            }
+            workloads::mcp_flood::Outcome::Measured(f) => {
+                if f.quiet.ops == 0 || f.flooded.ops == 0 {
+                    return Err("mcp_flood completed no call".into());
+                }
+            }
+        }
+        markdown.push_str(&report::mcp_flood::section(&outcome, flood_plan));
     }
 
     if wanted("peers") {

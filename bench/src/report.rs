@@ -4,6 +4,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 pub mod batch;
+pub mod mcp_flood;
 pub mod peers;
 
 use crate::harness::{connect, Plan};

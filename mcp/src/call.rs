@@ -19,6 +19,7 @@ use crate::proxy::Proxy;
 use crate::reconcile;
 use crate::scope::scope_of;
 use crate::upstream::ProgressMap;
+use crate::waiters;
 
 pub struct Upstream<'a> {
     pub peer: &'a Peer<RoleClient>,
@@ -91,7 +92,12 @@ pub async fn deduplicated(
     };
     let settings = settings(policy, &key, fingerprint, up.peer);
     let call = Call::new().idempotent(settings).extension(forwarding);
-    let dispatched = dispatcher.dispatch_call(&scope, arguments, call).await;
+    // As the principal's: the waiters' gate caps its duplicates that wait (waiters.rs).
+    let (dispatched, capped) = waiters::as_principal(
+        principal,
+        dispatcher.dispatch_call(&scope, arguments, call),
+    )
+    .await;
     let mark = |how| Marked {
         scope: &scope,
         key: Some(&key),
@@ -117,7 +123,7 @@ pub async fn deduplicated(
             code: code::IN_PROGRESS,
             kind: "in_progress",
             message: format!("another attempt of this {name} call is running"),
-            detail: Some(format!("It was still running after this request waited {:?}.", policy.wait)),
+            detail: Some(waiters::in_progress_detail(capped, policy.wait)),
             hint: Some("Retry with the same key after retryAfterMs: the retry gets the first attempt's result.".into()),
             retry_after: Some(retry_after),
             scope: Some(&scope),

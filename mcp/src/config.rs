@@ -45,6 +45,12 @@ pub struct Database {
     pub schema: Option<String>,
 }
 
+impl Database {
+    pub fn pool_size(&self) -> usize {
+        self.pool_size.unwrap_or(8)
+    }
+}
+
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum FrontTransport {
@@ -215,6 +221,7 @@ impl Config {
     /// Everything a call would trip on later, refused now.
     pub fn check(&self) -> Result<()> {
         self.defaults.check("[defaults]")?;
+        self.limits.check(self.database.pool_size())?;
         for (name, tool) in &self.tools {
             tool.check(&format!("[tools.{name}]"))?;
         }

@@ -24,7 +24,9 @@ mod reconcile;
 pub mod scope;
 pub mod session;
 pub mod sessions;
+pub mod split_store;
 pub mod store;
 pub mod upstream;
+pub mod waiters;
 
 pub use duration::parse_duration;

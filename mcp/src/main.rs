@@ -85,7 +85,7 @@ async fn main() -> Result<()> {
     }
     config.check()?;
     let target = Target::of(&config.upstream, &config.limits)?;
-    let store = store::connect(&config.database).await?;
+    let store = store::connect(&config.database, &config.limits).await?;
     let transport = config.front.transport;
     let proxy = Arc::new(Proxy::new(config, target, store));
     match transport {

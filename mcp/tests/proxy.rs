@@ -20,12 +20,16 @@
 //!   scope, tools never listed, tool names outside the rules, records of the old scope form
 //! - proxy/attack_exposure.rs: what a tenant is told when the store or the upstream fails:
 //!   no database text, no upstream address, no fingerprints
+//! - proxy/attack_flood.rs: a flood of waiting duplicates: the running call's heartbeat
+//!   goes on, the caps answer at once, another principal's calls go on, a pool with no
+//!   free connection answers store_unavailable
 
 mod common;
 
 mod proxy {
     pub mod attack_auth;
     pub mod attack_exposure;
+    pub mod attack_flood;
     pub mod attack_limits;
     pub mod attack_scope;
     pub mod dedupe;

@@ -72,7 +72,7 @@ type Client = RunningService<RoleClient, ()>;
 
 /// Where scripts/mcp-parts.sh put the Python SDK and the counting server: `MCP_PYTHON` and
 /// `MCP_PARTS_DIR` when set (scripts/bench.sh sets them), else what the script prints.
-fn parts() -> Result<(PathBuf, PathBuf), String> {
+pub(crate) fn parts() -> Result<(PathBuf, PathBuf), String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let (mut python, mut dir) = (
         std::env::var("MCP_PYTHON").ok(),
@@ -105,7 +105,7 @@ fn parts() -> Result<(PathBuf, PathBuf), String> {
 }
 
 /// The proxy binary the workspace built beside this benchmark.
-fn proxy_bin() -> BenchResult<PathBuf> {
+pub(crate) fn proxy_bin() -> BenchResult<PathBuf> {
     let exe = std::env::current_exe()?;
     let bin = exe
         .parent()
@@ -121,22 +121,22 @@ fn proxy_bin() -> BenchResult<PathBuf> {
     Ok(bin)
 }
 
-fn free_port() -> BenchResult<u16> {
+pub(crate) fn free_port() -> BenchResult<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
 }
 
-fn toml_str(s: &str) -> String {
+pub(crate) fn toml_str(s: &str) -> String {
     serde_json::to_string(s).expect("a string serializes")
 }
 
 /// A process's stderr, kept in a file of the run's folder.
-fn log_file(dir: &Path, name: &str) -> BenchResult<Stdio> {
+pub(crate) fn log_file(dir: &Path, name: &str) -> BenchResult<Stdio> {
     Ok(std::fs::File::create(dir.join(format!("{name}.stderr")))?.into())
 }
 
-async fn wait_listening(what: &str, port: u16) -> BenchResult<()> {
+pub(crate) async fn wait_listening(what: &str, port: u16) -> BenchResult<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if Instant::now() > deadline {
@@ -150,7 +150,7 @@ async fn wait_listening(what: &str, port: u16) -> BenchResult<()> {
 }
 
 /// The port of the proxy's "serving MCP over Streamable HTTP" line in its log file.
-async fn bound_port(log: &Path) -> BenchResult<u16> {
+pub(crate) async fn bound_port(log: &Path) -> BenchResult<u16> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -183,7 +183,7 @@ fn port_in(line: &str) -> Option<u16> {
 }
 
 /// The last lines of each process's log kept in `dir`, for the error a run ends with.
-fn print_logs(dir: &Path) {
+pub(crate) fn print_logs(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -366,7 +366,7 @@ const NEW: Calls = Calls {
     replayed: Some(false),
 };
 
-fn arguments(subject: &str) -> Value {
+pub(crate) fn arguments(subject: &str) -> Value {
     json!({
         "to": "ada@example.com",
         "subject": subject,
@@ -374,7 +374,7 @@ fn arguments(subject: &str) -> Value {
     })
 }
 
-fn replayed(r: &CallToolResult) -> Option<bool> {
+pub(crate) fn replayed(r: &CallToolResult) -> Option<bool> {
     r.meta
         .as_ref()?
         .0

@@ -9,6 +9,7 @@ pub mod hashing;
 pub mod hot_key;
 pub mod http;
 pub mod mcp;
+pub mod mcp_flood;
 pub mod peers;
 pub mod sharding;
 

@@ -1,0 +1,428 @@
+//! A flood of waiting duplicates. A duplicate of a running call waits for its result inside
+//! `idem_begin(..., wait)` on a connection of the proxy's pool: a crowd of them must not
+//! hold every connection, starve the running call's heartbeat until a duplicate takes the
+//! call over (a second effect), or hold another principal's calls (docs/mcp.md, "Limits").
+//!
+//! Each proxy here names its sessions with an `application_name` of its own, so that the
+//! duplicates it has waiting are counted in `pg_stat_activity` apart from other tests'.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::common::*;
+use idempotency_mcp::answer::code;
+use rmcp::model::{CallToolResult, ErrorData};
+use serde_json::{json, Value};
+
+/// A proxy configuration: the database under test with `pool_size` connections, its
+/// sessions named `app`, then `rest`.
+fn config_named(
+    dir: &std::path::Path,
+    pool_size: usize,
+    app: &str,
+    rest: &str,
+) -> std::path::PathBuf {
+    let path = dir.join(format!("proxy-{app}.toml"));
+    let url = format!("{} application_name={app}", pg_idempotency_tests::dsn());
+    let text = format!(
+        "[database]\nurl = {}\npool_size = {pool_size}\n\n{rest}",
+        toml_str(&url)
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Two bearer tokens, one per tenant, and the counting server behind.
+fn two_tenants(c: &Counting, name: &str, tool: &str) -> String {
+    format!(
+        "[front]\nclients = [{{ token = \"token-a\", principal = \"tenant-a\" }}, {{ token = \"token-b\", principal = \"tenant-b\" }}]\n\n{}\n{tool}",
+        c.upstream_stdio(name)
+    )
+}
+
+async fn tenant(proxy: &HttpProxy, token: &str) -> Client {
+    http_client(&proxy.url, &[("authorization", &format!("Bearer {token}"))]).await
+}
+
+async fn database() -> tokio_postgres::Client {
+    let (db, conn) = tokio_postgres::connect(&pg_idempotency_tests::dsn(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    db
+}
+
+/// The proxy's sessions that wait inside `idem_begin` now: the extension's wait event, or
+/// the PL/pgSQL variant's pg_sleep; through a PL/Proxy proxy (whose session waits for its
+/// partition's answer, with no wait event of its own), an `idem_begin` active for over a
+/// second, which a begin that does not wait never is but on a machine stalled that long.
+async fn waiting(db: &tokio_postgres::Client, app: &str) -> i64 {
+    db.query_one(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 \
+         AND state = 'active' AND query LIKE '%idem_begin%' \
+         AND (wait_event IN ('Extension', 'PgSleep') \
+              OR ($2 AND clock_timestamp() - query_start > interval '1 second'))",
+        &[&app, &through_plproxy()],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+fn through_plproxy() -> bool {
+    std::env::var("PGIDEM_THROUGH_PROXY").as_deref() == Ok("1")
+}
+
+/// The record's state, attempt and lease end (seconds since the epoch).
+async fn record(db: &tokio_postgres::Client, scope: &str, key: &str) -> Option<(String, i32, f64)> {
+    db.query_opt(
+        "SELECT state::text, attempt, coalesce(extract(epoch FROM lease_until)::float8, 0) FROM idem_lookup($1, $2)",
+        &[&scope, &key],
+    )
+    .await
+    .unwrap()
+    .map(|r| (r.get(0), r.get(1), r.get(2)))
+}
+
+fn effects_of(c: &Counting, message_id: &str) -> usize {
+    c.effects()
+        .iter()
+        .filter(|e| e["kind"] == "send_email" && e["message_id"] == message_id)
+        .count()
+}
+
+fn held_call(message_id: &str) -> Value {
+    json!({"to": "a@x", "subject": "flood", "message_id": message_id, "hold": true})
+}
+
+/// What the flood's duplicates were answered.
+#[derive(Default)]
+struct Answers {
+    replays: Vec<CallToolResult>,
+    in_progress: usize,
+    /// Anything else: a duplicate that ran, or an error other than in_progress.
+    unexpected: Vec<String>,
+}
+
+/// `n` duplicates of the held call, at once and again as soon as each is answered, until
+/// `stop`.
+fn flood(
+    clients: &[Arc<Client>],
+    n: usize,
+    key: &str,
+    args: &Value,
+    stop: &Arc<AtomicBool>,
+    answers: &Arc<Mutex<Answers>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..n)
+        .map(|i| {
+            let client = clients[i % clients.len()].clone();
+            let (key, args) = (key.to_string(), args.clone());
+            let (stop, answers) = (stop.clone(), answers.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    let answer = call(&client, "send_email", args.clone(), key_meta(&key)).await;
+                    {
+                        let mut a = answers.lock().unwrap();
+                        match answer {
+                            Ok(r) if mark(&r)["replayed"] == true => a.replays.push(r),
+                            Err(e) if e.code.0 == code::IN_PROGRESS => a.in_progress += 1,
+                            other => a.unexpected.push(format!("{other:?}")),
+                        }
+                    }
+                    // Paces the crowd (its retries come back at once, not after
+                    // retryAfterMs): it stays a crowd without spinning the machine's cores.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
+        })
+        .collect()
+}
+
+fn in_progress_detail(e: &ErrorData) -> String {
+    e.data.as_ref().map_or(String::new(), |d| {
+        d["detail"].as_str().unwrap_or_default().to_string()
+    })
+}
+
+/// More duplicates of one principal than the pool has connections wait for a call that
+/// runs past several lease lengths: its heartbeat goes on (a pool of its own), so it is
+/// never taken over. One effect, attempt 1, and the duplicates get the replay or
+/// in_progress. Another principal's unrelated call completes while the flood is on.
+#[tokio::test]
+async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
+    let c = Counting::new(&parts, &python, "flood");
+    let name = pg_idempotency_tests::scope("mail");
+    let app = pg_idempotency_tests::scope("flood");
+    // A short lease, so that the call runs past several while the flood is on; a long
+    // wait, so that an admitted duplicate waits for as long as the flood lasts.
+    let rest = two_tenants(
+        &c,
+        &name,
+        "[tools.send_email]\nlease = \"3s\"\nwait = \"60s\"\n",
+    );
+    let config = config_named(&c.dir, 4, &app, &rest);
+    let mut proxy = HttpProxy::start(&config, &c.env()).await;
+    let db = database().await;
+    let (key, args) = ("flood-1", held_call("flood-1"));
+    let scope = format!("{name}/send_email@tenant-a");
+    let a = tenant(&proxy, "token-a").await;
+    let first = tokio::spawn({
+        let args = args.clone();
+        async move { call(&a, "send_email", args, key_meta(key)).await }
+    });
+    c.held(key).await;
+    let (_, attempt, claimed_until) = record(&db, &scope, key).await.expect("the call is claimed");
+    assert_eq!(attempt, 1);
+    // Twelve duplicates at once (the pool has four connections), over three sessions.
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        sessions.push(Arc::new(tenant(&proxy, "token-a").await));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let answers = Arc::new(Mutex::new(Answers::default()));
+    let crowd = flood(&sessions, 12, key, &args, &stop, &answers);
+    // The flood is on once duplicates wait in the database.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while waiting(&db, &app).await < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no duplicate ever waited"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Another principal's unrelated call, during the flood.
+    let b = tenant(&proxy, "token-b").await;
+    let other = tokio::spawn(async move {
+        let r = call(
+            &b,
+            "send_email",
+            json!({"to": "b@x", "subject": "unrelated", "message_id": "other-1"}),
+            None,
+        )
+        .await;
+        (b, r)
+    });
+    // The call runs on past three lease lengths, its lease extended every time, never
+    // taken over; the other principal's call is answered meanwhile.
+    let lease = 3.0;
+    let deadline = tokio::time::Instant::now() + PATIENCE * 2;
+    loop {
+        let (state, attempt, until) = record(&db, &scope, key).await.expect("the record stays");
+        assert_eq!(attempt, 1, "the running call was taken over by a duplicate");
+        assert_eq!(state, "in_progress");
+        assert_eq!(effects_of(&c, key), 1, "a duplicate ran the call again");
+        if until >= claimed_until + 3.0 * lease && other.is_finished() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lease was not extended past three lease lengths (until {until}, claimed until {claimed_until}), or the other principal's call was never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (b, theirs) = other.await.unwrap();
+    let theirs = theirs.expect("the other principal's call completes during the flood");
+    assert_eq!(mark(&theirs)["replayed"], false);
+    assert_eq!(effects_of(&c, "other-1"), 1);
+    // The call answers; the crowd then gets its replay.
+    c.release();
+    let first = first.await.unwrap().expect("the running call completes");
+    assert_eq!(mark(&first)["replayed"], false);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while answers.lock().unwrap().replays.len() < 12 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the duplicates never got the replay"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    for d in crowd {
+        d.await.unwrap();
+    }
+    let answers = std::mem::take(&mut *answers.lock().unwrap());
+    assert!(answers.unexpected.is_empty(), "{:?}", answers.unexpected);
+    assert!(
+        answers.in_progress > 0,
+        "the duplicates beyond the cap were answered in_progress at once"
+    );
+    for r in &answers.replays {
+        assert_eq!(unmarked(r), unmarked(&first));
+    }
+    assert_eq!(effects_of(&c, key), 1);
+    let (state, attempt, _) = record(&db, &scope, key).await.unwrap();
+    assert_eq!((state.as_str(), attempt), ("succeeded", 1));
+    b.cancel().await.unwrap();
+    proxy.kill().await;
+}
+
+/// A principal's duplicates beyond `max_waiting_per_principal` (4) do not wait: the fifth
+/// is answered in_progress at once, its detail naming the setting; another principal's
+/// duplicate still waits, and every one of them gets the replay.
+#[tokio::test]
+async fn a_duplicate_over_the_principals_cap_is_answered_at_once() {
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
+    let c = Counting::new(&parts, &python, "flood-cap");
+    let name = pg_idempotency_tests::scope("mail");
+    let app = pg_idempotency_tests::scope("cap");
+    let rest = two_tenants(&c, &name, "[tools.send_email]\nwait = \"60s\"\n");
+    // Eight connections: six for waiting duplicates (two reserved), four per principal.
+    let config = config_named(&c.dir, 8, &app, &rest);
+    let mut proxy = HttpProxy::start(&config, &c.env()).await;
+    let db = database().await;
+    let a = Arc::new(tenant(&proxy, "token-a").await);
+    let b = Arc::new(tenant(&proxy, "token-b").await);
+    let spawn_call = |client: &Arc<Client>, id: &str| {
+        let (client, id) = (client.clone(), id.to_string());
+        tokio::spawn(
+            async move { call(&client, "send_email", held_call(&id), key_meta(&id)).await },
+        )
+    };
+    let first_a = spawn_call(&a, "cap-a");
+    c.held("cap-a").await;
+    let first_b = spawn_call(&b, "cap-b");
+    c.held("cap-b").await;
+    // Four of A's duplicates wait.
+    let dups: Vec<_> = (0..4).map(|_| spawn_call(&a, "cap-a")).collect();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while waiting(&db, &app).await < 4 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "four duplicates never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A fifth is answered at once.
+    let fifth = spawn_call(&a, "cap-a");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !fifth.is_finished() {
+        assert!(
+            waiting(&db, &app).await <= 4,
+            "a fifth duplicate of one principal waits"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the fifth duplicate was never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let busy = fifth.await.unwrap().unwrap_err();
+    assert_eq!(busy.code.0, code::IN_PROGRESS, "{busy:?}");
+    let data = busy.data.clone().unwrap();
+    assert_eq!(data["kind"], "in_progress");
+    assert!(data["retryAfterMs"].as_u64().is_some(), "{data}");
+    assert!(
+        in_progress_detail(&busy).contains("limits.max_waiting_per_principal"),
+        "{data}"
+    );
+    // The other principal's duplicate waits (a fifth waiting session).
+    let dup_b = spawn_call(&b, "cap-b");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while waiting(&db, &app).await < 5 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the other principal's duplicate never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.release();
+    let (first_a, first_b) = (
+        first_a.await.unwrap().unwrap(),
+        first_b.await.unwrap().unwrap(),
+    );
+    for d in dups {
+        let r = d.await.unwrap().unwrap();
+        assert_eq!(mark(&r)["replayed"], true);
+        assert_eq!(unmarked(&r), unmarked(&first_a));
+    }
+    let r = dup_b.await.unwrap().unwrap();
+    assert_eq!(unmarked(&r), unmarked(&first_b));
+    let after = call(&a, "send_email", held_call("cap-a"), key_meta("cap-a"))
+        .await
+        .unwrap();
+    assert_eq!(mark(&after)["replayed"], true);
+    assert_eq!((effects_of(&c, "cap-a"), effects_of(&c, "cap-b")), (1, 1));
+    proxy.kill().await;
+}
+
+/// A call that finds no free connection in the pool within `pool_wait_timeout` is answered
+/// -32075 store_unavailable with a hint, not left hanging, and is not sent upstream.
+#[tokio::test]
+async fn a_pool_with_no_free_connection_answers_store_unavailable() {
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
+    let c = Counting::new(&parts, &python, "flood-pool");
+    let name = pg_idempotency_tests::scope("mail");
+    let app = pg_idempotency_tests::scope("pool");
+    let rest = two_tenants(&c, &name, "[tools.send_email]\nwait = \"60s\"\n");
+    // One connection, and no reserve on a pool of one: a waiting duplicate holds it.
+    let config = config_named(&c.dir, 1, &app, &rest);
+    let mut proxy = HttpProxy::start(&config, &c.env()).await;
+    let db = database().await;
+    let a = Arc::new(tenant(&proxy, "token-a").await);
+    let b = tenant(&proxy, "token-b").await;
+    let first = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            call(&a, "send_email", held_call("pool-a"), key_meta("pool-a")).await
+        })
+    };
+    c.held("pool-a").await;
+    let dup = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            call(&a, "send_email", held_call("pool-a"), key_meta("pool-a")).await
+        })
+    };
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while waiting(&db, &app).await < 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the duplicate never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Not a latency bound: a guard against a hang, far above the 5 s pool_wait_timeout.
+    let answer = tokio::time::timeout(
+        PATIENCE,
+        call(
+            &b,
+            "send_email",
+            json!({"to": "b@x", "subject": "s", "message_id": "pool-b"}),
+            None,
+        ),
+    )
+    .await
+    .expect("the call was answered, not left waiting for a connection");
+    let e = answer.expect_err("no connection was free: store_unavailable");
+    assert_eq!(e.code.0, code::STORE_UNAVAILABLE, "{e:?}");
+    let data = e.data.clone().unwrap();
+    assert_eq!(data["kind"], "store_unavailable");
+    assert!(
+        data["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("limits.pool_wait_timeout"),
+        "{data}"
+    );
+    assert!(
+        data["hint"].as_str().is_some_and(|h| !h.is_empty()),
+        "{data}"
+    );
+    assert_eq!(effects_of(&c, "pool-b"), 0, "the call was not sent");
+    c.release();
+    let first = first.await.unwrap().unwrap();
+    let replay = dup.await.unwrap().unwrap();
+    assert_eq!(unmarked(&replay), unmarked(&first));
+    assert_eq!(effects_of(&c, "pool-a"), 1);
+    b.cancel().await.unwrap();
+    proxy.kill().await;
+}
