@@ -122,7 +122,7 @@ mod tests {
 
     fn proxy(max: usize) -> Proxy {
         let config: Config = toml::from_str("[upstream]\ncommand = \"true\"\n").unwrap();
-        let target = Target::of(&config.upstream).unwrap();
+        let target = Target::of(&config.upstream, &config.limits).unwrap();
         Proxy::with_max_registered(config, target, Arc::new(MemoryStore::new()), max)
     }
 
