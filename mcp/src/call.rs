@@ -93,11 +93,8 @@ pub async fn deduplicated(
     let settings = settings(policy, &key, fingerprint, up.peer);
     let call = Call::new().idempotent(settings).extension(forwarding);
     // As the principal's: the waiters' gate caps its duplicates that wait (waiters.rs).
-    let (dispatched, capped) = waiters::as_principal(
-        principal,
-        dispatcher.dispatch_call(&scope, arguments, call),
-    )
-    .await;
+    let (dispatched, capped) =
+        waiters::as_principal(principal, dispatcher.dispatch_call(&scope, arguments, call)).await;
     let mark = |how| Marked {
         scope: &scope,
         key: Some(&key),
