@@ -13,8 +13,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use idempotency::{
-    BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions, Begin, BeginOptions,
-    Completed, Error, ErrorKind, IdempotencyStore, Record, Result, ScopeMetrics,
+    ApiSchema, BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions, Begin,
+    BeginOptions, Completed, Error, ErrorKind, IdempotencyStore, Record, Result, ScopeMetrics,
 };
 use serde_json::Value;
 
@@ -139,5 +139,10 @@ impl IdempotencyStore for SplitStore {
 
     fn durable(&self) -> bool {
         self.calls.durable()
+    }
+
+    /// Both pools call the API in one schema (store.rs): the calls' pool's answers for both.
+    fn api_schema(&self) -> Option<&ApiSchema> {
+        self.calls.api_schema()
     }
 }
