@@ -244,8 +244,19 @@ fn failed(e: Error, name: &str, scope: &str, key: &str) -> Result<CallToolRespon
             None,
             "The effect happened: do not run the call again by other means; look its result up where the tool acted.",
         ),
-        ErrorKind::Pool
-        | ErrorKind::Database
+        // A busy pool is the proxy's own limit, so the tenant is told its name (split_store.rs
+        // words the error; nothing of the database's is in it).
+        ErrorKind::Pool => {
+            tracing::error!(tool = name, scope, error = %e, detail = e.detail(), "no connection of the pool came free: the call was not sent");
+            error(
+                code::STORE_UNAVAILABLE,
+                "store_unavailable",
+                "the proxy's records cannot be reached: the call was not sent upstream".into(),
+                Some("No connection of the proxy's pool to its records came free within limits.pool_wait_timeout."),
+                "Retry the call in a moment with the same key; it did not run. If this persists, the proxy's operator raises [database] pool_size or limits.pool_wait_timeout.",
+            )
+        }
+        ErrorKind::Database
         | ErrorKind::NotInstalled
         | ErrorKind::NotPermitted
         | ErrorKind::GrantRoleCaller

@@ -98,6 +98,10 @@ pub enum Outcome {
 
 type Client = RunningService<RoleClient, ()>;
 
+/// The two principals' bearer tokens (the front refuses tokens under 16 bytes).
+const TOKEN_A: &str = "tenant-a-secret-0123456789";
+const TOKEN_B: &str = "tenant-b-secret-0123456789";
+
 async fn client(url: &str, token: &str) -> BenchResult<Client> {
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token);
     Ok(
@@ -142,7 +146,7 @@ impl Run {
         std::fs::write(
             &config,
             format!(
-                "[database]\nurl = {}\npool_size = {pool_size}\n\n[front]\nclients = [{{ token = \"token-a\", principal = \"tenant-a\" }}, {{ token = \"token-b\", principal = \"tenant-b\" }}]\n\n[upstream]\nname = {}\nurl = \"http://127.0.0.1:{port}/mcp\"\n\n[tools.send_email]\nwait = \"30s\"\n",
+                "[database]\nurl = {}\npool_size = {pool_size}\n\n[front]\nclients = [{{ token = \"{TOKEN_A}\", principal = \"tenant-a\" }}, {{ token = \"{TOKEN_B}\", principal = \"tenant-b\" }}]\n\n[upstream]\nname = {}\nurl = \"http://127.0.0.1:{port}/mcp\"\n\n[tools.send_email]\nwait = \"30s\"\n",
                 toml_str(dsn),
                 toml_str(&fresh_key("bench-flood")),
             ),
@@ -356,10 +360,10 @@ async fn measure(
     plan: FloodPlan,
 ) -> BenchResult<([Stats; 3], Arc<Tally>)> {
     let url = run.start(python, script, dsn, plan.pool_size).await?;
-    let b = client(&url, "token-b").await?;
+    let b = client(&url, TOKEN_B).await?;
     let mut a = Vec::new();
     for _ in 0..4 {
-        a.push(Arc::new(client(&url, "token-a").await?));
+        a.push(Arc::new(client(&url, TOKEN_A).await?));
     }
     let mut discard = Vec::new();
     timed_calls(&b, &run.log, plan.warmup, &mut discard).await?;

@@ -33,10 +33,14 @@ fn config_named(
     path
 }
 
+/// The two tenants' bearer tokens (the front refuses tokens under 16 bytes).
+const TOKEN_A: &str = "tenant-a-secret-0123456789";
+const TOKEN_B: &str = "tenant-b-secret-0123456789";
+
 /// Two bearer tokens, one per tenant, and the counting server behind.
 fn two_tenants(c: &Counting, name: &str, tool: &str) -> String {
     format!(
-        "[front]\nclients = [{{ token = \"token-a\", principal = \"tenant-a\" }}, {{ token = \"token-b\", principal = \"tenant-b\" }}]\n\n{}\n{tool}",
+        "[front]\nclients = [{{ token = \"{TOKEN_A}\", principal = \"tenant-a\" }}, {{ token = \"{TOKEN_B}\", principal = \"tenant-b\" }}]\n\n{}\n{tool}",
         c.upstream_stdio(name)
     )
 }
@@ -169,8 +173,8 @@ async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
     let mut proxy = HttpProxy::start(&config, &c.env()).await;
     let db = database().await;
     let (key, args) = ("flood-1", held_call("flood-1"));
-    let scope = format!("{name}/send_email@tenant-a");
-    let a = tenant(&proxy, "token-a").await;
+    let scope = idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-a");
+    let a = tenant(&proxy, TOKEN_A).await;
     let first = tokio::spawn({
         let args = args.clone();
         async move { call(&a, "send_email", args, key_meta(key)).await }
@@ -181,7 +185,7 @@ async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
     // Twelve duplicates at once (the pool has four connections), over three sessions.
     let mut sessions = Vec::new();
     for _ in 0..3 {
-        sessions.push(Arc::new(tenant(&proxy, "token-a").await));
+        sessions.push(Arc::new(tenant(&proxy, TOKEN_A).await));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let answers = Arc::new(Mutex::new(Answers::default()));
@@ -196,7 +200,7 @@ async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Another principal's unrelated call, during the flood.
-    let b = tenant(&proxy, "token-b").await;
+    let b = tenant(&proxy, TOKEN_B).await;
     let other = tokio::spawn(async move {
         let r = call(
             &b,
@@ -277,8 +281,8 @@ async fn a_duplicate_over_the_principals_cap_is_answered_at_once() {
     let config = config_named(&c.dir, 8, &app, &rest);
     let mut proxy = HttpProxy::start(&config, &c.env()).await;
     let db = database().await;
-    let a = Arc::new(tenant(&proxy, "token-a").await);
-    let b = Arc::new(tenant(&proxy, "token-b").await);
+    let a = Arc::new(tenant(&proxy, TOKEN_A).await);
+    let b = Arc::new(tenant(&proxy, TOKEN_B).await);
     let spawn_call = |client: &Arc<Client>, id: &str| {
         let (client, id) = (client.clone(), id.to_string());
         tokio::spawn(
@@ -367,8 +371,8 @@ async fn a_pool_with_no_free_connection_answers_store_unavailable() {
     let config = config_named(&c.dir, 1, &app, &rest);
     let mut proxy = HttpProxy::start(&config, &c.env()).await;
     let db = database().await;
-    let a = Arc::new(tenant(&proxy, "token-a").await);
-    let b = tenant(&proxy, "token-b").await;
+    let a = Arc::new(tenant(&proxy, TOKEN_A).await);
+    let b = tenant(&proxy, TOKEN_B).await;
     let first = {
         let a = a.clone();
         tokio::spawn(async move {
