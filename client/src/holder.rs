@@ -236,6 +236,11 @@ async fn run_tool(scope: &str, tool: Arc<dyn Tool>, input: Value, ctx: CallConte
 async fn record(held: &Held, result: &Ran, lease: &LeaseWatch) -> Recorded {
     let cache_failures = match result {
         Ran::Failed(e) => match e.record {
+            // A failure that says the lease is not held (`ctx.ensure_lease()?`, or a tool's
+            // own error of that kind) stopped before the effect: the call never ran, so it
+            // is released, never remembered as failed (a `FAIL_FAST` retry would be refused
+            // until the ttl ends). Released under the fence: a takeover's claim is untouched.
+            FailureRecord::Policy if e.kind == ErrorKind::LeaseLost => Some(false),
             FailureRecord::Policy => held.cache_failures,
             FailureRecord::Release => Some(false),
             FailureRecord::Abandon => return Recorded::Abandoned,

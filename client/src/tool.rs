@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::error::{ErrorKind, Result};
 use crate::idempotent::Idempotent;
-use crate::lease::LeaseWatch;
+use crate::lease::{LeaseState, LeaseWatch};
 pub use crate::tool_error::{FailureRecord, ToolError};
 
 /// What a tool knows of the call it runs.
@@ -51,18 +51,25 @@ impl CallContext {
 
     /// `Err` (kind `LeaseLost`) once the lease is lost: `ctx.ensure_lease()?` before an
     /// irreversible step, so that an attempt that may have been taken over stops short.
+    /// The error releases the claim ([`FailureRecord::Release`]) whatever the settings'
+    /// `cache_failures` say: the tool stopped before its effect, so the call never ran and
+    /// a retry runs it (it is never remembered as a failure). Its message says which it is:
+    /// lost (the store refused the heartbeat) or unconfirmed (the store could not be
+    /// reached until the lease ended; nobody may have taken the call over).
     pub fn ensure_lease(&self) -> std::result::Result<(), ToolError> {
-        if self.lease_is_lost() {
-            return Err(ToolError {
-                kind: ErrorKind::LeaseLost,
-                message: "the call's lease was lost: another attempt may run it; stopped before its effect".into(),
-                response: None,
-                retryable: true,
-                retry_after: None,
-                record: FailureRecord::Policy,
-            });
-        }
-        Ok(())
+        let message = match self.lease.state() {
+            LeaseState::Held => return Ok(()),
+            LeaseState::Lost => "the call's lease was lost (another attempt holds the call, or it was forgotten): stopped before its effect",
+            LeaseState::Unconfirmed => "the call's lease is unconfirmed (the store could not be reached until it ended, so another attempt may take the call over): stopped before its effect",
+        };
+        Err(ToolError {
+            kind: ErrorKind::LeaseLost,
+            message: message.into(),
+            response: None,
+            retryable: true,
+            retry_after: None,
+            record: FailureRecord::Release,
+        })
     }
 }
 

@@ -77,7 +77,8 @@
 //!   - cache_failures dropped when the call says so -> `failures_uncached`
 //!     (cache_failure false given by the call)
 //!
-//! And from the client: `batch_scripts_forgotten` (RedisStore's pipeline after Redis
+//! And from the client: `lease_error_releases` (a tool stopped by `ensure_lease` leaves
+//! no remembered failure), `batch_scripts_forgotten` (RedisStore's pipeline after Redis
 //! forgot its scripts), `wait_*` (the isolation specs' waiting duplicate, in each store),
 //! `claim_token_repeat`, `race_one_claim`; `forget_holder_lost_it` and
 //! `forget_wakes_a_waiter` (what idem_forget's deletion means to a running claim);
@@ -119,6 +120,7 @@ mod parity {
     pub mod fence;
     pub mod forget;
     pub mod harness;
+    pub mod lease_errors;
     pub mod lifecycle;
     pub mod limits;
     pub mod metrics;
@@ -197,5 +199,6 @@ parity! {
         batch_completes => batch::each_item_is_completed_under_its_fence,
         batch_refuses => batch::a_bad_item_fails_the_batch_and_changes_nothing,
         batch_scripts_forgotten => batch::a_batch_after_the_scripts_were_forgotten,
+        lease_error_releases => lease_errors::an_unconfirmed_lease_releases_the_call,
     ]
 }
