@@ -15,6 +15,8 @@ use crate::call::{tool_failed, Call, Dispatched};
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::{self, Held, Ran, Recorded};
 use crate::idempotent::{Idempotent, KeyStrategy, KeySupplier};
+use crate::lease::LeaseState;
+use crate::live_holders;
 use crate::memory::MemoryStore;
 use crate::replayed::outcome_unknown;
 use crate::resolve;
@@ -24,6 +26,7 @@ use crate::toolkit::Toolkit;
 use crate::types::{Begin, Claim, Replay};
 use crate::unanswered::Unanswered;
 
+mod join;
 mod listing;
 pub use listing::ToolInfo;
 
@@ -214,6 +217,14 @@ impl Dispatcher {
             }
         };
         tracing::debug!(key = %key, "idempotency key");
+        // A holder of this call alive in this process is joined, never raced through the
+        // store (whose lease for it may have lapsed in an outage).
+        let identity = live_holders::identity_of(&self.store);
+        if let Some(joined) = live_holders::find(&identity, &spec.name, &key) {
+            if let Some(answer) = join::join(spec, idem, joined, deadline).await? {
+                return Ok(answer);
+            }
+        }
         let mut options = resolve::begin_options(idem, &strategy, &input);
         options.claim_token = Some(self.unanswered.token_for(&spec.name, &key));
         let span = tracing::Span::current();
@@ -286,6 +297,12 @@ impl Dispatcher {
                 .duration_since(SystemTime::now())
                 .unwrap_or(Duration::from_secs(1))
         });
+        let live = live_holders::register(
+            live_holders::identity_of(&self.store),
+            &spec.name,
+            &key,
+            record_wait,
+        );
         let held = Held {
             store: self.store.clone(),
             scope: spec.name.clone(),
@@ -293,6 +310,7 @@ impl Dispatcher {
             claim,
             lease: idem.lease,
             cache_failures: idem.cache_failures,
+            live: Some(live),
         };
         let mut running = holder::start(held, plan, spec.tool.clone(), input, ctx);
         let ran = match deadline {
@@ -314,15 +332,23 @@ impl Dispatcher {
         let wait_until = Instant::now() + record_wait;
         let wait_until = deadline.map_or(wait_until, |(at, _)| at.min(wait_until));
         let recorded = tokio::time::timeout_at(wait_until, &mut running.recorded).await;
+        let lease = running.lease.state();
         running.abandon();
         match recorded {
             Ok(Ok(recorded)) => answer(spec, ran, recorded),
             _ => match ran {
                 Ran::Failed(e) => Err(tool_failed(e)),
+                // What is true of the lease now: kept by the heartbeat, or not renewed
+                // (the store out of reach), which no retry in this process races.
+                ran if lease == LeaseState::Held => Err(unrecorded(
+                    spec,
+                    &ran,
+                    "The store did not take the result in time; it is tried again in the background under the claim's fence, with the lease kept by its heartbeat, until the store takes it or the record expires. Calls of this key in this process wait for it meanwhile.",
+                )),
                 ran => Err(unrecorded(
                     spec,
                     &ran,
-                    "The store did not take the result in time; it is tried again in the background under the claim's fence, with the lease kept, until the store takes it or the record expires.",
+                    "The store cannot be reached: the result is tried again in the background under the claim's fence until the store takes it or the record expires. The lease could not be renewed, so once it lapses another process may take the call over and run it again (unless the upstream deduplicates on the call's key); calls of this key in this process wait for this holder instead.",
                 )),
             },
         }

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use crate::error::{Error, ErrorKind};
 use crate::idempotent::{Reconcile, ReconcileFn, Reconciled};
 use crate::lease::{Keeper, LeaseState, LeaseWatch};
+use crate::live_holders::Registration;
 use crate::marks::Mark;
 use crate::store::IdempotencyStore;
 use crate::tool::{CallContext, FailureRecord, Tool, ToolError};
@@ -82,6 +83,9 @@ pub(crate) struct Held {
     pub(crate) claim: Claim,
     pub(crate) lease: Option<Duration>,
     pub(crate) cache_failures: Option<bool>,
+    /// Its entry among this process's live holders (`live_holders`): calls of the same
+    /// record in this process join this holder while it lives. Dropped with the holder.
+    pub(crate) live: Option<Registration>,
 }
 
 /// The dispatch's side of a running holder.
@@ -90,6 +94,8 @@ pub(crate) struct Running {
     pub(crate) ran: oneshot::Receiver<Ran>,
     /// What became of it, once recorded (or given up on).
     pub(crate) recorded: oneshot::Receiver<Recorded>,
+    /// What the holder knows of its lease, for what the dispatch tells its caller.
+    pub(crate) lease: LeaseWatch,
     guard: StopUnlessRan,
 }
 
@@ -139,6 +145,7 @@ pub(crate) fn start(
     let (lease_tx, lease_rx) = watch::channel(LeaseState::Held);
     ctx.fence = Some(held.claim.fence);
     ctx.lease = LeaseWatch::new(lease_rx.clone());
+    let lease_watch = LeaseWatch::new(lease_rx.clone());
     let length = held
         .claim
         .lease_until
@@ -186,6 +193,9 @@ pub(crate) fn start(
                 }
             };
             flag.store(true, Ordering::SeqCst);
+            if let Some(live) = &held.live {
+                live.ran(&result);
+            }
             let _ = ran_tx.send(result.clone());
             let recorded = record(&held, &result, &LeaseWatch::new(lease_rx)).await;
             if let Recorded::Expired = recorded {
@@ -207,6 +217,7 @@ pub(crate) fn start(
     Running {
         ran: ran_rx,
         recorded: recorded_rx,
+        lease: lease_watch,
         guard: StopUnlessRan {
             task: task.abort_handle(),
             ran,

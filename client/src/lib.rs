@@ -20,6 +20,7 @@ mod holder;
 mod idempotent;
 mod lease;
 mod limits;
+mod live_holders;
 mod macro_support;
 pub mod marks;
 mod memory;

@@ -39,6 +39,12 @@ pub trait PgSource: Send + Sync {
     /// connection whose answer is still owed; a pool must not lend it again.
     fn settled(_guard: &mut Self::Guard<'_>) {}
 
+    /// Which connections this is, for [`IdempotencyStore::identity`]: a pool's (shared by
+    /// its clones), a shared client's; None for a borrowed client or a transaction.
+    fn identity(&self) -> Option<String> {
+        None
+    }
+
     /// Prepares `sql` on a lent connection: from the connection's statement cache where it
     /// has one (pooled connections), so that a call is one round trip.
     fn prepare<'g>(
@@ -55,6 +61,9 @@ pub trait PgSource: Send + Sync {
 impl PgSource for Arc<tokio_postgres::Client> {
     type Client = tokio_postgres::Client;
     type Guard<'a> = &'a tokio_postgres::Client;
+    fn identity(&self) -> Option<String> {
+        Some(format!("client {:p}", Arc::as_ptr(self)))
+    }
     async fn client(&self) -> Result<Self::Guard<'_>> {
         Ok(self.as_ref())
     }
@@ -116,6 +125,11 @@ impl Drop for Pooled {
 impl PgSource for deadpool_postgres::Pool {
     type Client = tokio_postgres::Client;
     type Guard<'a> = Pooled;
+    /// The pool's manager lives in the pool's shared state: one address for every clone.
+    /// Its connections share one configured role, the records' owner.
+    fn identity(&self) -> Option<String> {
+        Some(format!("deadpool {:p}", self.manager()))
+    }
     async fn client(&self) -> Result<Pooled> {
         Ok(Pooled {
             object: Some(self.get().await?),
@@ -606,5 +620,10 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
 
     fn api_schema(&self) -> Option<&ApiSchema> {
         Some(&self.sql.schema)
+    }
+
+    fn identity(&self) -> Option<String> {
+        let source = self.source.identity()?;
+        Some(format!("pg {source} schema {}", self.sql.schema.quoted()))
     }
 }

@@ -633,6 +633,17 @@ impl IdempotencyStore for RedisStore {
         }
         Ok(rows.into_values().collect())
     }
+
+    /// Over `connect`: the server, database, user and prefix (every store connected so
+    /// shares the records). Over a caller's connection (`new`): this handle only.
+    fn identity(&self) -> Option<String> {
+        let (client, _) = self.reconnect.as_ref()?;
+        let info = client.get_connection_info();
+        Some(format!(
+            "redis {} db {} user {:?} prefix {:?}",
+            info.addr, info.redis.db, info.redis.username, self.prefix
+        ))
+    }
 }
 
 impl RedisStore {

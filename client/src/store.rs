@@ -103,6 +103,18 @@ pub trait IdempotencyStore: Send + Sync {
         Err(unsupported("metrics"))
     }
 
+    /// Which records this handle reaches, as far as this process can tell: two handles
+    /// with the same identity see the same records, so that a call in this process whose
+    /// holder still lives joins that holder rather than taking the call over through the
+    /// store (see docs/client.md, "A lost lease"). `PgStore` over a deadpool pool: the pool
+    /// (every clone of it, and every `PgStore` made over it) and the API's schema;
+    /// `RedisStore::connect`: the server, database, user and prefix. None (the default,
+    /// and a store over a borrowed connection): this handle only, that is every holder of
+    /// the same `Arc`. A wrapper store forwards its inner store's.
+    fn identity(&self) -> Option<String> {
+        None
+    }
+
     /// Whether what the store remembers survives a crash and is shared between processes.
     fn durable(&self) -> bool {
         true

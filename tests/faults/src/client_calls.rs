@@ -163,6 +163,11 @@ impl IdempotencyStore for Counting {
     fn durable(&self) -> bool {
         self.inner.durable()
     }
+
+    /// The inner store's: a count in front of it reaches the same records.
+    fn identity(&self) -> Option<String> {
+        self.inner.identity()
+    }
 }
 
 /// Where a [`Gate`] holds a tool (or a provider's answer).

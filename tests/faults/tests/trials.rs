@@ -15,6 +15,7 @@ mod trials {
     mod f10_disk_full;
     mod f11_completion;
     mod f12_unknown_outcome;
+    mod f13_own_holder;
     mod f1_kill_client;
     mod f2_paused_holder;
     mod f3_terminate;
