@@ -14,11 +14,22 @@ use crate::store::IdempotencyStore;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LeaseState {
     Held,
+    /// The last heartbeat could not reach the store; the lease has not ended yet. Back to
+    /// `Held` once one gets through.
+    Failing,
     /// The heartbeat could not reach the store until the lease ended: another attempt may
     /// take the call over now. The fence still decides a completion.
     Unconfirmed,
     /// The store refused the fence: another attempt holds the call, or it was forgotten.
     Lost,
+}
+
+impl LeaseState {
+    /// Whether the tool is told its lease is lost: the store refused the fence, or the
+    /// lease ended without a heartbeat reaching the store.
+    pub(crate) fn is_lost(self) -> bool {
+        matches!(self, LeaseState::Unconfirmed | LeaseState::Lost)
+    }
 }
 
 /// What a tool is told of its lease: a receiver of the heartbeat's findings, or nothing for
@@ -36,13 +47,13 @@ impl LeaseWatch {
     }
 
     pub(crate) fn is_lost(&self) -> bool {
-        self.state() != LeaseState::Held
+        self.state().is_lost()
     }
 
     pub(crate) async fn lost(&self) {
         if let Some(rx) = &self.0 {
             let mut rx = rx.clone();
-            if rx.wait_for(|s| *s != LeaseState::Held).await.is_ok() {
+            if rx.wait_for(|s| s.is_lost()).await.is_ok() {
                 return;
             }
         }
@@ -90,6 +101,9 @@ impl Keeper {
                 Ok(Ok(_)) => {
                     held_until = sent + self.length;
                     next = sent + period;
+                    if *self.tx.borrow() == LeaseState::Failing {
+                        self.tx.send_replace(LeaseState::Held);
+                    }
                 }
                 Ok(Err(e)) if e.kind == ErrorKind::LeaseLost => {
                     tracing::warn!(scope = %self.scope, fence = self.fence, "the lease was lost: another attempt holds the call, or it was forgotten");
@@ -103,9 +117,12 @@ impl Keeper {
                             "could not extend the lease: the store did not answer in time"
                         ),
                     }
-                    if Instant::now() >= held_until && *self.tx.borrow() == LeaseState::Held {
+                    let state = *self.tx.borrow();
+                    if Instant::now() >= held_until && !state.is_lost() {
                         tracing::warn!(scope = %self.scope, fence = self.fence, "the lease ended without a heartbeat reaching the store: counted as lost");
                         self.tx.send_replace(LeaseState::Unconfirmed);
+                    } else if state == LeaseState::Held {
+                        self.tx.send_replace(LeaseState::Failing);
                     }
                     next = Instant::now() + again;
                 }

@@ -58,7 +58,7 @@ impl CallContext {
     /// reached until the lease ended; nobody may have taken the call over).
     pub fn ensure_lease(&self) -> std::result::Result<(), ToolError> {
         let message = match self.lease.state() {
-            LeaseState::Held => return Ok(()),
+            LeaseState::Held | LeaseState::Failing => return Ok(()),
             LeaseState::Lost => "the call's lease was lost (another attempt holds the call, or it was forgotten): stopped before its effect",
             LeaseState::Unconfirmed => "the call's lease is unconfirmed (the store could not be reached until it ended, so another attempt may take the call over): stopped before its effect",
         };

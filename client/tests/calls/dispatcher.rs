@@ -387,9 +387,23 @@ async fn a_duplicate_waits_for_the_running_call(store: Arc<dyn IdempotencyStore>
         tokio::spawn(async move { d.dispatch(&tool, input).await })
     };
     steer.run_began().await;
+    // On PostgreSQL the duplicate comes from elsewhere (a store over a pool of its own: not
+    // this process's holder as far as the client can tell), so that it waits in the
+    // server; a duplicate through the same pool waits for this process's holder instead
+    // (`a_duplicate_in_the_holders_process_joins_it`).
+    let from = match kind {
+        "postgres" => Arc::new(dispatcher(
+            Arc::new(PgStore::new(pool())),
+            &tool,
+            sent.clone(),
+            Idempotent::new().wait(BOUND),
+            &Steer::free(),
+        )),
+        _ => d.clone(),
+    };
     let mut duplicate = Box::pin({
-        let (d, tool) = (d.clone(), tool.clone());
-        async move { d.dispatch(&tool, input).await }
+        let tool = tool.clone();
+        async move { from.dispatch(&tool, input).await }
     });
     // The duplicate must be waiting before the first call ends, as the store shows it.
     match kind {

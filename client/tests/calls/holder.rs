@@ -30,6 +30,9 @@ struct Blinking {
     after_commit: bool,
     /// While set, completions fail without reaching the store.
     down: AtomicBool,
+    /// While set, the heartbeat fails too: the store is out of reach for the holder (its
+    /// lease lapses), while `begin` still gets through (a retry would reach the store).
+    cut: AtomicBool,
     /// Extensions wait for a permit (none: they wait until the test adds some).
     extend_gate: Option<Arc<Semaphore>>,
     completions: AtomicU32,
@@ -42,6 +45,7 @@ impl Blinking {
             failing_completions: AtomicU32::new(0),
             after_commit: false,
             down: AtomicBool::new(false),
+            cut: AtomicBool::new(false),
             extend_gate: None,
             completions: AtomicU32::new(0),
         }
@@ -68,7 +72,7 @@ impl IdempotencyStore for Blinking {
         c: Option<bool>,
     ) -> Result<Completed> {
         self.completions.fetch_add(1, Ordering::SeqCst);
-        if self.down.load(Ordering::SeqCst) {
+        if self.down.load(Ordering::SeqCst) || self.cut.load(Ordering::SeqCst) {
             return Err(lost_connection());
         }
         let failing = self
@@ -90,6 +94,9 @@ impl IdempotencyStore for Blinking {
         if let Some(gate) = &self.extend_gate {
             let _permit = gate.acquire().await.expect("the gate stays open");
         }
+        if self.cut.load(Ordering::SeqCst) {
+            return Err(lost_connection());
+        }
         self.inner.extend(s, k, f, l).await
     }
     async fn lookup(&self, s: &str, k: &str) -> Result<Option<Record>> {
@@ -104,6 +111,8 @@ impl IdempotencyStore for Blinking {
     fn durable(&self) -> bool {
         self.inner.durable()
     }
+    // No `identity`: a `Blinking` is a handle of its own, so a dispatcher over the inner
+    // store is another process as far as live holders go (the takeovers here need one).
 }
 
 /// A send_email tool counting what it sends.
@@ -204,6 +213,74 @@ async fn a_result_the_store_cannot_take_yet_is_recorded_later(store: Arc<dyn Ide
         Dispatched::Replayed(json!({"email_id": 1}))
     );
     assert_eq!(sent.load(Ordering::SeqCst), 1);
+}
+
+/// The holder's store goes out of reach right after the tool ran, past the lease: the
+/// caller is told `Unrecorded` (the lease could not be renewed, which the detail says).
+/// Retries from the same process, while the store is still out of reach for the holder
+/// and after the lease lapsed there (a `begin` would take the call over and run it
+/// again), join the holder instead: through the same dispatcher and through another over
+/// the same store, they are answered with its result. Once the store is back the holder
+/// records it; a retry replays it. One email.
+async fn a_retry_in_the_holders_process_joins_it(store: Arc<dyn IdempotencyStore>) {
+    let blinking = Arc::new(Blinking::over(store.clone()));
+    let (tool, sent) = (unique("send_email"), Arc::new(AtomicU32::new(0)));
+    let lease = Duration::from_millis(600);
+    let d = Dispatcher::new(blinking.clone());
+    let cut_after_run = {
+        let (sent, blinking) = (sent.clone(), blinking.clone());
+        tool_fn(move |_input: Value| {
+            let (sent, blinking) = (sent.clone(), blinking.clone());
+            async move {
+                let id = sent.fetch_add(1, Ordering::SeqCst) + 1;
+                // The effect happened; the store goes out of reach.
+                blinking.cut.store(true, Ordering::SeqCst);
+                Ok(json!({"email_id": id}))
+            }
+        })
+    };
+    let settings = Idempotent::new().lease(lease);
+    d.register(ToolSpec::new(&tool, cut_after_run).idempotent(settings.clone()))
+        .unwrap();
+    let other = Dispatcher::new(blinking.clone());
+    other
+        .register(ToolSpec::new(&tool, counting(sent.clone())).idempotent(settings))
+        .unwrap();
+    let input = json!({"to": "dee@example.com"});
+    let e = d.dispatch(&tool, input.clone()).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unrecorded, "{e:?}");
+    assert_eq!(e.response(), Some(&json!({"email_id": 1})));
+    let detail = e.detail().unwrap_or_default();
+    assert!(
+        !detail.contains("lease kept"),
+        "the lease was not kept: {detail}"
+    );
+    let key = hash_key(&input);
+    until_record(&*store, &tool, &key, "the lease lapsed", |r| {
+        r.as_ref()
+            .and_then(|r| r.lease_until)
+            .is_some_and(|u| u < SystemTime::now())
+    })
+    .await;
+    for (which, d) in [("the same dispatcher", &d), ("another dispatcher", &other)] {
+        let e = d.dispatch(&tool, input.clone()).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unrecorded, "{which}: {e:?}");
+        assert_eq!(e.response(), Some(&json!({"email_id": 1})), "{which}");
+        assert_eq!(sent.load(Ordering::SeqCst), 1, "{which}: ran again");
+    }
+    blinking.cut.store(false, Ordering::SeqCst);
+    until_record(&*store, &tool, &key, "the holder's recording", |r| {
+        r.as_ref().is_some_and(|r| r.state == State::Succeeded)
+    })
+    .await;
+    for d in [&d, &other] {
+        assert_eq!(
+            d.dispatch(&tool, input.clone()).await.unwrap(),
+            Dispatched::Replayed(json!({"email_id": 1}))
+        );
+    }
+    let rec = store.lookup(&tool, &key).await.unwrap().unwrap();
+    assert_eq!((rec.attempt, sent.load(Ordering::SeqCst)), (1, 1));
 }
 
 /// A result the store can never keep (U+0000; over the size limit): the caller gets
@@ -579,6 +656,12 @@ macro_rules! suite {
                 }
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn joins_its_holder() {
+                if let Some(s) = store().await {
+                    a_retry_in_the_holders_process_joins_it(s).await
+                }
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn unstorable_result() {
                 if let Some(s) = store().await {
                     an_unstorable_result_is_marked(s).await
@@ -639,4 +722,41 @@ async fn a_lease_shorter_than_a_beat_runs_the_call() {
         d.dispatch(&tool, json!({"n": 1})).await.unwrap(),
         Dispatched::Ran(json!({"email_id": 1}))
     );
+}
+
+/// Which handles are one store, for the live holders a call joins: every `PgStore` over
+/// one pool (or its clones) in one schema; every `RedisStore::connect` to one server,
+/// database and prefix; otherwise the handle itself (no identity).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handles_over_one_pool_are_one_store() {
+    let one = pool();
+    let a = PgStore::new(one.clone());
+    assert!(a.identity().is_some());
+    assert_eq!(a.identity(), PgStore::new(one.clone()).identity());
+    assert_ne!(
+        a.identity(),
+        PgStore::new(pool()).identity(),
+        "another pool"
+    );
+    let elsewhere = PgStore::new(one).schema("elsewhere").unwrap();
+    assert_ne!(a.identity(), elsewhere.identity(), "another schema");
+    assert_eq!(MemoryStore::new().identity(), None);
+    #[cfg(feature = "redis")]
+    if let Some(url) = redis_url() {
+        let (client, conn) = redis_connection(&url).await;
+        let connect = |prefix: &'static str| {
+            let client = client.clone();
+            async move {
+                RedisStore::connect(client, ::redis::AsyncConnectionConfig::new(), prefix)
+                    .await
+                    .unwrap()
+                    .identity()
+            }
+        };
+        let first = connect("idem:").await;
+        assert!(first.is_some());
+        assert_eq!(first, connect("idem:").await);
+        assert_ne!(first, connect("other:").await, "another prefix");
+        assert_eq!(RedisStore::new(conn, "idem:").identity(), None);
+    }
 }
