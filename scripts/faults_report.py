@@ -56,7 +56,7 @@ for (scenario, backend, version), n in rows.items():
     line(f"| {scenario}{mark} | {backend} | {version} | " + " | ".join(cells) + " |")
 line("")
 if any(key[1] in ("MemoryStore", "RedisStore") for key in rows):
-    line("F11 and F12 run through the Rust client: their operations are the store operations a "
+    line("F11, F12 and F13 run through the Rust client: their operations are the store operations a "
          "call made, and a row of MemoryStore or RedisStore names the store in the backend "
          "column and the Redis version (or —) in the PostgreSQL one (summed over the run's "
          "passes: they do not depend on the backend or the version).")
