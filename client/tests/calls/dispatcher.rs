@@ -390,7 +390,7 @@ async fn a_duplicate_waits_for_the_running_call(store: Arc<dyn IdempotencyStore>
     // On PostgreSQL the duplicate comes from elsewhere (a store over a pool of its own: not
     // this process's holder as far as the client can tell), so that it waits in the
     // server; a duplicate through the same pool waits for this process's holder instead
-    // (`a_duplicate_in_the_holders_process_joins_it`).
+    // (holder.rs, `a_retry_in_the_holders_process_joins_it`).
     let from = match kind {
         "postgres" => Arc::new(dispatcher(
             Arc::new(PgStore::new(pool())),
