@@ -142,6 +142,32 @@ through_proxy() {
     return $rc
 }
 
+# The client's parity suite (PgStore's scenarios), the dispatcher's, the holder's and the
+# exactly-once tests, the HTTP layer's and the MCP proxy's suites, through Debian's PgBouncer
+# in transaction mode (scripts/pgbouncer.sh), with unnamed statements
+# (PGIDEM_STATEMENTS=unnamed: PgStore::statement_mode); the Python and Node.js examples
+# through it too (scripts/test-examples.sh, PGIDEM_EXAMPLES_DSN).
+through_pooler() {
+    local version="$1" backend="$2"
+    if ! command -v pgbouncer >/dev/null; then
+        results add skip-missing "$version ($backend): through PgBouncer in transaction mode" "every suite" \
+            "pgbouncer is not installed (Debian's pgbouncer: scripts/setup.sh installs it as root)"
+        return 0
+    fi
+    fresh_database "$version" pgidem_pooled "$backend" && "$ROOT/scripts/pgbouncer.sh" start "$version" || return 1
+    local rc=0 run=(env PGIDEM_DSN="$("$ROOT/scripts/pgbouncer.sh" conninfo "$version") dbname=pgidem_pooled"
+        PGIDEM_BINDIR="$(bindir_of "$version")" PGIDEM_BACKEND="$backend" PGIDEM_STATEMENTS=unnamed
+        cargo test --no-fail-fast --features pg_idempotency_client/redis)
+    # PgStore's scenarios only: the parity suite's other stores do not use the database.
+    "${run[@]}" -p pg_idempotency_client --test parity -- postgres --test-threads 4 || rc=1
+    "${run[@]}" -p pg_idempotency_client --test calls -- \
+        calls::dispatcher::postgres calls::holder::postgres calls::exactly_once --test-threads 4 || rc=1
+    # The client named for its feature only (the behaviour suite's build, reused).
+    "${run[@]}" -p pg_idempotency_client -p pg_idempotency_server -p pg_idempotency_mcp \
+        --test http --test proxy -- --test-threads 4 || rc=1
+    return $rc
+}
+
 # Real migration tools (Alembic, dbmate, node-pg-migrate, pinned: scripts/migration-tools.sh)
 # apply the portable variant's plain-SQL migrations, each test in a database of its own.
 migration_tools() {
@@ -199,6 +225,9 @@ for v in "${versions[@]}"; do
         if [ "$v" = pg15 ]; then
             step libtest "$v ($b): client, HTTP layer and MCP proxy through a PL/Proxy proxy (4 partitions)" through_proxy "$v" "$b"
         fi
+        step libtest "$v ($b): client, HTTP layer and MCP proxy through PgBouncer (transaction mode)" through_pooler "$v" "$b"
+        step self "$v ($b): Python and Node.js examples through PgBouncer (transaction mode)" \
+            env PGIDEM_EXAMPLES_THROUGH_POOLER=1 "$ROOT/scripts/test-examples.sh" "$v" "$b"
     done
     if [ "$v" = pg18 ]; then
         step libtest "$v (portable): migration tools (Alembic, dbmate, node-pg-migrate)" migration_tools "$v"

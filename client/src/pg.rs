@@ -706,4 +706,8 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
     fn api_schema(&self) -> Option<&ApiSchema> {
         Some(&self.sql.schema)
     }
+
+    fn statement_mode(&self) -> Option<StatementMode> {
+        Some(self.mode)
+    }
 }
