@@ -41,9 +41,10 @@ pool_mode = transaction
 auth_type = trust
 auth_file = $dir/users.txt
 auth_user = postgres
-; Enough server connections for the suites' parallel tests, a few of them waiting inside
-; idem_begin (its wait argument holds the server connection for that statement).
-default_pool_size = 40
+; Enough server connections for the suites' parallel tests: a begin that waits (its wait
+; argument) holds a server connection for the whole wait, and the HTTP layer's test of 50
+; waiting duplicates runs beside a heartbeat that must get one to keep its lease.
+default_pool_size = 80
 max_client_conn = 800
 ; tokio-postgres, psycopg and node-pg send nothing else a pooler must refuse; JDBC-style
 ; drivers send these two.

@@ -157,7 +157,7 @@ through_pooler() {
     fresh_database "$version" pgidem_pooled "$backend" && "$ROOT/scripts/pgbouncer.sh" start "$version" || return 1
     local rc=0 run=(env PGIDEM_DSN="$("$ROOT/scripts/pgbouncer.sh" conninfo "$version") dbname=pgidem_pooled"
         PGIDEM_BINDIR="$(bindir_of "$version")" PGIDEM_BACKEND="$backend" PGIDEM_STATEMENTS=unnamed
-        cargo test --no-fail-fast --features pg_idempotency_client/redis)
+        PGIDEM_MCP_STATEMENTS=unnamed PGIDEM_THROUGH_POOLER=1 cargo test --no-fail-fast --features pg_idempotency_client/redis)
     # PgStore's scenarios only: the parity suite's other stores do not use the database.
     "${run[@]}" -p pg_idempotency_client --test parity -- postgres --test-threads 4 || rc=1
     "${run[@]}" -p pg_idempotency_client --test calls -- \
