@@ -25,11 +25,12 @@ dir="$TARGET/pgbouncer/$version"
 running() { [ -f "$dir/pgbouncer.pid" ] && kill -0 "$(cat "$dir/pgbouncer.pid")" 2>/dev/null; }
 
 # pgbouncer.ini: every database of the cluster (the fallback entry `*`), over its Unix socket.
+# Written to pgbouncer.ini.new: start compares it with the running server's.
 write_config() {
     mkdir -p "$dir"
     # Any password: the cluster trusts the socket. postgres is the role auth_query runs as.
     printf '"postgres" ""\n' > "$dir/users.txt"
-    cat > "$dir/pgbouncer.ini" <<EOF
+    cat > "$dir/pgbouncer.ini.new" <<EOF
 [databases]
 * = host=$(socket_dir "$version") port=$(port_of "$version")
 
@@ -52,15 +53,22 @@ ignore_startup_parameters = extra_float_digits,options
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
 EOF
-    # PgBouncer refuses to run as root: it runs as the cluster's OS user.
-    if is_root; then chown -R postgres: "$TARGET/pgbouncer"; fi
 }
 
 case "$action" in
     start)
         command -v pgbouncer >/dev/null || die "pgbouncer is not installed (scripts/setup.sh installs Debian's as root)"
-        if running; then exit 0; fi
         write_config
+        if running; then
+            # Still in front of the cluster as it runs now (its port may have moved): keep it.
+            if cmp -s "$dir/pgbouncer.ini.new" "$dir/pgbouncer.ini"; then exit 0; fi
+            pid="$(cat "$dir/pgbouncer.pid")"
+            kill "$pid"
+            for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        fi
+        mv "$dir/pgbouncer.ini.new" "$dir/pgbouncer.ini"
+        # PgBouncer refuses to run as root: it runs as the cluster's OS user.
+        if is_root; then chown -R postgres: "$TARGET/pgbouncer"; fi
         log "starting pgbouncer (transaction mode) on port $port in front of $version"
         as_pg_user pgbouncer -d "$dir/pgbouncer.ini"
         for _ in $(seq 50); do

@@ -225,7 +225,7 @@ for v in "${versions[@]}"; do
         if [ "$v" = pg15 ]; then
             step libtest "$v ($b): client, HTTP layer and MCP proxy through a PL/Proxy proxy (4 partitions)" through_proxy "$v" "$b"
         fi
-        # On PostgreSQL 18 only: about 2.5 minutes per backend (the MCP proxy's suite is most
+        # On PostgreSQL 18 only: about 3 minutes per backend (the MCP proxy's suite is most
         # of it), too much to run again on 15; the examples take seconds, on both versions.
         if [ "$v" = pg18 ]; then
             step libtest "$v ($b): client, HTTP layer and MCP proxy through PgBouncer (transaction mode)" through_pooler "$v" "$b"
