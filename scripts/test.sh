@@ -16,7 +16,9 @@
 # The Python and Node.js examples (examples/) run against both backends too; real migration
 # tools apply the portable variant's plain-SQL migrations (PostgreSQL 18); the canon,
 # protocol and client-macros crates' own tests and a smoke run of the benchmark harness
-# run once. The command ends
+# run once. On PostgreSQL 18 the client's, the HTTP layer's and the MCP proxy's suites run
+# again through Debian's PgBouncer in transaction mode (scripts/pgbouncer.sh), and the
+# examples through it on both versions. The command ends
 # with one line: N passed, N failed, N skipped (scripts/results.py; under CI=true a skip
 # for something setup installs counts as failed).
 #
