@@ -46,7 +46,9 @@ if [ -n "$pooled" ]; then
         exit 0
     fi
     "$ROOT/scripts/pgbouncer.sh" start "$version"
-    dsn="$("$ROOT/scripts/pgbouncer.sh" conninfo "$version") ${dsn##* }"
+    # The same database, through the pooler (a keyword conninfo's dbname).
+    [[ "$dsn" =~ dbname=([^ ]+) ]] || die "the examples' DSN names no dbname: $dsn"
+    dsn="$("$ROOT/scripts/pgbouncer.sh" conninfo "$version") dbname=${BASH_REMATCH[1]}"
     # The examples' drivers configured for it (psycopg: prepare_threshold=None).
     export PGIDEM_STATEMENTS=unnamed
 fi
