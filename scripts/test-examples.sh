@@ -8,6 +8,10 @@
 # EXAMPLES_DSN=<libpq conninfo>  use that database as it is (the SQL API installed there)
 #                                instead of a fresh pgidem_examples on the private cluster
 # PGIDEM_RESULTS=<file>          append one line per test to it (scripts/results.py)
+# PGIDEM_EXAMPLES_THROUGH_POOLER=1
+#                                connect through Debian's PgBouncer in transaction mode in
+#                                front of the private cluster (scripts/pgbouncer.sh); the
+#                                tests' names say so
 #
 # Sets up what is missing, once: a venv in target/examples/python-venv and
 # examples/node/node_modules (again only when a dependency file changes). JUnit XML lands
@@ -22,7 +26,9 @@ backend="${2:?$usage}"
 case "$version" in pg18|pg15) ;; *) die "$usage" ;; esac
 case "$backend" in extension|portable) ;; *) die "$usage" ;; esac
 
-out="$TARGET/examples/$version-$backend"
+pooled="${PGIDEM_EXAMPLES_THROUGH_POOLER:-}"
+through="" && [ -n "$pooled" ] && through=" through PgBouncer"
+out="$TARGET/examples/$version-$backend${pooled:+-pooled}"
 rm -rf "$out" && mkdir -p "$out"
 
 if [ -n "${EXAMPLES_DSN:-}" ]; then
@@ -32,6 +38,19 @@ else
     log "$version ($backend): fresh database pgidem_examples"
     PGOPTIONS="-c client_min_messages=warning" fresh_database "$version" pgidem_examples "$backend"
     dsn="$(conninfo "$version") dbname=pgidem_examples"
+fi
+if [ -n "$pooled" ]; then
+    if ! command -v pgbouncer >/dev/null; then
+        printf 'skip-missing\t%s\t%s\t%s\n' "$version ($backend): examples$through" "all tests" \
+            "pgbouncer is not installed (Debian's pgbouncer: scripts/setup.sh installs it as root)" >> "${PGIDEM_RESULTS:-/dev/null}"
+        exit 0
+    fi
+    "$ROOT/scripts/pgbouncer.sh" start "$version"
+    # The same database, through the pooler (a keyword conninfo's dbname).
+    [[ "$dsn" =~ dbname=([^ ]+) ]] || die "the examples' DSN names no dbname: $dsn"
+    dsn="$("$ROOT/scripts/pgbouncer.sh" conninfo "$version") dbname=${BASH_REMATCH[1]}"
+    # The examples' drivers configured for it (psycopg: prepare_threshold=None).
+    export PGIDEM_STATEMENTS=unnamed
 fi
 
 status=0
@@ -58,7 +77,7 @@ same_stamp() { [ -f "$2" ] && [ "$(cat "$2")" = "$(sha256sum < "$1")" ]; }
 write_stamp() { sha256sum < "$1" > "$2"; }
 
 python_example() {
-    local layer="$version ($backend): python example"
+    local layer="$version ($backend): python example$through"
     local venv="$TARGET/examples/python-venv" req="$ROOT/examples/python/requirements.txt"
     if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
         skip_missing "$layer" "python3 with its venv module is not installed"
@@ -86,7 +105,7 @@ python_example() {
 }
 
 node_example() {
-    local layer="$version ($backend): node example" dir="$ROOT/examples/node"
+    local layer="$version ($backend): node example$through" dir="$ROOT/examples/node"
     if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
         skip_missing "$layer" "node and npm are not installed"
         return 0

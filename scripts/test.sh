@@ -16,7 +16,9 @@
 # The Python and Node.js examples (examples/) run against both backends too; real migration
 # tools apply the portable variant's plain-SQL migrations (PostgreSQL 18); the canon,
 # protocol and client-macros crates' own tests and a smoke run of the benchmark harness
-# run once. The command ends
+# run once. On PostgreSQL 18 the client's, the HTTP layer's and the MCP proxy's suites run
+# again through Debian's PgBouncer in transaction mode (scripts/pgbouncer.sh), and the
+# examples through it on both versions. The command ends
 # with one line: N passed, N failed, N skipped (scripts/results.py; under CI=true a skip
 # for something setup installs counts as failed).
 #
@@ -136,9 +138,45 @@ through_proxy() {
         PGIDEM_BACKEND="$backend" PGIDEM_THROUGH_PROXY=1 cargo test --no-fail-fast --features pg_idempotency_client/redis)
     # PgStore's scenarios only: the parity suite's other stores do not use the database.
     "${run[@]}" -p pg_idempotency_client --test parity -- postgres || rc=1
-    # The client named for its feature only (the behaviour suite's build, reused).
-    "${run[@]}" -p pg_idempotency_client -p pg_idempotency_server -p pg_idempotency_mcp \
-        --test http --test proxy -- --test-threads 4 || rc=1
+    # The fronts' suites once, on the extension: what a pooler changes is the protocol
+    # their store speaks, which the client's scenarios above already cover on both
+    # backends (the fronts' two suites take about 3 minutes each here).
+    if [ "$backend" = extension ]; then
+        # The client named for its feature only (the behaviour suite's build, reused).
+        "${run[@]}" -p pg_idempotency_client -p pg_idempotency_server -p pg_idempotency_mcp \
+            --test http --test proxy -- --test-threads 4 || rc=1
+    fi
+    return $rc
+}
+
+# The client's parity suite (PgStore's scenarios), the dispatcher's, the holder's and the
+# exactly-once tests, the HTTP layer's and the MCP proxy's suites, through Debian's PgBouncer
+# in transaction mode (scripts/pgbouncer.sh), with unnamed statements
+# (PGIDEM_STATEMENTS=unnamed: PgStore::statement_mode); the Python and Node.js examples
+# through it too (scripts/test-examples.sh, PGIDEM_EXAMPLES_DSN).
+through_pooler() {
+    local version="$1" backend="$2"
+    if ! command -v pgbouncer >/dev/null; then
+        results add skip-missing "$version ($backend): through PgBouncer in transaction mode" "every suite" \
+            "pgbouncer is not installed (Debian's pgbouncer: scripts/setup.sh installs it as root)"
+        return 0
+    fi
+    fresh_database "$version" pgidem_pooled "$backend" && "$ROOT/scripts/pgbouncer.sh" start "$version" || return 1
+    local rc=0 run=(env PGIDEM_DSN="$("$ROOT/scripts/pgbouncer.sh" conninfo "$version") dbname=pgidem_pooled"
+        PGIDEM_BINDIR="$(bindir_of "$version")" PGIDEM_BACKEND="$backend" PGIDEM_STATEMENTS=unnamed
+        PGIDEM_MCP_STATEMENTS=unnamed PGIDEM_THROUGH_POOLER=1 cargo test --no-fail-fast --features pg_idempotency_client/redis)
+    # PgStore's scenarios only: the parity suite's other stores do not use the database.
+    "${run[@]}" -p pg_idempotency_client --test parity -- postgres --test-threads 4 || rc=1
+    "${run[@]}" -p pg_idempotency_client --test calls -- \
+        calls::dispatcher::postgres calls::holder::postgres calls::exactly_once --test-threads 4 || rc=1
+    # The fronts' suites once, on the extension: what a pooler changes is the protocol
+    # their store speaks, which the client's scenarios above already cover on both
+    # backends (the fronts' two suites take about 3 minutes each here).
+    if [ "$backend" = extension ]; then
+        # The client named for its feature only (the behaviour suite's build, reused).
+        "${run[@]}" -p pg_idempotency_client -p pg_idempotency_server -p pg_idempotency_mcp \
+            --test http --test proxy -- --test-threads 4 || rc=1
+    fi
     return $rc
 }
 
@@ -199,6 +237,13 @@ for v in "${versions[@]}"; do
         if [ "$v" = pg15 ]; then
             step libtest "$v ($b): client, HTTP layer and MCP proxy through a PL/Proxy proxy (4 partitions)" through_proxy "$v" "$b"
         fi
+        # On PostgreSQL 18 only: about 3 minutes per backend (the MCP proxy's suite is most
+        # of it), too much to run again on 15; the examples take seconds, on both versions.
+        if [ "$v" = pg18 ]; then
+            step libtest "$v ($b): client, HTTP layer and MCP proxy through PgBouncer (transaction mode)" through_pooler "$v" "$b"
+        fi
+        step self "$v ($b): Python and Node.js examples through PgBouncer (transaction mode)" \
+            env PGIDEM_EXAMPLES_THROUGH_POOLER=1 "$ROOT/scripts/test-examples.sh" "$v" "$b"
     done
     if [ "$v" = pg18 ]; then
         step libtest "$v (portable): migration tools (Alembic, dbmate, node-pg-migrate)" migration_tools "$v"

@@ -17,7 +17,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::holder::{Plan, Ran};
 use crate::idempotent::{Idempotent, KeyStrategy, Reconcile, Reconciled};
 use crate::pg::PgStore;
-use crate::pg_sql::ApiSchema;
+use crate::pg_sql::{ApiSchema, StatementMode};
 use crate::replayed::{outcome_unknown, replayed};
 use crate::resolve;
 use crate::savepoint::{CALL, TOOL};
@@ -68,6 +68,8 @@ pub struct ExactlyOnce {
     tools: RwLock<HashMap<String, Arc<Registered>>>,
     /// Where the SQL API is: every call's `PgStore` over the transaction names it.
     schema: ApiSchema,
+    /// How every call's `PgStore` sends its statements.
+    mode: StatementMode,
 }
 
 struct Registered {
@@ -102,6 +104,15 @@ impl ExactlyOnce {
     /// the schema it was installed in.
     pub fn in_schema(mut self, schema: ApiSchema) -> ExactlyOnce {
         self.schema = schema;
+        self
+    }
+
+    /// Sends the store's statements the way `mode` says (`PgStore::statement_mode`).
+    /// Inside the caller's transaction a pooler in transaction mode keeps one server
+    /// connection, so named statements work there too; `StatementMode::Unnamed` leaves
+    /// nothing behind on the server connection the pooler lends next.
+    pub fn statement_mode(mut self, mode: StatementMode) -> ExactlyOnce {
+        self.mode = mode;
         self
     }
 
@@ -174,7 +185,7 @@ impl ExactlyOnce {
             outcome = tracing::field::Empty,
             attempt = tracing::field::Empty
         );
-        let work = in_savepoint(tx, &self.schema, &reg, &idem, input).instrument(span);
+        let work = in_savepoint(tx, &self.schema, self.mode, &reg, &idem, input).instrument(span);
         match idem.timeout {
             Some(limit) => tokio::time::timeout(limit, work)
                 .await
@@ -199,12 +210,13 @@ fn settle(reg: &Registered, call: Option<&Idempotent>) -> Result<Idempotent> {
 async fn in_savepoint(
     tx: &Transaction<'_>,
     schema: &ApiSchema,
+    mode: StatementMode,
     reg: &Registered,
     idem: &Idempotent,
     input: Value,
 ) -> Result<Dispatched> {
     CALL.open(tx).await?;
-    let (answer, keep) = match call(tx, schema, reg, idem, input).await {
+    let (answer, keep) = match call(tx, schema, mode, reg, idem, input).await {
         Ok(done) => (Ok(done), true),
         Err(Failed::Kept(e)) => (Err(e), true),
         Err(Failed::Undone(e)) => (Err(e), false),
@@ -223,6 +235,7 @@ async fn in_savepoint(
 async fn call(
     tx: &Transaction<'_>,
     schema: &ApiSchema,
+    mode: StatementMode,
     reg: &Registered,
     idem: &Idempotent,
     input: Value,
@@ -243,7 +256,7 @@ async fn call(
         };
     };
     tracing::debug!(key = %key, "idempotency key");
-    let store = PgStore::new(tx).in_schema(schema);
+    let store = PgStore::new(tx).in_schema(schema).statement_mode(mode);
     let options = resolve::begin_options(idem, &strategy, &input);
     let span = tracing::Span::current();
     match store

@@ -59,7 +59,7 @@ pub use idempotent::{
 pub use macros::tool;
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};
-pub use pg_sql::ApiSchema;
+pub use pg_sql::{ApiSchema, StatementMode};
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
 pub use retry::{Attempt, Retry};

@@ -9,12 +9,13 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde_json::Value;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{GenericClient, Row, Statement};
 
 use crate::batch::{self, BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{response as storable_response, scope_and_key_without_nul};
-use crate::pg_sql::{ApiSchema, Statements};
+use crate::pg_sql::{params, ApiSchema, StatementMode, Statements};
 use crate::store::IdempotencyStore;
 use protocol::refusal::{self, Api};
 use protocol::{BatchCompletion, BatchOutcome, Completion, Outcome, State};
@@ -167,6 +168,80 @@ impl PgSource for deadpool_postgres::Pool {
 pub struct PgStore<S> {
     source: S,
     sql: Arc<Statements>,
+    mode: StatementMode,
+}
+
+/// The SQLSTATEs of a named statement that is not in the session the pooler lent:
+/// 26000 (`prepared statement "s1" does not exist`: prepared on another server
+/// connection) and 42P05 (`... already exists`: another client's of the same name).
+const POOLER_SQLSTATES: [&str; 2] = ["26000", "42P05"];
+
+/// A named statement's error that says a pooler lends sessions per transaction gets a hint
+/// that says what to do.
+fn pooler_hint(e: Error) -> Error {
+    use std::error::Error as _;
+    let code = e
+        .source()
+        .and_then(|s| s.downcast_ref::<tokio_postgres::Error>())
+        .and_then(|pg| pg.as_db_error())
+        .map(|db| db.code().code().to_string());
+    match code {
+        Some(code) if POOLER_SQLSTATES.contains(&code.as_str()) && e.hint().is_none() => e
+            .with_hint(
+                "The server (or a pooler in front of it) does not keep this connection's \
+                 prepared statements: behind a pooler in transaction mode (PgBouncer, \
+                 Supavisor, Neon's pooler) use unnamed statements: \
+                 PgStore::new(pool).statement_mode(StatementMode::Unnamed), \
+                 statement_mode=unnamed in the HTTP layer's and the MCP proxy's store settings.",
+            ),
+        _ => e,
+    }
+}
+
+/// Runs one of the store's statements on a lent connection, the way `mode` says: a named
+/// statement from the connection's cache, or an unnamed one sent with `types`.
+async fn run<S: PgSource>(
+    mode: StatementMode,
+    guard: &S::Guard<'_>,
+    sql: &str,
+    types: &[Type],
+    values: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>> {
+    let client: &S::Client = guard;
+    let rows = match mode {
+        StatementMode::Prepared => {
+            let stmt = S::prepare(guard, sql).await.map_err(pooler_hint)?;
+            client.query(&stmt, values).await
+        }
+        StatementMode::Unnamed => {
+            let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+                values.iter().copied().zip(types.iter().cloned()).collect();
+            client.query_typed(sql, &typed).await
+        }
+    };
+    rows.map_err(|e| pooler_hint(e.into()))
+}
+
+/// The one row `function` answers, or `ErrorKind::Serialization`.
+fn one(rows: Vec<Row>, function: &str) -> Result<Row> {
+    let n = rows.len();
+    let mut rows = rows.into_iter();
+    match (rows.next(), n) {
+        (Some(row), 1) => Ok(row),
+        _ => Err(Error::new(
+            ErrorKind::Serialization,
+            format!("{function} answered {n} rows, not one"),
+        )),
+    }
+}
+
+/// The row `function` answers, if any, or `ErrorKind::Serialization` for more than one.
+fn at_most_one(rows: Vec<Row>, function: &str) -> Result<Option<Row>> {
+    if rows.is_empty() {
+        Ok(None)
+    } else {
+        one(rows, function).map(Some)
+    }
 }
 
 fn interval(d: Duration) -> String {
@@ -235,6 +310,47 @@ impl<S: PgSource> PgStore<S> {
         PgStore {
             source,
             sql: Statements::public(),
+            mode: StatementMode::default(),
+        }
+    }
+
+    /// Sends the store's statements the way `mode` says: `StatementMode::Prepared` (the
+    /// default) or `StatementMode::Unnamed`, which a pooler in transaction mode needs:
+    /// `PgStore::new(pool).statement_mode(StatementMode::Unnamed)`.
+    pub fn statement_mode(mut self, mode: StatementMode) -> PgStore<S> {
+        self.mode = mode;
+        self
+    }
+
+    /// The way the store sends its statements.
+    pub fn mode(&self) -> StatementMode {
+        self.mode
+    }
+
+    /// Runs one statement on a connection of its own from the source, settling it.
+    async fn call(
+        &self,
+        sql: &str,
+        types: &[Type],
+        values: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let mut c = self.source.client().await?;
+        let answer = run::<S>(self.mode, &c, sql, types, values).await;
+        S::settled(&mut c);
+        answer
+    }
+
+    /// A statement without parameters run once in a while (purge, metrics): prepared, it is
+    /// not kept on the connection (tokio-postgres prepares it, runs it and closes it).
+    async fn occasional(&self, sql: &str) -> Result<Vec<Row>> {
+        match self.mode {
+            StatementMode::Prepared => {
+                let mut c = self.source.client().await?;
+                let answer = c.query(sql, &[]).await;
+                S::settled(&mut c);
+                answer.map_err(|e| pooler_hint(e.into()))
+            }
+            StatementMode::Unnamed => self.call(sql, params::NONE, &[]).await,
         }
     }
 
@@ -254,17 +370,16 @@ impl<S: PgSource> PgStore<S> {
     /// Fails fast, with `ErrorKind::NotInstalled`, when the SQL API is missing from the
     /// store's schema.
     pub async fn check_installed(&self) -> Result<()> {
-        let mut c = self.source.client().await?;
-        let answer = c
-            .query_one(
-                "SELECT pg_catalog.to_regprocedure($1::pg_catalog.text) IS NOT NULL",
-                // The signature this client calls (0.3.0's and later), as protocol declares
-                // it, in the store's schema.
+        // The signature this client calls (0.3.0's and later), as protocol declares it, in
+        // the store's schema.
+        let rows = self
+            .call(
+                self.sql.installed,
+                params::INSTALLED,
                 &[&self.sql.begin_signature],
             )
-            .await;
-        S::settled(&mut c);
-        let found: bool = answer?.get(0);
+            .await?;
+        let found: bool = one(rows, "to_regprocedure")?.get(0);
         if found {
             Ok(())
         } else {
@@ -293,11 +408,10 @@ impl<S: PgSource> PgStore<S> {
 
     async fn forgotten(&self, scope: &str, key: &str, owner: Option<&str>) -> Result<bool> {
         scope_and_key_without_nul(scope, key)?;
-        let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, &self.sql.forget).await?;
-        let answer = c.query_one(&stmt, &[&scope, &key, &owner]).await;
-        S::settled(&mut c);
-        Ok(answer?.get(0))
+        let rows = self
+            .call(&self.sql.forget, params::FORGET, &[&scope, &key, &owner])
+            .await?;
+        Ok(one(rows, "idem_forget")?.get(0))
     }
 }
 
@@ -376,11 +490,10 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         if let Some(request) = &o.request {
             canon::check_value(request)?;
         }
-        let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, &self.sql.begin).await?;
-        let answer = c
-            .query_one(
-                &stmt,
+        let rows = self
+            .call(
+                &self.sql.begin,
+                params::BEGIN,
                 &[
                     &scope,
                     &key,
@@ -393,9 +506,8 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
                     &o.claim_token.map(|t| t.to_string()),
                 ],
             )
-            .await;
-        S::settled(&mut c);
-        begin_row(&answer?)
+            .await?;
+        begin_row(&one(rows, "idem_begin")?)
     }
 
     async fn complete(
@@ -409,16 +521,14 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
     ) -> Result<Completed> {
         scope_and_key_without_nul(scope, key)?;
         storable_response(response)?;
-        let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, &self.sql.complete).await?;
-        let answer = c
-            .query_one(
-                &stmt,
+        let rows = self
+            .call(
+                &self.sql.complete,
+                params::COMPLETE,
                 &[&scope, &key, &fence, &response, &succeeded, &cache_failure],
             )
-            .await;
-        S::settled(&mut c);
-        let word: String = answer?.get(0);
+            .await?;
+        let word: String = one(rows, "idem_complete")?.get(0);
         match Completion::parse(&word) {
             Some(done) => Ok(done.into()),
             None => Err(Error::new(
@@ -453,11 +563,10 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
                     .map(|i| i.claim_token.map(|t| t.to_string()))
                     .collect()
             });
-        let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, &self.sql.begin_batch).await?;
-        let answer = c
-            .query(
-                &stmt,
+        let answer = self
+            .call(
+                &self.sql.begin_batch,
+                params::BEGIN_BATCH,
                 &[
                     &scope,
                     &keys,
@@ -470,7 +579,6 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
                 ],
             )
             .await;
-        S::settled(&mut c);
         let rows = answer?
             .iter()
             .map(|row| {
@@ -502,15 +610,13 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         let responses: Vec<Option<&Value>> = items.iter().map(|i| i.response.as_ref()).collect();
         let succeeded: Vec<bool> = items.iter().map(|i| i.succeeded).collect();
         let cache: Vec<Option<bool>> = items.iter().map(|i| i.cache_failure).collect();
-        let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, &self.sql.complete_batch).await?;
-        let answer = c
-            .query(
-                &stmt,
+        let answer = self
+            .call(
+                &self.sql.complete_batch,
+                params::COMPLETE_BATCH,
                 &[&scope, &keys, &fences, &responses, &succeeded, &cache],
             )
             .await;
-        S::settled(&mut c);
         let rows = answer?
             .iter()
             .map(|row| {
@@ -548,11 +654,8 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
 
     async fn release(&self, scope: &str, key: &str, fence: i64) -> Result<()> {
         scope_and_key_without_nul(scope, key)?;
-        let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, &self.sql.release).await?;
-        let answer = c.execute(&stmt, &[&scope, &key, &fence]).await;
-        S::settled(&mut c);
-        answer?;
+        self.call(&self.sql.release, params::RELEASE, &[&scope, &key, &fence])
+            .await?;
         Ok(())
     }
 
@@ -564,22 +667,22 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         lease: Option<Duration>,
     ) -> Result<SystemTime> {
         scope_and_key_without_nul(scope, key)?;
-        let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, &self.sql.extend).await?;
-        let answer = c
-            .query_one(&stmt, &[&scope, &key, &fence, &lease.map(interval)])
-            .await;
-        S::settled(&mut c);
-        Ok(answer?.get(0))
+        let rows = self
+            .call(
+                &self.sql.extend,
+                params::EXTEND,
+                &[&scope, &key, &fence, &lease.map(interval)],
+            )
+            .await?;
+        Ok(one(rows, "idem_extend")?.get(0))
     }
 
     async fn lookup(&self, scope: &str, key: &str) -> Result<Option<Record>> {
         scope_and_key_without_nul(scope, key)?;
-        let mut c = self.source.client().await?;
-        let stmt = S::prepare(&c, &self.sql.lookup).await?;
-        let answer = c.query_opt(&stmt, &[&scope, &key]).await;
-        S::settled(&mut c);
-        answer?
+        let rows = self
+            .call(&self.sql.lookup, params::LOOKUP, &[&scope, &key])
+            .await?;
+        at_most_one(rows, "idem_lookup")?
             .map(|r| {
                 Ok(Record {
                     state: state_named(r.get(0))?,
@@ -600,10 +703,8 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
     }
 
     async fn purge(&self) -> Result<u64> {
-        let mut c = self.source.client().await?;
-        let answer = c.query_one(&self.sql.purge, &[]).await;
-        S::settled(&mut c);
-        let n: i64 = answer?.get(0);
+        let rows = self.occasional(&self.sql.purge).await?;
+        let n: i64 = one(rows, "idem_purge_expired")?.get(0);
         Ok(n.max(0) as u64)
     }
 
@@ -612,10 +713,8 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
     }
 
     async fn metrics(&self) -> Result<Vec<ScopeMetrics>> {
-        let mut c = self.source.client().await?;
-        let answer = c.query(&self.sql.metrics, &[]).await;
-        S::settled(&mut c);
-        Ok(answer?.iter().map(metrics_row).collect())
+        let rows = self.occasional(&self.sql.metrics).await?;
+        Ok(rows.iter().map(metrics_row).collect())
     }
 
     fn api_schema(&self) -> Option<&ApiSchema> {
@@ -625,5 +724,9 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
     fn identity(&self) -> Option<String> {
         let source = self.source.identity()?;
         Some(format!("pg {source} schema {}", self.sql.schema.quoted()))
+    }
+
+    fn statement_mode(&self) -> Option<StatementMode> {
+        Some(self.mode)
     }
 }

@@ -8,11 +8,121 @@
 //! "Calling the API"). `"public".idem_begin(...)` resolves in one schema only. The schema
 //! name reaches SQL only as a quoted identifier, never spliced in as given.
 
+use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
 
 use protocol::functions::IDEM_BEGIN;
+use tokio_postgres::types::Type;
 
 use crate::error::{Error, Result};
+
+/// How `PgStore` sends its statements to the server.
+///
+/// A named prepared statement lives in the server's session. Behind a pooler in transaction
+/// mode (PgBouncer before 1.21 or with `max_prepared_statements = 0`, Supavisor, Neon's
+/// pooler on some plans) a session is lent per transaction: a statement prepared on one
+/// server connection is executed on another ("prepared statement \"s1\" does not exist",
+/// 26000) or meets another client's statement of the same name (42P05). docs/scaling.md,
+/// "Through a connection pooler", says which to choose where.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StatementMode {
+    /// Named statements, prepared once per connection and cached there (deadpool's
+    /// statement cache): a call is one round trip and the server plans it once per
+    /// connection. Needs the session: direct connections, or a pooler in session mode.
+    #[default]
+    Prepared,
+    /// Unnamed statements sent with their parameters' types (Parse, Bind, Execute and Sync
+    /// in one round trip): nothing outlives the call on the server, so any pooler passes
+    /// them, in transaction mode too. The server parses and plans every call.
+    Unnamed,
+}
+
+impl StatementMode {
+    /// The word configuration files and DSNs use: `prepared` or `unnamed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatementMode::Prepared => "prepared",
+            StatementMode::Unnamed => "unnamed",
+        }
+    }
+}
+
+impl std::fmt::Display for StatementMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for StatementMode {
+    type Err = Error;
+
+    /// `prepared` or `unnamed` (as written: no other case); anything else is
+    /// `ErrorKind::InvalidArgument`.
+    fn from_str(word: &str) -> Result<StatementMode> {
+        match word {
+            "prepared" => Ok(StatementMode::Prepared),
+            "unnamed" => Ok(StatementMode::Unnamed),
+            _ => Err(Error::invalid(format!(
+                "the statement mode {:?} is not one of prepared, unnamed",
+                word.chars().take(64).collect::<String>()
+            ))
+            .with_hint(
+                "prepared (the default) for direct connections and session pooling; unnamed \
+                 behind a pooler in transaction mode (PgBouncer, Supavisor, Neon's pooler)",
+            )),
+        }
+    }
+}
+
+/// The parameters' types of each statement, in order: what an unnamed statement sends
+/// with its Parse (every parameter is cast in the text as well, so both modes agree).
+pub(crate) mod params {
+    use super::Type;
+
+    pub const BEGIN: &[Type] = &[
+        Type::TEXT,
+        Type::TEXT,
+        Type::JSONB,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+    ];
+    pub const BEGIN_BATCH: &[Type] = &[
+        Type::TEXT,
+        Type::TEXT_ARRAY,
+        Type::JSONB_ARRAY,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT_ARRAY,
+    ];
+    pub const COMPLETE: &[Type] = &[
+        Type::TEXT,
+        Type::TEXT,
+        Type::INT8,
+        Type::JSONB,
+        Type::BOOL,
+        Type::BOOL,
+    ];
+    pub const COMPLETE_BATCH: &[Type] = &[
+        Type::TEXT,
+        Type::TEXT_ARRAY,
+        Type::INT8_ARRAY,
+        Type::JSONB_ARRAY,
+        Type::BOOL_ARRAY,
+        Type::BOOL_ARRAY,
+    ];
+    pub const RELEASE: &[Type] = &[Type::TEXT, Type::TEXT, Type::INT8];
+    pub const EXTEND: &[Type] = &[Type::TEXT, Type::TEXT, Type::INT8, Type::TEXT];
+    pub const LOOKUP: &[Type] = &[Type::TEXT, Type::TEXT];
+    pub const FORGET: &[Type] = &[Type::TEXT, Type::TEXT, Type::TEXT];
+    pub const INSTALLED: &[Type] = &[Type::TEXT];
+    pub const NONE: &[Type] = &[];
+}
 
 /// PostgreSQL keeps identifiers to NAMEDATALEN - 1 bytes and silently truncates longer
 /// ones: a longer name would call a schema other than the one named.
@@ -111,6 +221,8 @@ pub(crate) struct Statements {
     pub forget: String,
     pub purge: String,
     pub metrics: String,
+    /// Whether `begin_signature` names a function (one text parameter).
+    pub installed: &'static str,
     /// `idem_begin`'s signature in the schema, for `to_regprocedure`.
     pub begin_signature: String,
 }
@@ -189,6 +301,8 @@ impl Statements {
                         replay_total, in_progress_total, mismatch_total, note \
                  FROM {s}.idem_metrics()"
             ),
+            installed:
+                "SELECT pg_catalog.to_regprocedure($1::pg_catalog.text) IS NOT NULL",
             begin_signature: format!("{s}.idem_begin({})", IDEM_BEGIN.identity_args()),
             schema,
         }
@@ -250,6 +364,45 @@ mod tests {
             let calls = text.matches("idem_").count();
             let qualified = text.matches("\"app api\".idem_").count();
             assert!(calls == 1 && qualified == 1, "{name}: {text}");
+        }
+    }
+
+    #[test]
+    fn statement_modes_have_words() {
+        for mode in [StatementMode::Prepared, StatementMode::Unnamed] {
+            assert_eq!(mode.as_str().parse::<StatementMode>().unwrap(), mode);
+        }
+        assert_eq!(StatementMode::default(), StatementMode::Prepared);
+        for word in ["", "Unnamed", "simple", "unnamed ", &"x".repeat(10_000)] {
+            let e = word.parse::<StatementMode>().unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument, "{word:?}");
+            assert!(e.hint().is_some() && e.message.len() < 200, "{word:?}");
+        }
+    }
+
+    /// Each statement's text has exactly as many parameters as its types list.
+    #[test]
+    fn every_statement_lists_its_parameters_types() {
+        let sql = Statements::in_schema(ApiSchema::default());
+        for (name, text, types) in [
+            ("begin", sql.begin.as_str(), params::BEGIN),
+            ("begin_batch", &sql.begin_batch, params::BEGIN_BATCH),
+            ("complete", &sql.complete, params::COMPLETE),
+            (
+                "complete_batch",
+                &sql.complete_batch,
+                params::COMPLETE_BATCH,
+            ),
+            ("release", &sql.release, params::RELEASE),
+            ("extend", &sql.extend, params::EXTEND),
+            ("lookup", &sql.lookup, params::LOOKUP),
+            ("forget", &sql.forget, params::FORGET),
+            ("purge", &sql.purge, params::NONE),
+            ("metrics", &sql.metrics, params::NONE),
+            ("installed", sql.installed, params::INSTALLED),
+        ] {
+            let highest = (1..=20).filter(|n| text.contains(&format!("${n}::"))).max();
+            assert_eq!(highest.unwrap_or(0), types.len(), "{name}: {text}");
         }
     }
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::batch::{BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions};
 use crate::error::{Error, ErrorKind, Result};
-use crate::pg_sql::ApiSchema;
+use crate::pg_sql::{ApiSchema, StatementMode};
 use crate::types::{Begin, BeginOptions, Completed, Record, ScopeMetrics};
 
 /// Where calls are remembered. Keys are explicit here: a key strategy (such as the hash of
@@ -124,6 +124,13 @@ pub trait IdempotencyStore: Send + Sync {
     /// caller's own transaction (a `PgStore` over it) calls the same functions. None for
     /// stores that are not over the SQL API (and by default).
     fn api_schema(&self) -> Option<&ApiSchema> {
+        None
+    }
+
+    /// A store over the SQL API: how it sends its statements, so that work done in a
+    /// caller's own transaction (a `PgStore` over it) sends them the same way (behind a
+    /// pooler in transaction mode, unnamed). None for other stores (and by default).
+    fn statement_mode(&self) -> Option<StatementMode> {
         None
     }
 }

@@ -6,7 +6,10 @@ call id, send_email_by_content(conn, email) makes the email itself the key (HASH
 
 `conn` must be in autocommit mode (psycopg.connect(dsn, autocommit=True)): otherwise
 psycopg opens a transaction implicitly, and the claim stays invisible to other sessions
-(which block on its row) until you commit. For a side effect that is a write to the same
+(which block on its row) until you commit. Behind a pooler in transaction mode (PgBouncer,
+Supavisor, Neon's pooler) open it with prepare_threshold=None too: psycopg prepares a
+statement server-side after 5 executions, and the pooler's next server connection does
+not have it. For a side effect that is a write to the same
 database, use send_email_in_transaction: claim, write and completion in one transaction.
 """
 

@@ -2,6 +2,8 @@
 
 PGIDEM_DSN: a libpq connection string, e.g. "host=/tmp port=5432 user=postgres dbname=x"
 (scripts/test-examples.sh sets it).
+PGIDEM_STATEMENTS=unnamed: the DSN is a pooler in transaction mode (PgBouncer): every
+connection is opened with prepare_threshold=None, as docs/scaling.md tells users to.
 """
 
 import os
@@ -21,10 +23,18 @@ from send_email import (COMPLETE, Jsonb, begin, complete, deliver, send_email,
 
 DSN = os.environ.get("PGIDEM_DSN") or pytest.exit("set PGIDEM_DSN to a libpq conninfo", 2)
 
+# psycopg prepares a statement server-side once a connection has run it 5 times; a pooler
+# in transaction mode then lends another server connection, which lacks it or has another
+# client's of the same name ("prepared statement "_pg3_0" already exists").
+# prepare_threshold=None never prepares.
+CONNECT = {"autocommit": True}
+if os.environ.get("PGIDEM_STATEMENTS") == "unnamed":
+    CONNECT["prepare_threshold"] = None
+
 
 @pytest.fixture(scope="session", autouse=True)
 def outbox():
-    with psycopg.connect(DSN, autocommit=True) as conn:
+    with psycopg.connect(DSN, **CONNECT) as conn:
         conn.execute("""CREATE TABLE IF NOT EXISTS outbox (
             id serial PRIMARY KEY, recipient text NOT NULL, upstream_key uuid NOT NULL,
             sent_at timestamptz NOT NULL DEFAULT clock_timestamp())""")
@@ -35,7 +45,7 @@ def connect():
     """Opens autocommit connections (each one a session), closed after the test."""
     conns = []
     def open_one():
-        conns.append(psycopg.connect(DSN, autocommit=True))
+        conns.append(psycopg.connect(DSN, **CONNECT))
         return conns[-1]
     yield open_one
     for c in conns:
@@ -44,7 +54,7 @@ def connect():
 
 @pytest.fixture
 def pool():
-    with ConnectionPool(DSN, min_size=1, max_size=4, kwargs={"autocommit": True}) as p:
+    with ConnectionPool(DSN, min_size=1, max_size=4, kwargs=CONNECT) as p:
         yield p
 
 
@@ -66,7 +76,7 @@ def two_roles(call):
     suffix = uuid.uuid4().hex[:12]
     names = [f"pidem_ex_{suffix}_a", f"pidem_ex_{suffix}_b"]
     password = uuid.uuid4().hex  # unused where local connections are trusted
-    admin = psycopg.connect(DSN, autocommit=True)
+    admin = psycopg.connect(DSN, **CONNECT)
     sessions = []
     try:
         for name in names:
@@ -80,7 +90,7 @@ def two_roles(call):
             ).format(role))
             # The same database as DSN, logged in as the role.
             sessions.append(psycopg.connect(make_conninfo(DSN, user=name, password=password),
-                                            autocommit=True))
+                                            **CONNECT))
         yield list(zip(names, sessions))
     finally:
         for conn in sessions:

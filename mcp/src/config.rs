@@ -43,6 +43,10 @@ pub struct Database {
     /// The schema pg_idempotency's SQL API is installed in (default `public`); every call
     /// names it, whatever the connection's search_path. Checked at start.
     pub schema: Option<String>,
+    /// How the store sends its statements: `prepared` (the default: named statements
+    /// cached per connection) or `unnamed` (behind a pooler in transaction mode: PgBouncer,
+    /// Supavisor, Neon's pooler). Unset: `PGIDEM_MCP_STATEMENTS`, then `prepared`.
+    pub statements: Option<String>,
 }
 
 impl Database {

@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use idempotency::{
     ApiSchema, BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions, Begin,
     BeginOptions, Completed, Error, ErrorKind, IdempotencyStore, Record, Result, ScopeMetrics,
+    StatementMode,
 };
 use serde_json::Value;
 
@@ -144,5 +145,9 @@ impl IdempotencyStore for SplitStore {
     /// Both pools call the API in one schema (store.rs): the calls' pool's answers for both.
     fn api_schema(&self) -> Option<&ApiSchema> {
         self.calls.api_schema()
+    }
+
+    fn statement_mode(&self) -> Option<StatementMode> {
+        self.calls.statement_mode()
     }
 }

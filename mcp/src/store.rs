@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use deadpool_postgres::{Pool, Runtime};
-use idempotency::{ApiSchema, IdempotencyStore, PgStore};
+use idempotency::{ApiSchema, IdempotencyStore, PgStore, StatementMode};
 
 use crate::config::Database;
 use crate::limits::Limits;
@@ -27,13 +27,23 @@ pub async fn connect(db: &Database, limits: &Limits) -> Result<Arc<dyn Idempoten
     // Every call names the API's schema, so that nothing on the connection's search_path
     // can stand in for our functions.
     let schema = db.schema.as_deref().unwrap_or(ApiSchema::DEFAULT);
+    let mode: StatementMode = match db
+        .statements
+        .clone()
+        .or_else(|| std::env::var("PGIDEM_MCP_STATEMENTS").ok())
+    {
+        Some(word) => word.parse().context("[database] statements")?,
+        None => StatementMode::default(),
+    };
     let calls = PgStore::new(pool(&pg, db.pool_size(), wait)?)
+        .statement_mode(mode)
         .schema(schema)
         .context("[database] schema")?;
     calls.check_installed().await.with_context(|| {
         format!("the database does not have pg_idempotency's SQL API in the schema {schema:?}")
     })?;
     let holders = PgStore::new(pool(&pg, limits.heartbeat_connections(), wait)?)
+        .statement_mode(mode)
         .schema(schema)
         .context("[database] schema")?;
     Ok(Arc::new(SplitStore {

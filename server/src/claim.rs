@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use idempotency::{ApiSchema, Completed, IdempotencyStore, PgStore};
+use idempotency::{ApiSchema, Completed, IdempotencyStore, PgStore, StatementMode};
 use uuid::Uuid;
 
 use crate::headers::ReplayHeaders;
@@ -39,6 +39,9 @@ pub struct RequestClaim {
     /// The schema of the layer's store (a `PgStore`), where `complete_in` calls the API;
     /// None: `public`.
     pub(crate) schema: Option<ApiSchema>,
+    /// How the layer's store sends its statements (unnamed behind a pooler in transaction
+    /// mode): `complete_in` sends them the same way.
+    pub(crate) mode: StatementMode,
 }
 
 impl RequestClaim {
@@ -61,7 +64,9 @@ impl RequestClaim {
             Fate::Released(_) => return Ok(Completed::Absent),
         };
         self.in_transaction.store(true, Ordering::SeqCst);
-        let store = PgStore::new(tx).in_schema(&self.schema.clone().unwrap_or_default());
+        let store = PgStore::new(tx)
+            .in_schema(&self.schema.clone().unwrap_or_default())
+            .statement_mode(self.mode);
         // Only the headers a replay may carry are stored (no Set-Cookie, nothing private).
         let kept = response.kept(&self.headers);
         store

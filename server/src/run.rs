@@ -63,6 +63,7 @@ where
         in_transaction: in_transaction.clone(),
         headers: c.settings.headers.clone(),
         schema: c.settings.store.api_schema().cloned(),
+        mode: c.settings.store.statement_mode().unwrap_or_default(),
     });
     // A task of its own again, so that a panic ends it and not this one: the claim is
     // released either way.

@@ -17,7 +17,7 @@ mod skip;
 mod temp_cluster;
 pub use lapse::{wait_for_expiry, wait_for_lapse};
 pub use poll::{eventually, eventually_async, until, until_async, wait_until, Deadline, PATIENCE};
-pub use skip::{skip, skip_through_proxy, Skip};
+pub use skip::{skip, skip_through_pooler, skip_through_proxy, Skip};
 pub use temp_cluster::TempCluster;
 
 /// Connection string of the database under test: `PGIDEM_DSN`, or by default the private

@@ -49,6 +49,25 @@ pub fn skip(why: Skip, reason: &str) {
     }
 }
 
+/// Whether the suite runs through PgBouncer in transaction mode (`PGIDEM_THROUGH_POOLER=1`,
+/// set by the test command's step that runs it so, scripts/pgbouncer.sh). A test that needs
+/// a session of its own (a `SET ROLE` kept between statements, a startup option, a server
+/// of its own) records its skip with `what` and returns: a pooler in transaction mode lends
+/// a server connection per transaction, and a session setting made on one is left there
+/// for whoever gets it next.
+pub fn skip_through_pooler(what: &str) -> bool {
+    let pooled = std::env::var("PGIDEM_THROUGH_POOLER").as_deref() == Ok("1");
+    if pooled {
+        skip(
+            Skip::NotApplicable,
+            &format!(
+                "through PgBouncer in transaction mode there is no session of one's own: {what}"
+            ),
+        );
+    }
+    pooled
+}
+
 /// Whether the suite runs through a PL/Proxy proxy (`PGIDEM_THROUGH_PROXY=1`, set by the
 /// test command's step that runs it so, scripts/sharded.sh). A test of what only one
 /// server can do, the caller's own transaction holding the claim with its write

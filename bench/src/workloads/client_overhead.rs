@@ -2,13 +2,15 @@
 //! a new key through `PgStore` (a deadpool pool, statements cached per connection), through
 //! the tool `Dispatcher` (key from the input's canonical hash, lease heartbeat, a no-op
 //! tool) and through `MemoryStore` (no database: what the client's own code costs), each
-//! beside `idem_begin` + `idem_complete` prepared on a plain connection.
+//! beside `idem_begin` + `idem_complete` prepared on a plain connection; and `PgStore` with
+//! unnamed statements (what a pooler in transaction mode needs) beside `PgStore` with its
+//! default, named statements cached per connection.
 
 use std::sync::Arc;
 
 use idempotency::{
     tool_fn, Begin, BeginOptions, Dispatcher, IdempotencyStore, Idempotent, MemoryStore, PgStore,
-    ToolSpec,
+    StatementMode, ToolSpec,
 };
 use serde_json::{json, Value};
 
@@ -56,7 +58,9 @@ fn through_dispatcher(dispatcher: Arc<Dispatcher>) -> Op {
 
 pub async fn run(dsn: &str, plan: Plan) -> BenchResult<Vec<Row>> {
     let pool = pool(dsn, plan.clients)?;
-    let pg: Arc<dyn IdempotencyStore> = Arc::new(PgStore::new(pool));
+    let pg: Arc<dyn IdempotencyStore> = Arc::new(PgStore::new(pool.clone()));
+    let unnamed: Arc<dyn IdempotencyStore> =
+        Arc::new(PgStore::new(pool).statement_mode(StatementMode::Unnamed));
     let dispatcher = Arc::new(Dispatcher::new(pg.clone()));
     dispatcher.register(
         ToolSpec::new(
@@ -69,6 +73,18 @@ pub async fn run(dsn: &str, plan: Plan) -> BenchResult<Vec<Row>> {
 
     let raw = "`idem_begin` + `idem_complete`, raw SQL";
     let mut rows = Vec::new();
+    // Both over one pool: the named statements are prepared once per connection in the
+    // warm-up, the unnamed ones parsed and planned at every call.
+    let (ours, baseline) =
+        compare(dsn, plan, through_store(unnamed), through_store(pg.clone())).await?;
+    rows.push(Row {
+        workload: "Rust client, new keys".into(),
+        ours_name: "`PgStore` begin + complete, unnamed statements (for a pooler)".into(),
+        baseline_name: "`PgStore` begin + complete, prepared statements (the default)".into(),
+        ours,
+        baseline,
+        goal: None,
+    });
     for (name, op) in [
         ("`PgStore` begin + complete", through_store(pg)),
         (

@@ -359,15 +359,16 @@ async fn explicit_keys(store: Arc<dyn IdempotencyStore>) {
 /// Whether a backend of the test database is waiting inside idem_begin (the extension's
 /// wait event, or the PL/pgSQL variant's pg_sleep). Only this test waits in this suite.
 async fn a_session_waits_in_idem_begin(client: &deadpool_postgres::Object) -> bool {
+    // Unnamed (query_typed): it runs through a pooler in transaction mode too.
     client
-        .query_one(
+        .query_typed(
             "SELECT count(*) > 0 FROM pg_stat_activity
              WHERE datname = current_database() AND query LIKE '%idem_begin%'
                AND wait_event IN ('Extension', 'PgSleep') AND pid <> pg_backend_pid()",
             &[],
         )
         .await
-        .unwrap()
+        .unwrap()[0]
         .get(0)
 }
 
@@ -932,22 +933,22 @@ macro_rules! suite {
 suite!(memory, Some(Arc::new(MemoryStore::new())));
 #[cfg(feature = "redis")]
 suite!(redis, redis_store().await);
-suite!(postgres, Some(Arc::new(PgStore::new(pool()))));
+suite!(postgres, Some(Arc::new(pg_store(pool()))));
 
 /// A scope's policy set in SQL (`idem_set_policy`) governs calls made through the
 /// dispatcher, whose unset settings are not sent; a tool's own setting beats the policy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_a_scope_policy_in_the_database_governs_the_dispatcher() {
     let admin = pool().get().await.unwrap();
-    let store: Arc<dyn IdempotencyStore> = Arc::new(PgStore::new(pool()));
+    let store: Arc<dyn IdempotencyStore> = Arc::new(pg_store(pool()));
     let bounce = json!({"to": "bounce@example.com"});
     let set_policy = |scope: String| {
         let admin = &admin;
         async move {
             admin
-                .execute(
+                .query_typed(
                     "SELECT idem_set_policy($1, ttl => '2 hours', cache_failures => true)",
-                    &[&scope],
+                    &[(&scope, tokio_postgres::types::Type::TEXT)],
                 )
                 .await
                 .unwrap();

@@ -1,13 +1,19 @@
 //! Exactly-once tools (`ExactlyOnce::dispatch_in`): the claim, the tool's outbox row and
 //! the completion commit or roll back together, on whichever backend `PGIDEM_DSN`'s
 //! database has installed. Concurrent sessions are ordered by what the server shows
-//! (pg_stat_activity), never by a sleep.
+//! (pg_stat_activity), never by a sleep. Each session is known there by an
+//! `application_name` of its own, not by its pid: through a pooler in transaction mode
+//! (the test command runs this suite through PgBouncer) a connection has no server session
+//! of its own outside a transaction, and PgBouncer sets the name on the one it lends.
+//! The tests' own statements outside a transaction are unnamed (`query_typed`) for the
+//! same reason.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::sync::Notify;
+use tokio_postgres::types::Type;
 use tokio_postgres::{Client, IsolationLevel, NoTls};
 
 use crate::common::*;
@@ -69,17 +75,23 @@ fn send_email(table: &str, steer: &Steer) -> Arc<dyn TxTool> {
     })
 }
 
-async fn connect() -> (Client, i32) {
-    let (client, conn) = tokio_postgres::connect(&dsn(), NoTls)
-        .await
-        .expect("PGIDEM_DSN's database");
+/// A connection of its own, with the `application_name` it is known by in pg_stat_activity.
+async fn connect() -> (Client, String) {
+    let name = unique("session");
+    let mut config: tokio_postgres::Config = dsn().parse().expect("PGIDEM_DSN");
+    config.application_name(&name);
+    let (client, conn) = config.connect(NoTls).await.expect("PGIDEM_DSN's database");
     tokio::spawn(conn);
-    let pid = client
-        .query_one("SELECT pg_backend_pid()", &[])
+    (client, name)
+}
+
+/// The count `sql` answers, its one parameter a text.
+async fn count(client: &Client, sql: &str, param: &str) -> i64 {
+    client
+        .query_typed(sql, &[(&param, Type::TEXT)])
         .await
-        .unwrap()
-        .get(0);
-    (client, pid)
+        .expect("a count")[0]
+        .get(0)
 }
 
 /// One tool on an outbox table of its own, and a connection that looks from outside.
@@ -100,7 +112,7 @@ impl Fixture {
             ))
             .await
             .unwrap();
-        let tools = ExactlyOnce::new();
+        let tools = ExactlyOnce::new().statement_mode(statement_mode());
         tools
             .register(TxToolSpec::new(&scope, send_email(&table, steer)).idempotent(idem))
             .unwrap();
@@ -114,20 +126,18 @@ impl Fixture {
 
     /// The committed outbox rows of call `id`.
     async fn rows(&self, id: &str) -> i64 {
-        self.observer
-            .query_one(
-                &format!("SELECT count(*) FROM \"{}\" WHERE call = $1", self.table),
-                &[&id],
-            )
-            .await
-            .unwrap()
-            .get(0)
+        count(
+            &self.observer,
+            &format!("SELECT count(*) FROM \"{}\" WHERE call = $1", self.table),
+            id,
+        )
+        .await
     }
 
     /// The committed record of the call with `input` (HashInput: the key is its hash).
     async fn record(&self, input: &Value) -> Option<Record> {
         let key = canon::key_of(&canon::hash_value(input).unwrap());
-        PgStore::new(&self.observer)
+        pg_store(&self.observer)
             .lookup(&self.scope, &key)
             .await
             .unwrap()
@@ -145,19 +155,16 @@ impl Fixture {
         answer
     }
 
-    /// Waits until session `pid` is seen waiting on a lock (the first call's row).
-    async fn waiting_on_a_lock(&self, pid: i32) {
+    /// Waits until session `name` is seen waiting on a lock (the first call's row).
+    async fn waiting_on_a_lock(&self, name: &str) {
         let seen = async {
             loop {
-                let n: i64 = self
-                    .observer
-                    .query_one(
-                        "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
-                        &[&pid],
-                    )
-                    .await
-                    .unwrap()
-                    .get(0);
+                let n = count(
+                    &self.observer,
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                    name,
+                )
+                .await;
                 if n == 1 {
                     return;
                 }
@@ -169,19 +176,16 @@ impl Fixture {
             .expect("the duplicate was never seen waiting on a lock");
     }
 
-    /// Waits until session `pid` has ended.
-    async fn ended(&self, pid: i32) {
+    /// Waits until session `name` has ended.
+    async fn ended(&self, name: &str) {
         let gone = async {
             loop {
-                let n: i64 = self
-                    .observer
-                    .query_one(
-                        "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
-                        &[&pid],
-                    )
-                    .await
-                    .unwrap()
-                    .get(0);
+                let n = count(
+                    &self.observer,
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                    name,
+                )
+                .await;
                 if n == 0 {
                     return;
                 }
@@ -350,7 +354,7 @@ async fn a_duplicate_waits_for_the_first_transaction(first_ends: FirstEnds) {
     let tx = first.transaction().await.unwrap();
     let result = ran(f.tools.dispatch_in(&tx, &f.scope, input.clone()).await);
 
-    let (mut second, pid) = connect().await;
+    let (mut second, name) = connect().await;
     let duplicate = {
         let (tools, scope, input) = (f.tools.clone(), f.scope.clone(), input.clone());
         tokio::spawn(async move {
@@ -360,7 +364,7 @@ async fn a_duplicate_waits_for_the_first_transaction(first_ends: FirstEnds) {
             answer
         })
     };
-    f.waiting_on_a_lock(pid).await;
+    f.waiting_on_a_lock(&name).await;
     match first_ends {
         FirstEnds::Commit => {
             tx.commit().await.unwrap();
@@ -398,7 +402,7 @@ async fn under_repeatable_read_a_duplicate_fails_with_contention_and_its_retry_r
     let tx = first.transaction().await.unwrap();
     let result = ran(f.tools.dispatch_in(&tx, &f.scope, input.clone()).await);
 
-    let (mut second, pid) = connect().await;
+    let (mut second, name) = connect().await;
     let duplicate = {
         let (tools, scope, input) = (f.tools.clone(), f.scope.clone(), input.clone());
         tokio::spawn(async move {
@@ -426,7 +430,7 @@ async fn under_repeatable_read_a_duplicate_fails_with_contention_and_its_retry_r
             (answer, retry)
         })
     };
-    f.waiting_on_a_lock(pid).await;
+    f.waiting_on_a_lock(&name).await;
     tx.commit().await.unwrap();
     let (answer, retry) = duplicate.await.unwrap();
     let e = answer.unwrap_err();
@@ -443,7 +447,7 @@ async fn a_session_terminated_mid_call_leaves_nothing_and_a_retry_runs_once() {
     let steer = Steer::held();
     let f = Fixture::new(Idempotent::new(), &steer).await;
     let input = json!({"id": "t1"});
-    let (mut client, pid) = connect().await;
+    let (mut client, name) = connect().await;
     let call = {
         let (tools, scope, input) = (f.tools.clone(), f.scope.clone(), input.clone());
         tokio::spawn(async move {
@@ -454,11 +458,15 @@ async fn a_session_terminated_mid_call_leaves_nothing_and_a_retry_runs_once() {
         })
     };
     steer.tool_wrote().await;
-    f.observer
-        .execute("SELECT pg_terminate_backend($1)", &[&pid])
-        .await
-        .unwrap();
-    f.ended(pid).await;
+    // The session's server connection: its own, or the one a pooler lent its transaction.
+    let killed = count(
+        &f.observer,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+        &name,
+    )
+    .await;
+    assert_eq!(killed, 1, "one session named {name}");
+    f.ended(&name).await;
     steer.go_on();
     let (answer, committed) = call.await.unwrap();
     assert!(answer.is_err(), "{answer:?}");
@@ -487,7 +495,7 @@ async fn a_call_made_by_the_dispatcher_replays_in_a_transaction() {
         .key_supplier(|input| input["id"].as_str().map(str::to_string))
         .fingerprint(Fingerprint::Fields(vec!["/to".into()]));
     let f = Fixture::new(idem.clone(), &Steer::default()).await;
-    let d = Dispatcher::new(Arc::new(PgStore::new(pool())));
+    let d = Dispatcher::new(Arc::new(pg_store(pool())));
     d.register(
         ToolSpec::new(
             &f.scope,
@@ -547,7 +555,7 @@ async fn a_takeover_of_a_lapsed_claim_follows_the_tools_choice() {
             lease: Some(Duration::from_millis(300)),
             ..BeginOptions::default()
         };
-        let begun = PgStore::new(&f.observer)
+        let begun = pg_store(&f.observer)
             .begin(&f.scope, &key, &crashed)
             .await
             .unwrap();

@@ -704,7 +704,7 @@ macro_rules! suite {
 suite!(memory, Some(Arc::new(MemoryStore::new())));
 #[cfg(feature = "redis")]
 suite!(redis, redis_store().await);
-suite!(postgres, Some(Arc::new(PgStore::new(pool()))));
+suite!(postgres, Some(Arc::new(pg_store(pool()))));
 
 /// A lease shorter than the heartbeat's shortest period (20 ms) still runs the call: the
 /// heartbeat's first beat is due at once rather than before the claim.

@@ -31,6 +31,29 @@ pub fn pool() -> deadpool_postgres::Pool {
         .expect("pool")
 }
 
+/// How the suites' `PgStore`s send their statements: `PGIDEM_STATEMENTS` (`prepared`, the
+/// default, or `unnamed`: the test command's step through PgBouncer in transaction mode
+/// sets it).
+pub fn statement_mode() -> idempotency::StatementMode {
+    match std::env::var("PGIDEM_STATEMENTS") {
+        Ok(word) => word
+            .parse()
+            .expect("PGIDEM_STATEMENTS: prepared or unnamed"),
+        Err(_) => idempotency::StatementMode::default(),
+    }
+}
+
+/// A `PgStore` over `source` in the suites' statement mode.
+pub fn pg_store<S: idempotency::PgSource>(source: S) -> idempotency::PgStore<S> {
+    idempotency::PgStore::new(source).statement_mode(statement_mode())
+}
+
+/// Whether the suites run through a pooler in transaction mode (`PGIDEM_STATEMENTS=unnamed`):
+/// the tests' own statements are then unnamed too, and a session's pid names nobody.
+pub fn through_pooler() -> bool {
+    statement_mode() == idempotency::StatementMode::Unnamed
+}
+
 /// A name no other test (or earlier run) uses, so suites and stores never meet.
 pub fn unique(name: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);

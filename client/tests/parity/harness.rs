@@ -6,6 +6,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use idempotency::*;
+use tokio_postgres::types::Type;
 
 use crate::common::*;
 
@@ -40,7 +41,7 @@ impl Harness {
     /// has installed.
     pub async fn postgres() -> Option<Harness> {
         let pool = pool();
-        let store = PgStore::new(pool.clone());
+        let store = pg_store(pool.clone());
         store
             .check_installed()
             .await
@@ -49,12 +50,12 @@ impl Harness {
             .get()
             .await
             .expect("a connection")
-            .query_one(
+            .query_typed(
                 "SELECT to_regprocedure('idempotency._idem_partition(text, text)') IS NOT NULL",
                 &[],
             )
             .await
-            .expect("the catalog")
+            .expect("the catalog")[0]
             .get(0);
         Some(Harness {
             store: Arc::new(store),
@@ -113,12 +114,12 @@ impl Harness {
             Backend::Postgres(pool) => {
                 let c = pool.get().await.expect("a connection");
                 let n: i64 = c
-                    .query_one(
+                    .query_typed(
                         "SELECT count(*) FROM idempotency.records WHERE scope = $1 AND key = $2",
-                        &[&scope, &key],
+                        &[(&scope, Type::TEXT), (&key, Type::TEXT)],
                     )
                     .await
-                    .expect("the records table")
+                    .expect("the records table")[0]
                     .get(0);
                 Some(n > 0)
             }
@@ -143,8 +144,8 @@ impl Harness {
         match &self.backend {
             Backend::Postgres(pool) => {
                 let c = pool.get().await.expect("a connection");
-                let row = c.query_one("SELECT current_user::text", &[]).await;
-                Some(row.expect("current_user").get(0))
+                let rows = c.query_typed("SELECT current_user::text", &[]).await;
+                Some(rows.expect("current_user")[0].get(0))
             }
             _ => None,
         }
@@ -179,15 +180,15 @@ impl Harness {
             return false;
         }
         let c = pool.get().await.expect("a connection");
-        let row = c
-            .query_one(
+        let rows = c
+            .query_typed(
                 "SELECT coalesce((SELECT sum(claimed_total) FROM idem_metrics() WHERE scope = $1), 0) = 0 \
                         AND EXISTS (SELECT FROM idem_metrics() WHERE scope = '(other scopes)' AND owner IS NULL)",
-                &[&scope],
+                &[(&scope, Type::TEXT)],
             )
             .await
             .expect("idem_metrics");
-        let without: bool = row.get(0);
+        let without: bool = rows[0].get(0);
         if without {
             pg_idempotency_tests::skip(
                 pg_idempotency_tests::Skip::NotApplicable,

@@ -7,7 +7,10 @@
 //!   `PG_WAIT_EXTENSION`) or `PgSleep` (the portable variant's `pg_sleep`). Both backends
 //!   nap only after reading a live holder's record. Through a PL/Proxy proxy, the session
 //!   watched is the partition's backend that PL/Proxy calls the key's partition through
-//!   for the waiter's session (which it asks for its pid first).
+//!   for the waiter's session (which it asks for its pid first). Through a pooler in
+//!   transaction mode (PgBouncer) the waiter's session has no pid of its own: the server
+//!   connection is lent per transaction. There the waiter's connection has an
+//!   `application_name` of its own, which PgBouncer sets on the server connection it lends.
 //! - `MemoryStore`: it has no waiting state to observe, but its `begin` decides under its
 //!   lock within the first poll of its future and only awaits when it waits; it registers
 //!   on the store's `Notify` before that decision, and `notify_waiters` reaches a
@@ -25,6 +28,7 @@ use std::time::Duration;
 
 use idempotency::*;
 use tokio::task::JoinHandle;
+use tokio_postgres::types::Type;
 
 use super::harness::{Backend, Harness};
 use super::support::Deadline;
@@ -39,11 +43,17 @@ impl Harness {
         let (scope, key) = (scope.to_string(), key.to_string());
         match &self.backend {
             Backend::Postgres(pool) => {
-                let (client, conn) = tokio_postgres::connect(&dsn(), tokio_postgres::NoTls)
+                let name = unique("waiter");
+                let mut config: tokio_postgres::Config = dsn().parse().expect("PGIDEM_DSN");
+                config.application_name(&name);
+                let (client, conn) = config
+                    .connect(tokio_postgres::NoTls)
                     .await
                     .expect("a session for the waiter");
                 tokio::spawn(conn);
-                let pid: i32 = if self.proxied {
+                let pid: Option<i32> = if through_pooler() {
+                    None
+                } else if self.proxied {
                     // Through a proxy the call waits on its partition, in the backend of the
                     // connection PL/Proxy keeps from this session to the key's partition.
                     client
@@ -56,32 +66,40 @@ impl Harness {
                         )
                         .await
                         .expect("a function to learn the partition's backend");
-                    client
-                        .query_one("SELECT pg_temp.partition_pid($1, $2)", &[&scope, &key])
-                        .await
-                        .expect("the partition's backend")
-                        .get(0)
+                    Some(
+                        client
+                            .query_one("SELECT pg_temp.partition_pid($1, $2)", &[&scope, &key])
+                            .await
+                            .expect("the partition's backend")
+                            .get(0),
+                    )
                 } else {
-                    client
-                        .query_one("SELECT pg_backend_pid()", &[])
-                        .await
-                        .expect("its pid")
-                        .get(0)
+                    Some(
+                        client
+                            .query_one("SELECT pg_backend_pid()", &[])
+                            .await
+                            .expect("its pid")
+                            .get(0),
+                    )
                 };
-                let store = PgStore::new(Arc::new(client));
+                let store = pg_store(Arc::new(client));
                 let waiter = tokio::spawn(async move { store.begin(&scope, &key, &o).await });
                 let watcher = pool.get().await.expect("a connection");
                 let mut deadline =
                     Deadline::new("the waiter asleep in idem_begin", Duration::from_secs(10));
                 loop {
-                    let row = watcher
-                        .query_one(
-                            "SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = $1",
-                            &[&pid],
+                    // By pid, or (through a pooler) by the waiter's application_name.
+                    let rows = watcher
+                        .query_typed(
+                            "SELECT wait_event_type, wait_event FROM pg_stat_activity \
+                             WHERE pid = $1 OR ($1 IS NULL AND application_name = $2)",
+                            &[(&pid, Type::INT4), (&name, Type::TEXT)],
                         )
                         .await
                         .expect("pg_stat_activity");
-                    let (kind, event): (Option<String>, Option<String>) = (row.get(0), row.get(1));
+                    let (kind, event): (Option<String>, Option<String>) = rows
+                        .first()
+                        .map_or((None, None), |row| (row.get(0), row.get(1)));
                     if kind.as_deref() == Some("Extension") || event.as_deref() == Some("PgSleep") {
                         return waiter;
                     }

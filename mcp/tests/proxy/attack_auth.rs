@@ -120,10 +120,17 @@ async fn db() -> tokio_postgres::Client {
 }
 
 async fn stored(db: &tokio_postgres::Client, scope: &str, key: &str) -> bool {
-    db.query_opt("SELECT 1 FROM idem_lookup($1, $2)", &[&scope, &key])
-        .await
-        .unwrap()
-        .is_some()
+    // Unnamed statements (query_typed): the suite runs through a pooler in transaction mode too.
+    !db.query_typed(
+        "SELECT 1 FROM idem_lookup($1, $2)",
+        &[
+            (&scope, tokio_postgres::types::Type::TEXT),
+            (&key, tokio_postgres::types::Type::TEXT),
+        ],
+    )
+    .await
+    .unwrap()
+    .is_empty()
 }
 
 /// How a start ended: listening (on this port, the child kept), or refused.

@@ -62,16 +62,20 @@ async fn database() -> tokio_postgres::Client {
 /// partition's answer, with no wait event of its own), an `idem_begin` active for over a
 /// second, which a begin that does not wait never is but on a machine stalled that long.
 async fn waiting(db: &tokio_postgres::Client, app: &str) -> i64 {
-    db.query_one(
+    // Unnamed (query_typed): the suite runs through a pooler in transaction mode too.
+    db.query_typed(
         "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 \
          AND state = 'active' AND query LIKE '%idem_begin%' \
          AND (wait_event IN ('Extension', 'PgSleep') \
               OR ($2 AND clock_timestamp() - query_start > interval '1 second'))",
-        &[&app, &through_plproxy()],
+        &[
+            (&app, tokio_postgres::types::Type::TEXT),
+            (&through_plproxy(), tokio_postgres::types::Type::BOOL),
+        ],
     )
     .await
-    .unwrap()
-    .get(0)
+    .unwrap()[0]
+        .get(0)
 }
 
 fn through_plproxy() -> bool {
@@ -80,12 +84,13 @@ fn through_plproxy() -> bool {
 
 /// The record's state, attempt and lease end (seconds since the epoch).
 async fn record(db: &tokio_postgres::Client, scope: &str, key: &str) -> Option<(String, i32, f64)> {
-    db.query_opt(
+    db.query_typed(
         "SELECT state::text, attempt, coalesce(extract(epoch FROM lease_until)::float8, 0) FROM idem_lookup($1, $2)",
-        &[&scope, &key],
+        &[(&scope, tokio_postgres::types::Type::TEXT), (&key, tokio_postgres::types::Type::TEXT)],
     )
     .await
     .unwrap()
+    .first()
     .map(|r| (r.get(0), r.get(1), r.get(2)))
 }
 

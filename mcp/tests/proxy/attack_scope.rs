@@ -32,21 +32,26 @@ async fn db() -> tokio_postgres::Client {
 
 /// The record's state under (scope, key), if there is one.
 async fn state(db: &tokio_postgres::Client, scope: &str, key: &str) -> Option<String> {
-    db.query_opt(
+    // Unnamed statements (query_typed): the suite runs through a pooler in transaction mode too.
+    db.query_typed(
         "SELECT state::text FROM idem_lookup($1, $2)",
-        &[&scope, &key],
+        &[
+            (&scope, tokio_postgres::types::Type::TEXT),
+            (&key, tokio_postgres::types::Type::TEXT),
+        ],
     )
     .await
     .unwrap()
+    .first()
     .map(|r| r.get::<_, String>(0))
 }
 
 /// The scopes `idem_metrics()` shows that name `server` (its counters stay after a record
 /// is gone, on the extension: a scope that was ever claimed shows).
 async fn metrics_scopes(db: &tokio_postgres::Client, server: &str) -> Vec<String> {
-    db.query(
+    db.query_typed(
         "SELECT scope FROM idem_metrics() WHERE strpos(scope, $1) > 0",
-        &[&server],
+        &[(&server, tokio_postgres::types::Type::TEXT)],
     )
     .await
     .unwrap()
@@ -307,18 +312,23 @@ async fn old_form_record_is_not_replayed() {
     let old = format!("{server}/send_email@local");
     let db = db().await;
     let row = db
-        .query_one(
+        .query_typed(
             "SELECT outcome, fence FROM idem_begin(scope => $1, key => 'old-1', request => $2::text::jsonb)",
-            &[&old, &args.to_string()],
+            &[(&old, tokio_postgres::types::Type::TEXT), (&args.to_string(), tokio_postgres::types::Type::TEXT)],
         )
         .await
-        .unwrap();
+        .unwrap()
+        .remove(0);
     assert_eq!(row.get::<_, String>(0), "claimed");
     let fence: i64 = row.get(1);
     let stored = json!({"content": [{"type": "text", "text": "{\"sent\": 999}"}], "structuredContent": {"sent": 999, "to": "a@x", "message_id": null}, "isError": false});
-    db.query_one(
+    db.query_typed(
         "SELECT state::text FROM idem_complete($1, 'old-1', $2, $3::text::jsonb)",
-        &[&old, &fence, &stored.to_string()],
+        &[
+            (&old, tokio_postgres::types::Type::TEXT),
+            (&fence, tokio_postgres::types::Type::INT8),
+            (&stored.to_string(), tokio_postgres::types::Type::TEXT),
+        ],
     )
     .await
     .unwrap();

@@ -324,8 +324,9 @@ async fn wait_waiting() {
     tokio::spawn(conn);
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
+        // Unnamed (query_typed): the suite runs through a pooler in transaction mode too.
         let waiting: bool = db
-            .query_one(
+            .query_typed(
                 // Through a PL/Proxy proxy (scripts/sharded.sh) the duplicate waits in one of
                 // its partitions, <proxy>_p0, _p1, ... on the same server.
                 "SELECT count(*) > 0 FROM pg_stat_activity \
@@ -335,7 +336,7 @@ async fn wait_waiting() {
                 &[],
             )
             .await
-            .unwrap()
+            .unwrap()[0]
             .get(0);
         if waiting {
             return;

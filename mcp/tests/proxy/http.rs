@@ -258,8 +258,13 @@ async fn an_oversized_result() {
 
 /// The state of the record of key c-1, if there is one.
 async fn state(db: &tokio_postgres::Client, scope: &str) -> Option<String> {
-    db.query_opt("SELECT state::text FROM idem_lookup($1, 'c-1')", &[&scope])
-        .await
-        .unwrap()
-        .map(|r| r.get::<_, String>(0))
+    // Unnamed (query_typed): the suite runs through a pooler in transaction mode too.
+    db.query_typed(
+        "SELECT state::text FROM idem_lookup($1, 'c-1')",
+        &[(&scope, tokio_postgres::types::Type::TEXT)],
+    )
+    .await
+    .unwrap()
+    .first()
+    .map(|r| r.get::<_, String>(0))
 }

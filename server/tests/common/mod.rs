@@ -31,7 +31,19 @@ pub fn pool() -> deadpool_postgres::Pool {
 }
 
 pub fn store_on(pool: deadpool_postgres::Pool) -> Arc<dyn IdempotencyStore> {
-    Arc::new(PgStore::new(pool))
+    Arc::new(PgStore::new(pool).statement_mode(statement_mode()))
+}
+
+/// How the suite's `PgStore`s send their statements: `PGIDEM_STATEMENTS` (`prepared`, the
+/// default, or `unnamed`: the test command's step through PgBouncer in transaction mode
+/// sets it).
+pub fn statement_mode() -> idempotency::StatementMode {
+    match std::env::var("PGIDEM_STATEMENTS") {
+        Ok(word) => word
+            .parse()
+            .expect("PGIDEM_STATEMENTS: prepared or unnamed"),
+        Err(_) => idempotency::StatementMode::default(),
+    }
 }
 
 /// A name no other test (or earlier run) uses: keys and principals never meet.

@@ -41,14 +41,15 @@ pub fn charge(gate: Gate) -> Router {
 
 /// How many sessions of the database run `idem_begin` now (the waiting duplicates).
 async fn sessions_in_begin(client: &tokio_postgres::Client) -> i64 {
+    // Unnamed (query_typed): it runs through a pooler in transaction mode too.
     client
-        .query_one(
+        .query_typed(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
              AND state = 'active' AND query LIKE '%idem_begin%' AND pid <> pg_backend_pid()",
             &[],
         )
         .await
-        .unwrap()
+        .unwrap()[0]
         .get(0)
 }
 

@@ -84,8 +84,12 @@ async fn a_store_in_another_schema_serves_the_layer_and_complete_in() {
         .unwrap()
     };
     let pool = pool_for(&dsn, 8);
-    let store: Arc<dyn IdempotencyStore> =
-        Arc::new(PgStore::new(pool.clone()).schema(SCHEMA).unwrap());
+    let store: Arc<dyn IdempotencyStore> = Arc::new(
+        PgStore::new(pool.clone())
+            .statement_mode(statement_mode())
+            .schema(SCHEMA)
+            .unwrap(),
+    );
     let gate = Gate::open();
     let charges = {
         let gate = gate.clone();

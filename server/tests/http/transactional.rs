@@ -70,12 +70,12 @@ async fn effects(pool: &deadpool_postgres::Pool, key: &str) -> i64 {
     pool.get()
         .await
         .unwrap()
-        .query_one(
+        .query_typed(
             "SELECT count(*) FROM pgidem_srv_effects WHERE key = $1",
-            &[&key],
+            &[(&key, tokio_postgres::types::Type::TEXT)],
         )
         .await
-        .unwrap()
+        .unwrap()[0]
         .get(0)
 }
 
