@@ -9,7 +9,7 @@ DROP FUNCTION IF EXISTS :"schema".idem_lookup(text, text, regrole),
     :"schema".idem_forget(text, text, regrole),
     :"schema".idem_lookup(text, text),
     :"schema".idem_forget(text, text);
-DROP FUNCTION :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
+DROP FUNCTION :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval),
     :"schema".idem_complete(text, text, bigint, jsonb, boolean, boolean),
     :"schema".idem_begin_batch(text, text[], jsonb[], interval, interval, text, text, uuid[]),
     :"schema".idem_complete_batch(text, text[], bigint[], jsonb[], boolean[], boolean[]),
@@ -21,4 +21,7 @@ DROP FUNCTION :"schema".idem_begin(text, text, jsonb, interval, interval, text, 
     :"schema".idem_set_policy(text, interval, interval, text, boolean, text),
     :"schema".idem_drop_policy(text),
     :"schema".idem_policies(),
-    :"schema".idem_metrics();
+    :"schema".idem_metrics(),
+    :"schema".idem_unresolved(regrole),
+    :"schema".idem_resolve(text, text, bigint, text, text, jsonb, regrole),
+    :"schema".idem_resolutions(regrole);
