@@ -172,6 +172,7 @@ COMMENT ON TYPE idempotency.unresolved_record IS 'A record awaiting an operator'
 -- its result was not stored). Such a record's outcome is unknown to its callers.
 CREATE FUNCTION idempotency._idem_mark(response jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 RETURN CASE WHEN pg_catalog.jsonb_typeof(response) = 'object'
                  AND (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(response)) = 1
             THEN CASE WHEN pg_catalog.jsonb_typeof(response -> 'pg_idempotency' -> 'unrecorded') = 'string'
@@ -381,3 +382,13 @@ BEGIN
     ORDER BY x.resolved_at DESC;
 END
 $fn$;
+
+-- Internal: reached only through the API's functions.
+REVOKE EXECUTE ON FUNCTION
+    idempotency._idem_mark(jsonb),
+    idempotency._idem_unresolved_why(text, timestamptz, jsonb, timestamptz),
+    idempotency._idem_operator_owner(regrole, boolean),
+    idempotency._idem_unresolved_rows(regrole),
+    idempotency._idem_resolve_one(text, text, bigint, text, text, jsonb, regrole),
+    idempotency._idem_resolution_rows(regrole)
+FROM PUBLIC;
