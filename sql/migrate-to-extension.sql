@@ -31,8 +31,10 @@ SELECT scope, key, state, fence, attempt, fingerprint, upstream_key, response, c
 FROM _idem_migrating.records;
 INSERT INTO idempotency.resolutions SELECT * FROM _idem_migrating.resolutions;
 INSERT INTO idempotency.policies
-    (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by)
-SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by
+    (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by,
+     unresolved_ttl)
+SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by,
+       unresolved_ttl
 FROM _idem_migrating.policies;
 
 -- Every fence handed out so far stays behind the extension's next one: a holder that

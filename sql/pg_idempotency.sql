@@ -145,7 +145,9 @@ CREATE TABLE :"storage".policies (
     cache_failures boolean,
     on_mismatch    text        CHECK (on_mismatch IN ('reject', 'ignore')),
     updated_at     timestamptz NOT NULL,
-    updated_by     regrole     NOT NULL
+    updated_by     regrole     NOT NULL,
+    -- How long past its ttl a record of the scope whose outcome is unknown is kept (0.8.0).
+    unresolved_ttl interval
 );
 COMMENT ON TABLE :"storage".policies IS 'pg_idempotency: per-scope defaults';
 
@@ -895,6 +897,7 @@ DECLARE
     p_lease interval;
     p_hit text;
     p_mismatch text;
+    p_unresolved interval;
     -- A claim, computed before the statement that writes it.
     n_fence bigint;
     n_attempt integer;
@@ -948,10 +951,11 @@ BEGIN
         now := clock_timestamp();
         SELECT r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response,
                r.created_at, r.lease_until, r.expires_at, r.claim_token, r.recovered,
-               r.claimed_at, r.unresolved_until, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch
+               r.claimed_at, r.unresolved_until, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch,
+               p.unresolved_ttl
         INTO r_state, r_fence, r_attempt, r_fp, r_upstream, r_response,
              r_created, r_lease_until, r_expires, r_token, r_recovered,
-             r_claimed, r_unresolved, p_ttl, p_lease, p_hit, p_mismatch
+             r_claimed, r_unresolved, p_ttl, p_lease, p_hit, p_mismatch, p_unresolved
         FROM (SELECT) AS one
         LEFT JOIN records AS r ON r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
         LEFT JOIN policies AS p ON p.scope = c_scope;
@@ -961,9 +965,10 @@ BEGIN
             s_lease := _idem_effective_lease(c_lease, _idem_micros(p_lease)::bigint, s_ttl);
             s_hit := coalesce(c_hit, _idem_on_cache_hit(p_hit), 'return_cached');
             s_mismatch := coalesce(c_mismatch, _idem_on_mismatch(p_mismatch), 'reject');
-            -- The call's, else pg_idempotency.unresolved_ttl; never above max_ttl.
-            s_unresolved := coalesce(c_unresolved,
-                least(_idem_default_unresolved_ttl_micros(), lim.max_ttl_micros));
+            -- The call's, else the scope's policy, else pg_idempotency.unresolved_ttl; never
+            -- above max_ttl (which may have been lowered since the policy was set).
+            s_unresolved := least(coalesce(c_unresolved, _idem_micros(p_unresolved)::bigint,
+                _idem_default_unresolved_ttl_micros()), lim.max_ttl_micros);
             resolved := true;
         END IF;
 
@@ -1907,6 +1912,7 @@ CREATE FUNCTION :"schema".idem_set_policy(
     INOUT on_cache_hit   text DEFAULT NULL,
     INOUT cache_failures boolean DEFAULT NULL,
     INOUT on_mismatch    text DEFAULT NULL,
+    INOUT unresolved_ttl interval DEFAULT NULL,
     OUT   updated_at timestamptz,
     OUT   updated_by regrole)
 RETURNS record
@@ -1918,6 +1924,7 @@ DECLARE
     lim record := _idem_limits();
     c_ttl bigint;
     c_lease bigint;
+    c_unresolved bigint;
 BEGIN
     scope := _idem_scope(idem_set_policy.scope, lim.max_scope_bytes);
     c_ttl := _idem_duration('ttl', idem_set_policy.ttl, false, lim.max_ttl_micros);
@@ -1927,22 +1934,26 @@ BEGIN
     END IF;
     PERFORM _idem_on_cache_hit(idem_set_policy.on_cache_hit);
     PERFORM _idem_on_mismatch(idem_set_policy.on_mismatch);
+    c_unresolved := _idem_duration('unresolved_ttl', idem_set_policy.unresolved_ttl, false,
+                                   lim.max_ttl_micros);
+    unresolved_ttl := _idem_interval(c_unresolved);
     ttl := _idem_interval(c_ttl);
     lease := _idem_interval(c_lease);
     updated_at := clock_timestamp();
     updated_by := _idem_session_role();
     INSERT INTO policies AS p (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch,
-                               updated_at, updated_by)
+                               updated_at, updated_by, unresolved_ttl)
     VALUES (idem_set_policy.scope, idem_set_policy.ttl, idem_set_policy.lease,
             idem_set_policy.on_cache_hit, idem_set_policy.cache_failures,
-            idem_set_policy.on_mismatch, idem_set_policy.updated_at, idem_set_policy.updated_by)
+            idem_set_policy.on_mismatch, idem_set_policy.updated_at, idem_set_policy.updated_by,
+            idem_set_policy.unresolved_ttl)
     ON CONFLICT (scope) DO UPDATE SET ttl = excluded.ttl, lease = excluded.lease,
         on_cache_hit = excluded.on_cache_hit, cache_failures = excluded.cache_failures,
         on_mismatch = excluded.on_mismatch, updated_at = excluded.updated_at,
-        updated_by = excluded.updated_by;
+        updated_by = excluded.updated_by, unresolved_ttl = excluded.unresolved_ttl;
 END
 $fn$;
-COMMENT ON FUNCTION :"schema".idem_set_policy(text, interval, interval, text, boolean, text) IS
+COMMENT ON FUNCTION :"schema".idem_set_policy(text, interval, interval, text, boolean, text, interval) IS
     'Set (replace) the policy of a scope: the defaults every caller of that scope obeys';
 
 CREATE FUNCTION :"schema".idem_drop_policy(
@@ -1972,12 +1983,14 @@ RETURNS TABLE (
     on_cache_hit   text,
     cache_failures boolean,
     on_mismatch    text,
+    unresolved_ttl interval,
     updated_at     timestamptz,
     updated_by     regrole)
 STABLE CALLED ON NULL INPUT PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE sql AS $fn$
-    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by
+    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, unresolved_ttl,
+           updated_at, updated_by
     FROM policies ORDER BY scope
 $fn$;
 COMMENT ON FUNCTION :"schema".idem_policies() IS
@@ -2082,7 +2095,7 @@ REVOKE EXECUTE ON FUNCTION
     :"schema".idem_canonical(jsonb),
     :"schema".idem_hash(jsonb),
     :"schema".idem_purge_expired(integer),
-    :"schema".idem_set_policy(text, interval, interval, text, boolean, text),
+    :"schema".idem_set_policy(text, interval, interval, text, boolean, text, interval),
     :"schema".idem_drop_policy(text),
     :"schema".idem_policies(),
     :"schema".idem_metrics(),
@@ -2109,7 +2122,7 @@ GRANT EXECUTE ON FUNCTION
 TO idempotency_user;
 GRANT EXECUTE ON FUNCTION
     :"schema".idem_purge_expired(integer),
-    :"schema".idem_set_policy(text, interval, interval, text, boolean, text),
+    :"schema".idem_set_policy(text, interval, interval, text, boolean, text, interval),
     :"schema".idem_drop_policy(text)
 TO idempotency_admin;
 

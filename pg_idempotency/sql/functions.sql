@@ -157,12 +157,13 @@ CREATE FUNCTION @extschema@.idem_set_policy(
     INOUT on_cache_hit   text DEFAULT NULL,
     INOUT cache_failures boolean DEFAULT NULL,
     INOUT on_mismatch    text DEFAULT NULL,
+    INOUT unresolved_ttl interval DEFAULT NULL,
     OUT   updated_at timestamptz,
     OUT   updated_by regrole)
 RETURNS record
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_set_policy';
-COMMENT ON FUNCTION @extschema@.idem_set_policy(text, interval, interval, text, boolean, text) IS
+COMMENT ON FUNCTION @extschema@.idem_set_policy(text, interval, interval, text, boolean, text, interval) IS
     'Set (replace) the policy of a scope: the defaults every caller of that scope obeys';
 
 CREATE FUNCTION @extschema@.idem_drop_policy(
@@ -181,11 +182,13 @@ RETURNS TABLE (
     on_cache_hit   text,
     cache_failures boolean,
     on_mismatch    text,
+    unresolved_ttl interval,
     updated_at     timestamptz,
     updated_by     regrole)
 STABLE CALLED ON NULL INPUT PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
-    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by
+    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, unresolved_ttl,
+           updated_at, updated_by
     FROM idempotency.policies ORDER BY scope
 $fn$;
 COMMENT ON FUNCTION @extschema@.idem_policies() IS
@@ -316,7 +319,7 @@ REVOKE EXECUTE ON FUNCTION
     @extschema@.idem_canonical(jsonb),
     @extschema@.idem_hash(jsonb),
     @extschema@.idem_purge_expired(integer),
-    @extschema@.idem_set_policy(text, interval, interval, text, boolean, text),
+    @extschema@.idem_set_policy(text, interval, interval, text, boolean, text, interval),
     @extschema@.idem_drop_policy(text),
     @extschema@.idem_policies(),
     idempotency._idem_counters(),
@@ -346,6 +349,6 @@ GRANT EXECUTE ON FUNCTION
 TO idempotency_user;
 GRANT EXECUTE ON FUNCTION
     @extschema@.idem_purge_expired(integer),
-    @extschema@.idem_set_policy(text, interval, interval, text, boolean, text),
+    @extschema@.idem_set_policy(text, interval, interval, text, boolean, text, interval),
     @extschema@.idem_drop_policy(text)
 TO idempotency_admin;

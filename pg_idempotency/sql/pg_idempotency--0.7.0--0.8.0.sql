@@ -10,9 +10,12 @@ SET LOCAL search_path = pg_catalog, pg_temp;
 -- A record whose outcome is unknown (a claim whose lease lapsed, a record holding one of
 -- the client's marks) is kept past its ttl until an operator resolves it or its unresolved
 -- bound passes (idem_begin's unresolved_ttl, else pg_idempotency.unresolved_ttl, 7 days):
--- records gains unresolved_until (last); the claims in progress and the marks stored at the
+-- records gains unresolved_until and policies unresolved_ttl (last; idem_set_policy takes
+-- it, idem_policies shows it); the claims in progress and the marks stored at the
 -- update get a bound of 7 days, so a crash from before the update is kept too.
 ALTER TABLE idempotency.records ADD COLUMN unresolved_until timestamptz;
+
+ALTER TABLE idempotency.policies ADD COLUMN unresolved_ttl interval;
 
 -- Who resolved which unresolved record, when, how, and the record as it stood before
 -- (idem_resolve): read through idem_resolutions.
@@ -390,8 +393,51 @@ $fn$;
 COMMENT ON FUNCTION @extschema@.idem_resolutions(regrole) IS
     'The audit of idem_resolve: who resolved which record, when, how, and the record before, newest first';
 
+DROP FUNCTION @extschema@.idem_set_policy(text, interval, interval, text, boolean, text);
+
+-- INOUT: the policy comes back as stored (durations normalised).
+CREATE FUNCTION @extschema@.idem_set_policy(
+    INOUT scope          text,
+    INOUT ttl            interval DEFAULT NULL,
+    INOUT lease          interval DEFAULT NULL,
+    INOUT on_cache_hit   text DEFAULT NULL,
+    INOUT cache_failures boolean DEFAULT NULL,
+    INOUT on_mismatch    text DEFAULT NULL,
+    INOUT unresolved_ttl interval DEFAULT NULL,
+    OUT   updated_at timestamptz,
+    OUT   updated_by regrole)
+RETURNS record
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE c AS 'MODULE_PATHNAME', 'idem_set_policy';
+COMMENT ON FUNCTION @extschema@.idem_set_policy(text, interval, interval, text, boolean, text, interval) IS
+    'Set (replace) the policy of a scope: the defaults every caller of that scope obeys';
+
+DROP FUNCTION @extschema@.idem_policies();
+
+CREATE FUNCTION @extschema@.idem_policies()
+RETURNS TABLE (
+    scope          text,
+    ttl            interval,
+    lease          interval,
+    on_cache_hit   text,
+    cache_failures boolean,
+    on_mismatch    text,
+    unresolved_ttl interval,
+    updated_at     timestamptz,
+    updated_by     regrole)
+STABLE CALLED ON NULL INPUT PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE sql AS $fn$
+    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, unresolved_ttl,
+           updated_at, updated_by
+    FROM idempotency.policies ORDER BY scope
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_policies() IS
+    'Every scope''s policy';
+
 REVOKE EXECUTE ON FUNCTION
     @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval),
+    @extschema@.idem_set_policy(text, interval, interval, text, boolean, text, interval),
+    @extschema@.idem_policies(),
     @extschema@.idem_unresolved(regrole),
     @extschema@.idem_resolve(text, text, bigint, text, text, jsonb, regrole),
     @extschema@.idem_resolutions(regrole)
@@ -400,6 +446,10 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval),
     @extschema@.idem_unresolved(regrole),
     @extschema@.idem_resolve(text, text, bigint, text, text, jsonb, regrole),
-    @extschema@.idem_resolutions(regrole)
+    @extschema@.idem_resolutions(regrole),
+    @extschema@.idem_policies()
 TO idempotency_user;
+GRANT EXECUTE ON FUNCTION
+    @extschema@.idem_set_policy(text, interval, interval, text, boolean, text, interval)
+TO idempotency_admin;
 -- (end of 0.8.0: unresolved records)

@@ -147,10 +147,14 @@ pub fn unresolved_ttl(value: Option<Interval>) -> IdemResult<Option<i64>> {
         .transpose()
 }
 
-/// The unresolved bound in force: the call's, else `pg_idempotency.unresolved_ttl`, never
-/// above `max_ttl` (which may be lower than the setting).
-pub fn effective_unresolved_ttl(given: Option<i64>) -> i64 {
-    given.unwrap_or_else(|| gucs::unresolved_ttl_micros().min(gucs::max_ttl_micros()))
+/// The unresolved bound in force: the call's, else the scope's policy, else
+/// `pg_idempotency.unresolved_ttl`, never above `max_ttl` (which may be lower than the
+/// setting, or have been lowered since the policy was set).
+pub fn effective_unresolved_ttl(given: Option<i64>, policy: Option<i64>) -> i64 {
+    given
+        .or(policy)
+        .unwrap_or_else(gucs::unresolved_ttl_micros)
+        .min(gucs::max_ttl_micros())
 }
 
 /// The ttl in force: the call's, else the policy's, else `pg_idempotency.default_ttl`;

@@ -77,7 +77,10 @@ impl Settings {
                     args::on_mismatch(policy.on_mismatch.as_deref())?.unwrap_or(OnMismatch::Reject)
                 }
             },
-            unresolved_ttl: args::effective_unresolved_ttl(call.unresolved_ttl),
+            unresolved_ttl: args::effective_unresolved_ttl(
+                call.unresolved_ttl,
+                policy.unresolved_ttl,
+            ),
         })
     }
 }

@@ -14,12 +14,13 @@ use crate::policy_cache;
 use crate::roles;
 
 const UPSERT: &str = "INSERT INTO idempotency.policies AS p \
-        (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+        (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by, \
+         unresolved_ttl) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
      ON CONFLICT (scope) DO UPDATE SET ttl = excluded.ttl, lease = excluded.lease, \
         on_cache_hit = excluded.on_cache_hit, cache_failures = excluded.cache_failures, \
         on_mismatch = excluded.on_mismatch, updated_at = excluded.updated_at, \
-        updated_by = excluded.updated_by";
+        updated_by = excluded.updated_by, unresolved_ttl = excluded.unresolved_ttl";
 
 const DELETE: &str =
     "DELETE FROM idempotency.policies WHERE scope OPERATOR(pg_catalog.=) $1 RETURNING scope";
@@ -35,7 +36,8 @@ fn opt<T: IntoDatum>(v: Option<T>, oid: pg_sys::Oid) -> DatumWithOid<'static> {
     }
 }
 
-/// `idem_set_policy(scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch)`: sets
+/// `idem_set_policy(scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch,
+/// unresolved_ttl)`: sets
 /// (replaces) the scope's policy; a NULL field leaves that setting to the defaults.
 pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
     let given = SetPolicyArgs::read(a);
@@ -50,6 +52,7 @@ pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
     let cache_failures = given.cache_failures;
     let on_mismatch = given.on_mismatch;
     args::on_mismatch(on_mismatch.as_deref())?;
+    let unresolved_ttl = args::unresolved_ttl(given.unresolved_ttl)?;
 
     let now = clock::now();
     let owner = roles::session_role();
@@ -65,6 +68,10 @@ pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
             unsafe { DatumWithOid::new(now, pg_sys::TIMESTAMPTZOID) },
             // SAFETY: a regrole is a role's OID passed by value, as `owner`.
             unsafe { DatumWithOid::new(owner, pg_sys::REGROLEOID) },
+            opt(
+                unresolved_ttl.map(args::micros_interval),
+                pg_sys::INTERVALOID,
+            ),
         ];
         client
             .update(UPSERT, None, &params)
@@ -80,6 +87,7 @@ pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
             on_cache_hit.into_datum(),
             cache_failures.into_datum(),
             on_mismatch.into_datum(),
+            unresolved_ttl.map(args::micros_interval).into_datum(),
             Some(pg_sys::Datum::from(now)),
             Some(pg_sys::Datum::from(owner)),
         ],

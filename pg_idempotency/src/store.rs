@@ -74,7 +74,11 @@ impl Record {
 }
 
 /// The scope's policy as the read statement selects it, before the record's columns.
+/// Since 0.8.0 the policy has its unresolved bound too (the record's columns then start
+/// one later).
 const READ_POLICY_COLUMNS: &str = "p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch";
+const READ_POLICY_COLUMNS_0_8: &str =
+    "p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch, p.unresolved_ttl";
 
 /// The record's key in a statement: scope `$1`, key `$2`, and the owner in parameter
 /// `$owner`.
@@ -143,6 +147,11 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
     // time); a completion keeps it for a mark alone, moved from the lease's end to the
     // completion; an extension moves it with the lease.
     let unresolved = schema >= SchemaVersion::V0_8;
+    let policy_columns = if unresolved {
+        READ_POLICY_COLUMNS_0_8
+    } else {
+        READ_POLICY_COLUMNS
+    };
     let (bound_column, insert_bound, set_bound) = if unresolved {
         (", unresolved_until", ", $14", ", unresolved_until = $18")
     } else {
@@ -169,7 +178,7 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
             client,
             // Always one row: the scope's policy if any, and the record if any.
             &format!(
-                "SELECT {READ_POLICY_COLUMNS}, {read_columns} FROM (SELECT) AS one \
+                "SELECT {policy_columns}, {read_columns} FROM (SELECT) AS one \
                  LEFT JOIN idempotency.records r \
                      ON r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2 \
                      AND r.owner OPERATOR(pg_catalog.=) $3 \
@@ -359,16 +368,18 @@ fn read_by_statement(client: &mut SpiClient<'_>, id: &Id<'_>) -> (Option<Record>
     let [scope, key] = id.params();
     let table = run(client, |p| &p.read, &[scope, key, owner(id.owner)]);
     let t = table.first();
+    let unresolved = relations::oids().schema >= SchemaVersion::V0_8;
     let policy = ScopePolicy {
         ttl: col_micros(&t, 1),
         lease: col_micros(&t, 2),
         on_cache_hit: col(&t, 3),
         cache_failures: col(&t, 4),
         on_mismatch: col(&t, 5),
+        unresolved_ttl: if unresolved { col_micros(&t, 6) } else { None },
     };
     let row = Statement {
         table: &t,
-        first: 6,
+        first: if unresolved { 7 } else { 6 },
     };
     let record = row
         .text(0)

@@ -387,6 +387,7 @@ pub const IDEM_SET_POLICY: Function = Function {
         opt("on_cache_hit", Text, "NULL"),
         opt("cache_failures", Boolean, "NULL"),
         opt("on_mismatch", Text, "NULL"),
+        opt("unresolved_ttl", Interval, "NULL"),
     ],
     returns: Returns::InOut(&[arg("updated_at", Timestamptz), arg("updated_by", Regrole)]),
     language: Language::C("idem_set_policy"),
@@ -418,6 +419,7 @@ const POLICY_COLUMNS: &[Arg] = &[
     arg("on_cache_hit", Text),
     arg("cache_failures", Boolean),
     arg("on_mismatch", Text),
+    arg("unresolved_ttl", Interval),
     arg("updated_at", Timestamptz),
     arg("updated_by", Regrole),
 ];

@@ -92,9 +92,12 @@ SET LOCAL search_path = pg_catalog, "idempotency", pg_temp;
 -- A record whose outcome is unknown (a claim whose lease lapsed, a record holding one of
 -- the client's marks) is kept past its ttl until an operator resolves it or its unresolved
 -- bound passes (idem_begin's unresolved_ttl, else pg_idempotency.unresolved_ttl, 7 days):
--- records gains unresolved_until (last); the claims in progress and the marks stored at the
+-- records gains unresolved_until and policies unresolved_ttl (last; idem_set_policy takes
+-- it, idem_policies shows it); the claims in progress and the marks stored at the
 -- upgrade get the default bound, so a crash from before the upgrade is kept too.
 ALTER TABLE "idempotency".records ADD COLUMN unresolved_until timestamptz;
+
+ALTER TABLE "idempotency".policies ADD COLUMN unresolved_ttl interval;
 
 -- Who resolved which unresolved record, when, how, and the record as it stood before
 -- (idem_resolve): read through idem_resolutions.
@@ -211,6 +214,7 @@ DECLARE
     p_lease interval;
     p_hit text;
     p_mismatch text;
+    p_unresolved interval;
     -- A claim, computed before the statement that writes it.
     n_fence bigint;
     n_attempt integer;
@@ -264,10 +268,11 @@ BEGIN
         now := clock_timestamp();
         SELECT r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response,
                r.created_at, r.lease_until, r.expires_at, r.claim_token, r.recovered,
-               r.claimed_at, r.unresolved_until, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch
+               r.claimed_at, r.unresolved_until, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch,
+               p.unresolved_ttl
         INTO r_state, r_fence, r_attempt, r_fp, r_upstream, r_response,
              r_created, r_lease_until, r_expires, r_token, r_recovered,
-             r_claimed, r_unresolved, p_ttl, p_lease, p_hit, p_mismatch
+             r_claimed, r_unresolved, p_ttl, p_lease, p_hit, p_mismatch, p_unresolved
         FROM (SELECT) AS one
         LEFT JOIN records AS r ON r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
         LEFT JOIN policies AS p ON p.scope = c_scope;
@@ -277,9 +282,10 @@ BEGIN
             s_lease := _idem_effective_lease(c_lease, _idem_micros(p_lease)::bigint, s_ttl);
             s_hit := coalesce(c_hit, _idem_on_cache_hit(p_hit), 'return_cached');
             s_mismatch := coalesce(c_mismatch, _idem_on_mismatch(p_mismatch), 'reject');
-            -- The call's, else pg_idempotency.unresolved_ttl; never above max_ttl.
-            s_unresolved := coalesce(c_unresolved,
-                least(_idem_default_unresolved_ttl_micros(), lim.max_ttl_micros));
+            -- The call's, else the scope's policy, else pg_idempotency.unresolved_ttl; never
+            -- above max_ttl (which may have been lowered since the policy was set).
+            s_unresolved := least(coalesce(c_unresolved, _idem_micros(p_unresolved)::bigint,
+                _idem_default_unresolved_ttl_micros()), lim.max_ttl_micros);
             resolved := true;
         END IF;
 
@@ -1086,9 +1092,88 @@ $fn$;
 COMMENT ON FUNCTION "public".idem_resolutions(regrole) IS
     'The audit of idem_resolve: who resolved which record, when, how, and the record before, newest first';
 
+DROP FUNCTION "public".idem_set_policy(text, interval, interval, text, boolean, text);
+
+-- INOUT: the policy comes back as stored (durations normalised).
+CREATE FUNCTION "public".idem_set_policy(
+    INOUT scope          text,
+    INOUT ttl            interval DEFAULT NULL,
+    INOUT lease          interval DEFAULT NULL,
+    INOUT on_cache_hit   text DEFAULT NULL,
+    INOUT cache_failures boolean DEFAULT NULL,
+    INOUT on_mismatch    text DEFAULT NULL,
+    INOUT unresolved_ttl interval DEFAULT NULL,
+    OUT   updated_at timestamptz,
+    OUT   updated_by regrole)
+RETURNS record
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, "idempotency", pg_temp
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    lim record := _idem_limits();
+    c_ttl bigint;
+    c_lease bigint;
+    c_unresolved bigint;
+BEGIN
+    scope := _idem_scope(idem_set_policy.scope, lim.max_scope_bytes);
+    c_ttl := _idem_duration('ttl', idem_set_policy.ttl, false, lim.max_ttl_micros);
+    c_lease := _idem_duration('lease', idem_set_policy.lease, false, lim.max_ttl_micros);
+    IF c_ttl IS NOT NULL AND c_lease IS NOT NULL THEN
+        PERFORM _idem_effective_lease(c_lease, NULL, c_ttl);
+    END IF;
+    PERFORM _idem_on_cache_hit(idem_set_policy.on_cache_hit);
+    PERFORM _idem_on_mismatch(idem_set_policy.on_mismatch);
+    c_unresolved := _idem_duration('unresolved_ttl', idem_set_policy.unresolved_ttl, false,
+                                   lim.max_ttl_micros);
+    unresolved_ttl := _idem_interval(c_unresolved);
+    ttl := _idem_interval(c_ttl);
+    lease := _idem_interval(c_lease);
+    updated_at := clock_timestamp();
+    updated_by := _idem_session_role();
+    INSERT INTO policies AS p (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch,
+                               updated_at, updated_by, unresolved_ttl)
+    VALUES (idem_set_policy.scope, idem_set_policy.ttl, idem_set_policy.lease,
+            idem_set_policy.on_cache_hit, idem_set_policy.cache_failures,
+            idem_set_policy.on_mismatch, idem_set_policy.updated_at, idem_set_policy.updated_by,
+            idem_set_policy.unresolved_ttl)
+    ON CONFLICT (scope) DO UPDATE SET ttl = excluded.ttl, lease = excluded.lease,
+        on_cache_hit = excluded.on_cache_hit, cache_failures = excluded.cache_failures,
+        on_mismatch = excluded.on_mismatch, updated_at = excluded.updated_at,
+        updated_by = excluded.updated_by, unresolved_ttl = excluded.unresolved_ttl;
+END
+$fn$;
+COMMENT ON FUNCTION "public".idem_set_policy(text, interval, interval, text, boolean, text, interval) IS
+    'Set (replace) the policy of a scope: the defaults every caller of that scope obeys';
+
+DROP FUNCTION "public".idem_policies();
+
+CREATE FUNCTION "public".idem_policies()
+RETURNS TABLE (
+    scope          text,
+    ttl            interval,
+    lease          interval,
+    on_cache_hit   text,
+    cache_failures boolean,
+    on_mismatch    text,
+    unresolved_ttl interval,
+    updated_at     timestamptz,
+    updated_by     regrole)
+STABLE CALLED ON NULL INPUT PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, "idempotency", pg_temp
+LANGUAGE sql AS $fn$
+    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, unresolved_ttl,
+           updated_at, updated_by
+    FROM policies ORDER BY scope
+$fn$;
+COMMENT ON FUNCTION "public".idem_policies() IS
+    'Every scope''s policy';
+
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA "idempotency" FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION
     "public".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval),
+    "public".idem_set_policy(text, interval, interval, text, boolean, text, interval),
+    "public".idem_policies(),
     "public".idem_unresolved(regrole),
     "public".idem_resolve(text, text, bigint, text, text, jsonb, regrole),
     "public".idem_resolutions(regrole)
@@ -1097,8 +1182,12 @@ GRANT EXECUTE ON FUNCTION
     "public".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval),
     "public".idem_unresolved(regrole),
     "public".idem_resolve(text, text, bigint, text, text, jsonb, regrole),
-    "public".idem_resolutions(regrole)
+    "public".idem_resolutions(regrole),
+    "public".idem_policies()
 TO idempotency_user;
+GRANT EXECUTE ON FUNCTION
+    "public".idem_set_policy(text, interval, interval, text, boolean, text, interval)
+TO idempotency_admin;
 -- (end of 0.8.0: unresolved records)
 
 UPDATE "idempotency".installed SET version = '0.8.0';

@@ -610,6 +610,7 @@ CREATE FUNCTION idempotency._idem_set_policy_all(
     INOUT on_cache_hit   text DEFAULT NULL,
     INOUT cache_failures boolean DEFAULT NULL,
     INOUT on_mismatch    text DEFAULT NULL,
+    INOUT unresolved_ttl interval DEFAULT NULL,
     OUT   updated_at timestamptz,
     OUT   updated_by regrole)
 RETURNS SETOF record
@@ -638,6 +639,7 @@ RETURNS TABLE (
     on_cache_hit   text,
     cache_failures boolean,
     on_mismatch    text,
+    unresolved_ttl interval,
     updated_at     timestamptz,
     updated_by     regrole)
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
@@ -985,6 +987,7 @@ CREATE FUNCTION public.idem_set_policy(
     INOUT on_cache_hit   text DEFAULT NULL,
     INOUT cache_failures boolean DEFAULT NULL,
     INOUT on_mismatch    text DEFAULT NULL,
+    INOUT unresolved_ttl interval DEFAULT NULL,
     OUT   updated_at timestamptz,
     OUT   updated_by regrole)
 RETURNS record
@@ -992,13 +995,13 @@ VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
     SELECT p.scope, p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch,
-           p.updated_at, p.updated_by
+           p.unresolved_ttl, p.updated_at, p.updated_by
     FROM idempotency._idem_set_policy_all(scope, ttl, lease, on_cache_hit, cache_failures,
-                                          on_mismatch) AS p
+                                          on_mismatch, unresolved_ttl) AS p
     ORDER BY p.updated_at DESC
     LIMIT 1
 $fn$;
-COMMENT ON FUNCTION public.idem_set_policy(text, interval, interval, text, boolean, text) IS
+COMMENT ON FUNCTION public.idem_set_policy(text, interval, interval, text, boolean, text, interval) IS
     'Set (replace) the policy of a scope: the defaults every caller of that scope obeys';
 
 -- Dropped on every partition: true when any of them had it.
@@ -1023,6 +1026,7 @@ RETURNS TABLE (
     on_cache_hit   text,
     cache_failures boolean,
     on_mismatch    text,
+    unresolved_ttl interval,
     updated_at     timestamptz,
     updated_by     regrole)
 STABLE CALLED ON NULL INPUT PARALLEL UNSAFE
@@ -1030,7 +1034,7 @@ SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
     SELECT DISTINCT ON (p.scope)
            p.scope, p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch,
-           p.updated_at, p.updated_by
+           p.unresolved_ttl, p.updated_at, p.updated_by
     FROM idempotency._idem_policies_all() AS p
     ORDER BY p.scope, p.updated_at DESC
 $fn$;
@@ -1114,7 +1118,7 @@ REVOKE EXECUTE ON FUNCTION
     public.idem_canonical(jsonb),
     public.idem_hash(jsonb),
     public.idem_purge_expired(integer),
-    public.idem_set_policy(text, interval, interval, text, boolean, text),
+    public.idem_set_policy(text, interval, interval, text, boolean, text, interval),
     public.idem_drop_policy(text),
     public.idem_policies(),
     public.idem_metrics()
@@ -1135,7 +1139,7 @@ GRANT EXECUTE ON FUNCTION
 TO idempotency_user;
 GRANT EXECUTE ON FUNCTION
     public.idem_purge_expired(integer),
-    public.idem_set_policy(text, interval, interval, text, boolean, text),
+    public.idem_set_policy(text, interval, interval, text, boolean, text, interval),
     public.idem_drop_policy(text)
 TO idempotency_admin;
 
@@ -1145,8 +1149,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA idempotency FROM PUBLIC;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA idempotency TO idempotency_user;
 REVOKE EXECUTE ON FUNCTION idempotency._idem_purge_expired_all(integer) FROM idempotency_user;
 GRANT EXECUTE ON FUNCTION idempotency._idem_purge_expired_all(integer) TO idempotency_admin;
-REVOKE EXECUTE ON FUNCTION idempotency._idem_set_policy_all(text, interval, interval, text, boolean, text) FROM idempotency_user;
-GRANT EXECUTE ON FUNCTION idempotency._idem_set_policy_all(text, interval, interval, text, boolean, text) TO idempotency_admin;
+REVOKE EXECUTE ON FUNCTION idempotency._idem_set_policy_all(text, interval, interval, text, boolean, text, interval) FROM idempotency_user;
+GRANT EXECUTE ON FUNCTION idempotency._idem_set_policy_all(text, interval, interval, text, boolean, text, interval) TO idempotency_admin;
 REVOKE EXECUTE ON FUNCTION idempotency._idem_drop_policy_all(text) FROM idempotency_user;
 GRANT EXECUTE ON FUNCTION idempotency._idem_drop_policy_all(text) TO idempotency_admin;
 

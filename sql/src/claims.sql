@@ -51,6 +51,7 @@ DECLARE
     p_lease interval;
     p_hit text;
     p_mismatch text;
+    p_unresolved interval;
     -- A claim, computed before the statement that writes it.
     n_fence bigint;
     n_attempt integer;
@@ -104,10 +105,11 @@ BEGIN
         now := clock_timestamp();
         SELECT r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response,
                r.created_at, r.lease_until, r.expires_at, r.claim_token, r.recovered,
-               r.claimed_at, r.unresolved_until, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch
+               r.claimed_at, r.unresolved_until, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch,
+               p.unresolved_ttl
         INTO r_state, r_fence, r_attempt, r_fp, r_upstream, r_response,
              r_created, r_lease_until, r_expires, r_token, r_recovered,
-             r_claimed, r_unresolved, p_ttl, p_lease, p_hit, p_mismatch
+             r_claimed, r_unresolved, p_ttl, p_lease, p_hit, p_mismatch, p_unresolved
         FROM (SELECT) AS one
         LEFT JOIN records AS r ON r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
         LEFT JOIN policies AS p ON p.scope = c_scope;
@@ -117,9 +119,10 @@ BEGIN
             s_lease := _idem_effective_lease(c_lease, _idem_micros(p_lease)::bigint, s_ttl);
             s_hit := coalesce(c_hit, _idem_on_cache_hit(p_hit), 'return_cached');
             s_mismatch := coalesce(c_mismatch, _idem_on_mismatch(p_mismatch), 'reject');
-            -- The call's, else pg_idempotency.unresolved_ttl; never above max_ttl.
-            s_unresolved := coalesce(c_unresolved,
-                least(_idem_default_unresolved_ttl_micros(), lim.max_ttl_micros));
+            -- The call's, else the scope's policy, else pg_idempotency.unresolved_ttl; never
+            -- above max_ttl (which may have been lowered since the policy was set).
+            s_unresolved := least(coalesce(c_unresolved, _idem_micros(p_unresolved)::bigint,
+                _idem_default_unresolved_ttl_micros()), lim.max_ttl_micros);
             resolved := true;
         END IF;
 

@@ -84,7 +84,9 @@ CREATE TABLE :"storage".policies (
     cache_failures boolean,
     on_mismatch    text        CHECK (on_mismatch IN ('reject', 'ignore')),
     updated_at     timestamptz NOT NULL,
-    updated_by     regrole     NOT NULL
+    updated_by     regrole     NOT NULL,
+    -- How long past its ttl a record of the scope whose outcome is unknown is kept (0.8.0).
+    unresolved_ttl interval
 );
 COMMENT ON TABLE :"storage".policies IS 'pg_idempotency: per-scope defaults';
 

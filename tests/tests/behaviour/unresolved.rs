@@ -259,7 +259,7 @@ fn purge_keeps_unresolved_records_until_their_bound() {
 }
 
 #[test]
-fn the_unresolved_bound_is_the_call_s_else_the_setting_else_seven_days() {
+fn the_unresolved_bound_is_the_call_s_else_the_policy_s_else_the_setting_else_seven_days() {
     let mut c = connect();
     let s = scope("unresolved-bound");
     let span = |c: &mut Client, key: &str| -> String {
@@ -272,6 +272,24 @@ fn the_unresolved_bound_is_the_call_s_else_the_setting_else_seven_days() {
     };
     let a = claim(&mut c, &s, "default", "2 seconds", "1 second");
     try_claim(&mut c, &s, "given", "2 seconds", "1 second", Some("3 days"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // A scope's policy; the call's own value still wins.
+    let p = scope("unresolved-policy");
+    c.execute(
+        "SELECT idem_set_policy($1, unresolved_ttl => '4 days')",
+        &[&p],
+    )
+    .unwrap_or_else(|e| panic!("idem_set_policy: {e}"));
+    let shown: String = c
+        .query_one(
+            "SELECT (unresolved_ttl = interval '4 days')::text FROM idem_policies() WHERE scope = $1",
+            &[&p],
+        )
+        .map(|r| r.get(0))
+        .unwrap_or_else(|e| panic!("idem_policies: {e}"));
+    assert_eq!(shown, "true", "the policy keeps its unresolved_ttl");
+    let pa = claim(&mut c, &p, "policy", "2 seconds", "1 second");
+    try_claim(&mut c, &p, "call", "2 seconds", "1 second", Some("5 days"))
         .unwrap_or_else(|e| panic!("{e}"));
     c.batch_execute("SET pg_idempotency.unresolved_ttl = '2d'")
         .unwrap_or_else(|e| panic!("{e}"));
@@ -291,6 +309,29 @@ fn the_unresolved_bound_is_the_call_s_else_the_setting_else_seven_days() {
     assert_eq!(span(&mut c, "default"), "7 days");
     assert_eq!(span(&mut c, "given"), "3 days");
     assert_eq!(span(&mut c, "setting"), "2 days");
+    wait_past(
+        &mut c,
+        "the leases to lapse",
+        pa.lease_until.as_deref().unwrap_or_default(),
+    );
+    let spans: Vec<(String, String)> = c
+        .query(
+            "SELECT key, (until - since)::text FROM idem_unresolved() WHERE scope = $1 ORDER BY key",
+            &[&p],
+        )
+        .unwrap_or_else(|e| panic!("idem_unresolved: {e}"))
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        spans,
+        [
+            ("call".to_string(), "5 days".to_string()),
+            ("policy".to_string(), "4 days".to_string())
+        ]
+    );
+    c.execute("SELECT idem_drop_policy($1)", &[&p])
+        .unwrap_or_else(|e| panic!("idem_drop_policy: {e}"));
     // Hostile values are refused like a ttl's, and change nothing.
     for bad in ["0", "-1 second", "infinity", "100 years"] {
         let e = try_claim(&mut c, &s, "bad", "2 seconds", "1 second", Some(bad))

@@ -18,7 +18,9 @@ use pg_idempotency_tests::*;
 
 /// Every released version, oldest first: each is upgraded to this one. The first is the
 /// base, the one install script kept.
-const RELEASES: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0"];
+const RELEASES: &[&str] = &[
+    "0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0",
+];
 const CURRENT: &str = env!("CARGO_PKG_VERSION");
 /// The oldest release whose schema the extension's library serves before its update.
 const OLDEST_SERVED: &str = "0.3.0";
