@@ -11,6 +11,7 @@ use crate::clock;
 use crate::entry::{composite, Args};
 use crate::error::IdemResult;
 use crate::policy_cache;
+use crate::relations;
 use crate::roles;
 
 const UPSERT: &str = "INSERT INTO idempotency.policies AS p \
@@ -21,6 +22,16 @@ const UPSERT: &str = "INSERT INTO idempotency.policies AS p \
         on_cache_hit = excluded.on_cache_hit, cache_failures = excluded.cache_failures, \
         on_mismatch = excluded.on_mismatch, updated_at = excluded.updated_at, \
         updated_by = excluded.updated_by, unresolved_ttl = excluded.unresolved_ttl";
+
+/// The same for a schema before 0.8.0, whose policies have no unresolved_ttl (the library
+/// serves it until its update).
+const UPSERT_BEFORE_0_8: &str = "INSERT INTO idempotency.policies AS p \
+        (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+     ON CONFLICT (scope) DO UPDATE SET ttl = excluded.ttl, lease = excluded.lease, \
+        on_cache_hit = excluded.on_cache_hit, cache_failures = excluded.cache_failures, \
+        on_mismatch = excluded.on_mismatch, updated_at = excluded.updated_at, \
+        updated_by = excluded.updated_by";
 
 const DELETE: &str =
     "DELETE FROM idempotency.policies WHERE scope OPERATOR(pg_catalog.=) $1 RETURNING scope";
@@ -73,25 +84,32 @@ pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
                 pg_sys::INTERVALOID,
             ),
         ];
+        let current = relations::oids().schema >= relations::SchemaVersion::V0_8;
+        let (statement, params) = if current {
+            (UPSERT, &params[..])
+        } else {
+            (UPSERT_BEFORE_0_8, &params[..8])
+        };
         client
-            .update(UPSERT, None, &params)
+            .update(statement, None, params)
             .unwrap_or_else(|e| panic!("pg_idempotency: cannot store policy: {e}"));
     });
     policy_cache::invalidate();
-    Ok(composite(
-        a,
-        &[
-            scope.as_str().into_datum(),
-            ttl.map(args::micros_interval).into_datum(),
-            lease.map(args::micros_interval).into_datum(),
-            on_cache_hit.into_datum(),
-            cache_failures.into_datum(),
-            on_mismatch.into_datum(),
-            unresolved_ttl.map(args::micros_interval).into_datum(),
-            Some(pg_sys::Datum::from(now)),
-            Some(pg_sys::Datum::from(owner)),
-        ],
-    ))
+    let mut row = vec![
+        scope.as_str().into_datum(),
+        ttl.map(args::micros_interval).into_datum(),
+        lease.map(args::micros_interval).into_datum(),
+        on_cache_hit.into_datum(),
+        cache_failures.into_datum(),
+        on_mismatch.into_datum(),
+    ];
+    // Before its update, a 0.7.0 schema's function has no unresolved_ttl column.
+    if relations::oids().schema >= relations::SchemaVersion::V0_8 {
+        row.push(unresolved_ttl.map(args::micros_interval).into_datum());
+    }
+    row.push(Some(pg_sys::Datum::from(now)));
+    row.push(Some(pg_sys::Datum::from(owner)));
+    Ok(composite(a, &row))
 }
 
 /// `idem_drop_policy(scope)`: removes the scope's policy; true when there was one.
