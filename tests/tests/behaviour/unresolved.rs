@@ -40,14 +40,18 @@ fn try_claim(
     lease: &str,
     unresolved_ttl: Option<&str>,
 ) -> Result<Answer, postgres::Error> {
-    let row = c.query_one(
-        "SELECT outcome, fence, attempt, recovered, upstream_key::text, response::text, \
-                expires_at::text, lease_until::text \
-         FROM idem_begin(scope => $1, key => $2, ttl => $3::text::interval, \
-                         lease => $4::text::interval, \
-                         unresolved_ttl => $5::text::interval)",
-        &[&scope, &key, &ttl, &lease, &unresolved_ttl],
-    )?;
+    // The argument only when given, so that what does not need it runs on a release
+    // before it too (and shows what that release did).
+    let select = "SELECT outcome, fence, attempt, recovered, upstream_key::text, response::text, \
+                  expires_at::text, lease_until::text FROM idem_begin(scope => $1, key => $2, \
+                  ttl => $3::text::interval, lease => $4::text::interval";
+    let row = match unresolved_ttl {
+        Some(u) => c.query_one(
+            &format!("{select}, unresolved_ttl => $5::text::interval)"),
+            &[&scope, &key, &ttl, &lease, &u],
+        )?,
+        None => c.query_one(&format!("{select})"), &[&scope, &key, &ttl, &lease])?,
+    };
     Ok(Answer {
         outcome: row.get(0),
         fence: row.get(1),
