@@ -145,16 +145,14 @@ fn a_crashed_claim_past_its_ttl_is_taken_over_with_its_upstream_key() {
     let s = scope("unresolved-crash");
     let first = crashed_past_ttl(&mut c, &s, "k");
     // Still there for an operator to see, past its ttl.
-    assert!(
-        looked_up(&mut c, &s, "k"),
-        "idem_lookup lost a lapsed claim at its ttl"
-    );
+    let kept = looked_up(&mut c, &s, "k");
     let again = claim(&mut c, &s, "k", "2 seconds", "1 second");
     assert_eq!(again.outcome, "claimed");
     assert!(
         again.recovered,
         "a lapsed claim past its ttl was claimed afresh: {again:?}"
     );
+    assert!(kept, "idem_lookup lost a lapsed claim at its ttl");
     assert_eq!(again.attempt, 2, "{again:?}");
     assert_eq!(
         again.upstream_key, first.upstream_key,
@@ -175,16 +173,14 @@ fn marks_outlive_the_ttl_and_are_replayed() {
         let fence = held.fence.expect("a claim has a fence");
         let expires = complete_with(&mut c, &s, key, fence, mark, succeeded);
         wait_past(&mut c, "the mark's ttl to end", &expires);
-        assert!(
-            looked_up(&mut c, &s, key),
-            "idem_lookup lost the {key} mark at its ttl"
-        );
+        let kept = looked_up(&mut c, &s, key);
         let later = claim(&mut c, &s, key, "2 seconds", "1 second");
         assert_eq!(
             (later.outcome.as_str(), later.attempt),
             ("replay", 1),
             "the {key} mark ended with the ttl: {later:?}"
         );
+        assert!(kept, "idem_lookup lost the {key} mark at its ttl");
         let stored: serde_json::Value =
             serde_json::from_str(later.response.as_deref().unwrap_or("null")).unwrap_or_default();
         let given: serde_json::Value = serde_json::from_str(mark).unwrap_or_default();
