@@ -625,3 +625,87 @@ fn a_result_expires_its_ttl_after_its_completion_and_replays_do_not_extend_it() 
     );
     assert_ne!(fresh.upstream_key, held.upstream_key);
 }
+
+#[test]
+fn a_role_lists_and_resolves_its_own_records_an_admin_any() {
+    use pg_idempotency_tests::attack::TestRole;
+    let dsn = dsn();
+    let a = TestRole::create(&dsn, "unres_a", "IN ROLE idempotency_user");
+    let b = TestRole::create(&dsn, "unres_b", "IN ROLE idempotency_user");
+    let admin = TestRole::create(&dsn, "unres_admin", "IN ROLE idempotency_admin");
+    let s = scope("unresolved-roles");
+    let mut ca = a.login();
+    let held = claim(&mut ca, &s, "k", "1 hour", "1 second");
+    let fence = held.fence.unwrap_or_default();
+    wait_past(
+        &mut ca,
+        "the lease to lapse",
+        held.lease_until.as_deref().unwrap_or_default(),
+    );
+    assert_eq!(unresolved(&mut ca, &s).len(), 1, "its owner lists it");
+
+    // Another role sees nothing of it, and may not name its owner.
+    let mut cb = b.login();
+    assert!(unresolved(&mut cb, &s).is_empty(), "another role listed it");
+    let e = resolve(&mut cb, &s, "k", fence, "in_progress", "forget", None)
+        .expect_err("another role resolved it");
+    assert_eq!(
+        sqlstate(&e),
+        "IK003",
+        "its own key space has no such record: {e}"
+    );
+    let e = cb
+        .query_one(
+            "SELECT idem_resolve($1, 'k', $2, 'in_progress', 'forget', owner => $3::text::regrole)",
+            &[&s, &fence, &a.name],
+        )
+        .expect_err("another role named the owner");
+    assert_eq!(sqlstate(&e), "42501", "{e}");
+    let e = cb
+        .query(
+            "SELECT * FROM idem_unresolved($1::text::regrole)",
+            &[&a.name],
+        )
+        .expect_err("another role listed the owner's records");
+    assert_eq!(sqlstate(&e), "42501", "{e}");
+
+    // An admin lists every owner's, and resolves the record of the owner it names.
+    let mut cadmin = admin.login();
+    let owners: Vec<String> = cadmin
+        .query(
+            "SELECT owner::text FROM idem_unresolved() WHERE scope = $1",
+            &[&s],
+        )
+        .unwrap_or_else(|e| panic!("idem_unresolved: {e}"))
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(owners, [a.name.clone()]);
+    let left: String = cadmin
+        .query_one(
+            "SELECT idem_resolve($1, 'k', $2, 'in_progress', 'release', owner => $3::text::regrole)",
+            &[&s, &fence, &a.name],
+        )
+        .map(|r| r.get(0))
+        .unwrap_or_else(|e| panic!("the admin's idem_resolve: {e}"));
+    assert_eq!(left, "absent");
+    // The audit names who resolved, and the owner sees its record's resolution.
+    let seen: Vec<(String, String)> = ca
+        .query(
+            "SELECT resolved_by::text, owner::text FROM idem_resolutions() WHERE scope = $1",
+            &[&s],
+        )
+        .unwrap_or_else(|e| panic!("idem_resolutions: {e}"))
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(seen, [(admin.name.clone(), a.name.clone())]);
+    let none: i64 = cb
+        .query_one(
+            "SELECT count(*) FROM idem_resolutions() WHERE scope = $1",
+            &[&s],
+        )
+        .map(|r| r.get(0))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(none, 0, "another role saw the owner's resolutions");
+}
