@@ -129,6 +129,14 @@ impl Entry {
     }
 }
 
+/// A call's durations, checked: its ttl, its lease, and its unresolved bound.
+#[derive(Clone, Copy)]
+struct Times {
+    ttl: Duration,
+    lease: Duration,
+    unresolved_ttl: Duration,
+}
+
 fn lease_lost(why: Lost) -> Error {
     refusal::lease_lost(why, Api::Client).into()
 }
@@ -172,11 +180,14 @@ impl MemoryStore {
         scope: &str,
         key: &str,
         o: &BeginOptions,
-        ttl: Duration,
-        lease: Duration,
-        unresolved_ttl: Duration,
+        times: Times,
         fingerprint: Option<[u8; 32]>,
     ) -> Result<Begin> {
+        let Times {
+            ttl,
+            lease,
+            unresolved_ttl,
+        } = times;
         let call = decide::Call {
             fingerprint: fingerprint.as_ref().map(|f| &f[..]),
             on_cache_hit: o.on_cache_hit.unwrap_or(OnCacheHit::ReturnCached),
@@ -300,9 +311,12 @@ impl IdempotencyStore for MemoryStore {
         let fingerprint = o.request.as_ref().map(canon::hash_value).transpose()?;
         // Counted once per call, by its final answer (after any wait), as the extension
         // counts.
-        let answer = self
-            .decide(scope, key, o, ttl, lease, unresolved_ttl, fingerprint)
-            .await;
+        let times = Times {
+            ttl,
+            lease,
+            unresolved_ttl,
+        };
+        let answer = self.decide(scope, key, o, times, fingerprint).await;
         self.scopes().count(scope, &answer);
         answer
     }
