@@ -24,14 +24,17 @@ CREATE EXTENSION pg_idempotency SCHEMA :"schema";
 INSERT INTO idempotency.records
     (scope, key, state, fence, attempt, fingerprint, upstream_key, response, created_at,
      completed_at, lease_until, expires_at, ttl, owner, claim_token, recovered,
-     claimed_at)
+     claimed_at, unresolved_until)
 SELECT scope, key, state, fence, attempt, fingerprint, upstream_key, response, created_at,
        completed_at, lease_until, expires_at, ttl, owner, claim_token, recovered,
-       claimed_at
+       claimed_at, unresolved_until
 FROM _idem_migrating.records;
+INSERT INTO idempotency.resolutions SELECT * FROM _idem_migrating.resolutions;
 INSERT INTO idempotency.policies
-    (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by)
-SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by
+    (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by,
+     unresolved_ttl)
+SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by,
+       unresolved_ttl
 FROM _idem_migrating.policies;
 
 -- Every fence handed out so far stays behind the extension's next one: a holder that

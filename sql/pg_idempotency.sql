@@ -71,7 +71,7 @@ CREATE TABLE :"storage".installed (
     version      text        NOT NULL,
     installed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
-INSERT INTO :"storage".installed (version) VALUES ('0.7.0');
+INSERT INTO :"storage".installed (version) VALUES ('0.8.0');
 
 CREATE SEQUENCE :"storage".fence_seq AS bigint NO CYCLE;
 COMMENT ON SEQUENCE :"storage".fence_seq IS 'pg_idempotency fencing tokens';
@@ -99,6 +99,11 @@ CREATE TABLE :"storage".records (
     -- When the running attempt claimed (a takeover's own time): retry_after counts the
     -- running call's time from it. NULL for records claimed before 0.5.0.
     claimed_at   timestamptz,
+    -- Until when a record whose outcome is unknown is kept past its ttl (expires_at): a
+    -- claim's lease end plus its unresolved bound (a lapsed claim is then taken over, never
+    -- claimed afresh), or a mark's completion plus that bound. NULL for a result, and for
+    -- records claimed before 0.8.0. A record is live while either time is ahead.
+    unresolved_until timestamptz,
     -- Each role its own key space: the same scope and key under two roles are two calls.
     PRIMARY KEY (scope, key, owner)
 ) WITH (
@@ -112,6 +117,26 @@ CREATE TABLE :"storage".records (
 COMMENT ON TABLE :"storage".records IS
     'pg_idempotency: one row per (scope, key, owner); expired rows are absent whether purged or not';
 
+-- Who resolved which unresolved record, when, how, and the record as it stood before
+-- (idem_resolve): read through idem_resolutions.
+CREATE TABLE :"storage".resolutions (
+    resolved_at  timestamptz NOT NULL,
+    resolved_by  regrole     NOT NULL,
+    action       text        NOT NULL
+                 CHECK (action IN ('succeeded', 'failed', 'release', 'forget')),
+    owner        regrole     NOT NULL,
+    scope        text        NOT NULL,
+    key          text        NOT NULL,
+    fence        bigint      NOT NULL,
+    state        text        NOT NULL,
+    why          text        NOT NULL,
+    attempt      integer     NOT NULL,
+    upstream_key uuid        NOT NULL,
+    response     jsonb
+);
+COMMENT ON TABLE :"storage".resolutions IS
+    'pg_idempotency: who resolved an unresolved record, when, how, and the record before';
+
 CREATE TABLE :"storage".policies (
     scope          text        PRIMARY KEY,
     ttl            interval,
@@ -120,7 +145,9 @@ CREATE TABLE :"storage".policies (
     cache_failures boolean,
     on_mismatch    text        CHECK (on_mismatch IN ('reject', 'ignore')),
     updated_at     timestamptz NOT NULL,
-    updated_by     regrole     NOT NULL
+    updated_by     regrole     NOT NULL,
+    -- How long past its ttl a record of the scope whose outcome is unknown is kept (0.8.0).
+    unresolved_ttl interval
 );
 COMMENT ON TABLE :"storage".policies IS 'pg_idempotency: per-scope defaults';
 
@@ -223,6 +250,26 @@ RETURN _idem_setting('pg_idempotency.default_ttl', 3600, 's', 1, 2147483647) * 1
 CREATE FUNCTION :"storage"._idem_default_lease_micros() RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN _idem_setting('pg_idempotency.default_lease', 60, 's', 1, 2147483647) * 1000000;
+
+-- How long past its ttl a record whose outcome is unknown is kept (a lapsed claim, a
+-- mark): the extension's pg_idempotency.unresolved_ttl, 7 days unless set
+-- (docs/decisions.md, "Unresolved calls outlive their ttl").
+CREATE FUNCTION :"storage"._idem_default_unresolved_ttl_micros() RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN _idem_setting('pg_idempotency.unresolved_ttl', 604800, 's', 1, 2147483647) * 1000000;
+
+-- Whether a stored response is one of the client's marks (client/src/marks.rs): an object
+-- whose only member pg_idempotency holds a string `outcome_unknown` (an earlier attempt may
+-- have had its effect, the tool refused to run again) or `unrecorded` (the effect happened,
+-- its result was not stored). Such a record's outcome is unknown to its callers.
+CREATE FUNCTION :"storage"._idem_mark(response jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN pg_catalog.jsonb_typeof(response) = 'object'
+                 AND (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(response)) = 1
+            THEN CASE WHEN pg_catalog.jsonb_typeof(response -> 'pg_idempotency' -> 'unrecorded') = 'string'
+                      THEN 'unrecorded'
+                      WHEN pg_catalog.jsonb_typeof(response -> 'pg_idempotency' -> 'outcome_unknown') = 'string'
+                      THEN 'outcome_unknown' END END;
 
 -- The limits in force, read once by each API function and handed to the checks (a read per
 -- check would cost a query each). No row (deleted by hand) is refused rather than read as
@@ -706,6 +753,19 @@ CREATE TYPE :"storage".lookup_result AS (
     ttl          interval,
     owner        regrole);
 COMMENT ON TYPE :"storage".lookup_result IS 'A record as idem_lookup shows it';
+CREATE TYPE :"storage".unresolved_record AS (
+    owner        regrole,
+    scope        text,
+    key          text,
+    state        text,
+    why          text,
+    fence        bigint,
+    attempt      integer,
+    upstream_key uuid,
+    since        timestamptz,
+    until        timestamptz,
+    response     jsonb);
+COMMENT ON TYPE :"storage".unresolved_record IS 'A record awaiting an operator''s decision, as idem_unresolved lists it';
 
 -- What only the holder of a claim may do, named by its fence: read the record, decide, then
 -- write with a statement guarded by the fence; if the record changed in between, read
@@ -723,14 +783,15 @@ LANGUAGE plpgsql VOLATILE AS $fn$
 #variable_conflict use_column
 DECLARE
     r_fence bigint;
+    r_unresolved timestamptz;
 BEGIN
-    SELECT r.state, r.fence, r.ttl, r.expires_at, p.lease, p.cache_failures
-    INTO state, r_fence, ttl, expires_at, policy_lease, policy_cache_failures
+    SELECT r.state, r.fence, r.ttl, r.expires_at, r.unresolved_until, p.lease, p.cache_failures
+    INTO state, r_fence, ttl, expires_at, r_unresolved, policy_lease, policy_cache_failures
     FROM (SELECT) AS one
     LEFT JOIN records AS r ON r.scope = _idem_read_claim.scope AND r.key = _idem_read_claim.key
                           AND r.owner = _idem_read_claim.owner
     LEFT JOIN policies AS p ON p.scope = _idem_read_claim.scope;
-    IF state IS NULL OR expires_at <= now THEN
+    IF state IS NULL OR (expires_at <= now AND coalesce(r_unresolved <= now, true)) THEN
         lost := 'The key has no live record: it was released, forgotten, never claimed, or it expired.';
     ELSIF r_fence <> _idem_read_claim.fence THEN
         lost := CASE WHEN r_fence > _idem_read_claim.fence
@@ -778,7 +839,8 @@ BEGIN
            r.response, r.created_at, r.completed_at, r.lease_until, r.expires_at, r.ttl,
            r.owner
     FROM records AS r
-    WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.expires_at > now;
+    WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
+      AND (r.expires_at > now OR r.unresolved_until > now);
 END
 $fn$;
 
@@ -791,7 +853,7 @@ $fn$;
 CREATE FUNCTION :"storage"._idem_begin_one(
     scope text, key text, request jsonb, given_fp bytea, ttl interval, lease interval,
     on_cache_hit text, on_mismatch text, wait interval, claim_token uuid,
-    refusals_answer boolean)
+    unresolved_ttl interval, refusals_answer boolean)
 RETURNS :"storage".begin_result
 LANGUAGE plpgsql VOLATILE AS $fn$
 #variable_conflict use_column
@@ -809,11 +871,13 @@ DECLARE
     c_hit text;
     c_mismatch text;
     c_wait bigint;
+    c_unresolved bigint;
     -- The settings in force: the call's, else the scope's policy, else the defaults.
     s_ttl bigint;
     s_lease bigint;
     s_hit text;
     s_mismatch text;
+    s_unresolved bigint;
     resolved boolean := false;
     -- The record as read, and its scope's policy.
     r_state text;
@@ -828,10 +892,12 @@ DECLARE
     r_token uuid;
     r_recovered boolean;
     r_claimed timestamptz;
+    r_unresolved timestamptz;
     p_ttl interval;
     p_lease interval;
     p_hit text;
     p_mismatch text;
+    p_unresolved interval;
     -- A claim, computed before the statement that writes it.
     n_fence bigint;
     n_attempt integer;
@@ -841,6 +907,7 @@ DECLARE
     n_lease_until timestamptz;
     n_expires timestamptz;
     n_recovered boolean;
+    n_unresolved timestamptz;
     claim boolean;
     started timestamptz := clock_timestamp();
     now timestamptz;
@@ -874,6 +941,8 @@ BEGIN
     c_hit := _idem_on_cache_hit(_idem_begin_one.on_cache_hit);
     c_mismatch := _idem_on_mismatch(_idem_begin_one.on_mismatch);
     c_wait := coalesce(_idem_duration('wait', _idem_begin_one.wait, true, lim.max_ttl_micros), 0);
+    c_unresolved := _idem_duration('unresolved_ttl', _idem_begin_one.unresolved_ttl, false,
+                                   lim.max_ttl_micros);
     IF c_lease IS NOT NULL AND c_ttl IS NOT NULL THEN
         PERFORM _idem_effective_lease(c_lease, NULL, c_ttl);
     END IF;
@@ -882,10 +951,11 @@ BEGIN
         now := clock_timestamp();
         SELECT r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response,
                r.created_at, r.lease_until, r.expires_at, r.claim_token, r.recovered,
-               r.claimed_at, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch
+               r.claimed_at, r.unresolved_until, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch,
+               p.unresolved_ttl
         INTO r_state, r_fence, r_attempt, r_fp, r_upstream, r_response,
              r_created, r_lease_until, r_expires, r_token, r_recovered,
-             r_claimed, p_ttl, p_lease, p_hit, p_mismatch
+             r_claimed, r_unresolved, p_ttl, p_lease, p_hit, p_mismatch, p_unresolved
         FROM (SELECT) AS one
         LEFT JOIN records AS r ON r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
         LEFT JOIN policies AS p ON p.scope = c_scope;
@@ -895,12 +965,17 @@ BEGIN
             s_lease := _idem_effective_lease(c_lease, _idem_micros(p_lease)::bigint, s_ttl);
             s_hit := coalesce(c_hit, _idem_on_cache_hit(p_hit), 'return_cached');
             s_mismatch := coalesce(c_mismatch, _idem_on_mismatch(p_mismatch), 'reject');
+            -- The call's, else the scope's policy, else pg_idempotency.unresolved_ttl; never
+            -- above max_ttl (which may have been lowered since the policy was set).
+            s_unresolved := least(coalesce(c_unresolved, _idem_micros(p_unresolved)::bigint,
+                _idem_default_unresolved_ttl_micros()), lim.max_ttl_micros);
             resolved := true;
         END IF;
 
         claim := false;
-        IF r_state IS NULL OR r_expires <= now THEN
-            -- Absent or expired: a fresh call.
+        IF r_state IS NULL OR (r_expires <= now AND coalesce(r_unresolved <= now, true)) THEN
+            -- Absent or expired: a fresh call. A record whose outcome is unknown (a lapsed
+            -- claim, a mark) is live until its unresolved bound, past its ttl.
             n_fence := nextval('fence_seq');
             n_attempt := 1;
             n_fp := c_fp;
@@ -909,6 +984,7 @@ BEGIN
             n_lease_until := now + _idem_interval(s_lease);
             n_expires := now + _idem_interval(s_ttl);
             n_recovered := false;
+            n_unresolved := n_lease_until + _idem_interval(s_unresolved);
             claim := true;
         ELSE
             IF c_fp IS NOT NULL AND r_fp IS NOT NULL AND s_mismatch = 'reject' AND c_fp <> r_fp THEN
@@ -964,6 +1040,7 @@ BEGIN
                 n_lease_until := now + _idem_interval(s_lease);
                 n_expires := greatest(now + _idem_interval(s_ttl), r_expires);
                 n_recovered := r_state = 'in_progress';
+                n_unresolved := n_lease_until + _idem_interval(s_unresolved);
                 claim := true;
             ELSIF s_hit = 'fail_fast' THEN
                 IF _idem_begin_one.refusals_answer THEN
@@ -991,10 +1068,10 @@ BEGIN
             IF r_state IS NULL THEN
                 INSERT INTO records AS r (scope, key, state, fence, attempt, fingerprint,
                                           upstream_key, created_at, lease_until, expires_at, ttl, owner,
-                                          claim_token, recovered, claimed_at)
+                                          claim_token, recovered, claimed_at, unresolved_until)
                 VALUES (c_scope, c_key, 'in_progress', n_fence, 1, n_fp, n_upstream, n_created,
                         n_lease_until, n_expires, _idem_interval(s_ttl), c_owner,
-                        _idem_begin_one.claim_token, false, now)
+                        _idem_begin_one.claim_token, false, now, n_unresolved)
                 ON CONFLICT (scope, key, owner) DO NOTHING;
             ELSE
                 -- Only if the record is still as it was read (a completion or an extension in
@@ -1005,7 +1082,7 @@ BEGIN
                     created_at = n_created, completed_at = NULL, lease_until = n_lease_until,
                     expires_at = n_expires, ttl = _idem_interval(s_ttl),
                     claim_token = _idem_begin_one.claim_token, recovered = n_recovered,
-                    claimed_at = now
+                    claimed_at = now, unresolved_until = n_unresolved
                 WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = r_fence
                   AND r.state = r_state
                   AND coalesce(r.lease_until, '-infinity') = coalesce(r_lease_until, '-infinity');
@@ -1087,7 +1164,10 @@ BEGIN
         new_state := CASE WHEN _idem_complete_one.succeeded THEN 'succeeded' ELSE 'failed' END;
         UPDATE records AS r
         SET state = new_state, response = _idem_complete_one.response, completed_at = now,
-            lease_until = NULL, expires_at = now + held.ttl
+            lease_until = NULL, expires_at = now + held.ttl,
+            -- A mark's outcome is unknown: it is kept for the claim's unresolved bound.
+            unresolved_until = CASE WHEN _idem_mark(_idem_complete_one.response) IS NOT NULL
+                                    THEN now + (r.unresolved_until - r.lease_until) END
         WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
           AND r.state = 'in_progress';
         GET DIAGNOSTICS written = ROW_COUNT;
@@ -1171,22 +1251,222 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
         ARRAY(SELECT u.v FROM pg_catalog.unnest(a) WITH ORDINALITY AS u(v, o) ORDER BY u.o) END
 $fn$;
 
+-- The operators' helpers for records whose outcome is unknown (docs/reliability.md, "An
+-- unknown outcome"): idem_unresolved lists them, idem_resolve settles one and writes who
+-- did what into resolutions, idem_resolutions reads that back.
+
+-- Why a live record awaits an operator at `now`, or NULL when it does not: its claim's
+-- lease lapsed (its holder's outcome is unknown), or it holds one of the client's marks.
+CREATE FUNCTION :"storage"._idem_unresolved_why(
+    state text, lease_until timestamptz, response jsonb, now timestamptz)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN state = 'in_progress' THEN
+                CASE WHEN lease_until <= now THEN 'lease_lapsed' END
+            ELSE :"storage"._idem_mark(response) END;
+
+-- Whose records an operator function acts on: `named`'s when the caller is that role or
+-- has the privileges of idempotency_admin; NULL named: every owner's (NULL) for an admin
+-- listing, else the caller's own (never a grant role's). The words are idem_lookup's.
+CREATE FUNCTION :"storage"._idem_operator_owner(named regrole, every boolean)
+RETURNS regrole
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+DECLARE
+    caller regrole := CASE WHEN pg_catalog.current_setting('role') = 'none'
+                           THEN pg_catalog.quote_ident(session_user)::regrole
+                           ELSE pg_catalog.quote_ident(pg_catalog.current_setting('role'))::regrole END;
+    admin boolean := pg_catalog.pg_has_role(caller::oid, 'idempotency_admin', 'USAGE');
+BEGIN
+    IF named IS NOT NULL AND (named = caller OR admin) THEN
+        RETURN named;
+    END IF;
+    IF named IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = 'only members of idempotency_admin may see or resolve another role''s records',
+            DETAIL = pg_catalog.format('The call named owner %s; the calling role is %s.', named, caller),
+            HINT = 'Leave owner NULL to act on your own records, or grant idempotency_admin.';
+    END IF;
+    IF every AND admin THEN
+        RETURN NULL;
+    END IF;
+    IF caller::text IN ('idempotency_user', 'idempotency_admin') THEN
+        RAISE EXCEPTION USING ERRCODE = 'IK006',
+            MESSAGE = 'a grant role cannot own idempotency records',
+            DETAIL = pg_catalog.format('The call was made as %s, which every role granted it may become with SET ROLE: its records would be shared by all of them.', caller),
+            HINT = 'Call as the application''s own role, or name the owner as a member of idempotency_admin.';
+    END IF;
+    RETURN caller;
+END
+$fn$;
+
+-- idem_unresolved's rows: the live records of `owner` (NULL: as _idem_operator_owner
+-- decides) that await a decision, oldest first.
+CREATE FUNCTION :"storage"._idem_unresolved_rows(owner regrole)
+RETURNS SETOF :"storage".unresolved_record
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    whose regrole := _idem_operator_owner(_idem_unresolved_rows.owner, true);
+    now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    RETURN QUERY
+    SELECT u.owner, u.scope, u.key, u.state, u.why, u.fence, u.attempt, u.upstream_key,
+           u.since, u.until, u.response
+    FROM (SELECT r.owner, r.scope, r.key, r.state,
+                 _idem_unresolved_why(r.state, r.lease_until, r.response, now) AS why,
+                 r.fence, r.attempt, r.upstream_key,
+                 coalesce(r.lease_until, r.completed_at) AS since,
+                 greatest(r.expires_at, r.unresolved_until) AS until, r.response
+          FROM records AS r
+          WHERE (whose IS NULL OR r.owner = whose)
+            AND (r.expires_at > now OR r.unresolved_until > now)) AS u
+    WHERE u.why IS NOT NULL
+    ORDER BY u.since, u.owner::text, u.scope, u.key;
+END
+$fn$;
+
+-- idem_resolve's work: the record `fence` holds in `state`, still awaiting a decision, is
+-- settled by `action` (succeeded or failed: the result the operator found is recorded;
+-- release or forget: the record is removed, so the next call runs), and the resolution is
+-- written to resolutions in the same transaction. A record that changed since it was
+-- listed (completed, taken over, forgotten, expired) is refused with IK003, unchanged.
+CREATE FUNCTION :"storage"._idem_resolve_one(
+    scope text, key text, fence bigint, state text, action text, response jsonb,
+    owner regrole)
+RETURNS text
+LANGUAGE plpgsql VOLATILE AS $fn$
+#variable_conflict use_column
+DECLARE
+    whose regrole;
+    r records%ROWTYPE;
+    why text;
+    now timestamptz := pg_catalog.clock_timestamp();
+    limit_bytes bigint := (SELECT l.max_response_bytes FROM _idem_limits() AS l);
+    bytes bigint;
+BEGIN
+    IF _idem_resolve_one.scope IS NULL OR _idem_resolve_one.key IS NULL
+       OR _idem_resolve_one.fence IS NULL OR _idem_resolve_one.state IS NULL
+       OR _idem_resolve_one.action IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'scope, key, fence, state and action must not be null',
+            DETAIL = 'A resolution names the record as idem_unresolved listed it (scope, key, fence, state) and what to do.',
+            HINT = 'Pass the row''s scope, key, fence and state, and action succeeded, failed, release or forget.';
+    END IF;
+    IF pg_catalog.octet_length(_idem_resolve_one.scope) > 2048
+       OR pg_catalog.octet_length(_idem_resolve_one.key) > 2048 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'scope or key is too long',
+            DETAIL = 'No record has a scope or key longer than 2048 bytes.',
+            HINT = 'Pass the scope and key idem_unresolved listed.';
+    END IF;
+    IF _idem_resolve_one.state NOT IN ('in_progress', 'succeeded', 'failed') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'unknown state',
+            DETAIL = pg_catalog.format('state is %L; a record is in_progress, succeeded or failed.', pg_catalog.left(_idem_resolve_one.state, 64)),
+            HINT = 'Pass the state idem_unresolved listed.';
+    END IF;
+    IF _idem_resolve_one.action NOT IN ('succeeded', 'failed', 'release', 'forget') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'unknown action',
+            DETAIL = pg_catalog.format('action is %L.', pg_catalog.left(_idem_resolve_one.action, 64)),
+            HINT = 'Pass succeeded or failed (with the result found), release (the call runs again) or forget.';
+    END IF;
+    IF _idem_resolve_one.action IN ('release', 'forget') AND _idem_resolve_one.response IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'a release or forget stores no response',
+            DETAIL = pg_catalog.format('action %s removes the record; a response was given.', _idem_resolve_one.action),
+            HINT = 'Pass response only with succeeded or failed.';
+    END IF;
+    IF _idem_mark(_idem_resolve_one.response) IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'a resolution records a result, not a mark',
+            DETAIL = 'The response is one of the client''s marks: the outcome would stay unknown.',
+            HINT = 'Pass the result found, or release or forget the record.';
+    END IF;
+    IF _idem_resolve_one.response IS NOT NULL THEN
+        bytes := pg_catalog.pg_column_size(_idem_resolve_one.response::text::jsonb) - 4;
+        IF bytes > limit_bytes THEN
+            RAISE EXCEPTION USING ERRCODE = 'IK004', MESSAGE = 'response is too large',
+                DETAIL = pg_catalog.format('The response takes %s bytes as jsonb; the limit is %s.', bytes, limit_bytes),
+                HINT = 'Store a smaller response (a reference to the result instead of the result), or raise pg_idempotency.max_response_bytes.';
+        END IF;
+    END IF;
+    whose := _idem_operator_owner(_idem_resolve_one.owner, false);
+
+    SELECT * INTO r FROM records AS x
+    WHERE x.scope = _idem_resolve_one.scope AND x.key = _idem_resolve_one.key AND x.owner = whose
+    FOR UPDATE;
+    IF FOUND AND (r.expires_at > now OR r.unresolved_until > now) THEN
+        why := _idem_unresolved_why(r.state, r.lease_until, r.response, now);
+    END IF;
+    IF why IS NULL OR r.fence <> _idem_resolve_one.fence OR r.state <> _idem_resolve_one.state THEN
+        RAISE EXCEPTION USING ERRCODE = 'IK003',
+            MESSAGE = 'the record changed since it was listed',
+            DETAIL = CASE
+                WHEN NOT FOUND OR NOT (r.expires_at > now OR r.unresolved_until > now)
+                    THEN 'The key has no live record: it was completed and expired, released, forgotten or resolved.'
+                WHEN r.fence <> _idem_resolve_one.fence
+                    THEN pg_catalog.format('The record is held under fence %s, not %s: the call was taken over or claimed again.', r.fence, _idem_resolve_one.fence)
+                WHEN r.state <> _idem_resolve_one.state
+                    THEN pg_catalog.format('The record is %s, not %s.', r.state, _idem_resolve_one.state)
+                ELSE pg_catalog.format('The record is %s and awaits no decision: its lease is live or its result is known.', r.state) END,
+            HINT = 'List it again with idem_unresolved and decide on what it holds now.';
+    END IF;
+
+    IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    END IF;
+    INSERT INTO resolutions (resolved_at, resolved_by, action, owner, scope, key, fence, state,
+                             why, attempt, upstream_key, response)
+    VALUES (now,
+            CASE WHEN pg_catalog.current_setting('role') = 'none'
+                 THEN pg_catalog.quote_ident(session_user)::regrole
+                 ELSE pg_catalog.quote_ident(pg_catalog.current_setting('role'))::regrole END,
+            _idem_resolve_one.action, r.owner, r.scope, r.key, r.fence, r.state, why, r.attempt,
+            r.upstream_key, _idem_resolve_one.response);
+    IF _idem_resolve_one.action IN ('succeeded', 'failed') THEN
+        -- The result found, as its holder would have recorded it: replayed from now on,
+        -- for the record's ttl from now.
+        UPDATE records AS x
+        SET state = _idem_resolve_one.action, response = _idem_resolve_one.response,
+            completed_at = now, lease_until = NULL, expires_at = now + r.ttl,
+            unresolved_until = NULL, claim_token = NULL
+        WHERE x.scope = r.scope AND x.key = r.key AND x.owner = r.owner AND x.fence = r.fence;
+        RETURN _idem_resolve_one.action;
+    END IF;
+    DELETE FROM records AS x
+    WHERE x.scope = r.scope AND x.key = r.key AND x.owner = r.owner AND x.fence = r.fence;
+    RETURN 'absent';
+END
+$fn$;
+
+-- idem_resolutions' rows: the resolutions of `owner`'s records (NULL: as
+-- _idem_operator_owner decides), newest first.
+CREATE FUNCTION :"storage"._idem_resolution_rows(owner regrole)
+RETURNS SETOF :"storage".resolutions
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    whose regrole := _idem_operator_owner(_idem_resolution_rows.owner, true);
+BEGIN
+    RETURN QUERY
+    SELECT x.* FROM resolutions AS x
+    WHERE whose IS NULL OR x.owner = whose
+    ORDER BY x.resolved_at DESC;
+END
+$fn$;
+
 -- ---------------------------------------------------------------------------------------
 -- The API: the extension's functions, parameters, result columns and errors.
 -- ---------------------------------------------------------------------------------------
 SET LOCAL search_path = pg_catalog, pg_temp;
 
+-- unresolved_ttl NULL: pg_idempotency.unresolved_ttl. How long past its ttl a record whose outcome is unknown (a lapsed claim, a mark) is kept for an operator.
 -- The claim is _idem_begin_one's (sql/src/claims.sql), shared with idem_begin_batch.
 CREATE FUNCTION :"schema".idem_begin(
-    scope        text,
-    key          text,
-    request      jsonb DEFAULT NULL,
-    ttl          interval DEFAULT NULL,
-    lease        interval DEFAULT NULL,
-    on_cache_hit text DEFAULT NULL,
-    on_mismatch  text DEFAULT NULL,
-    wait         interval DEFAULT '0',
-    claim_token  uuid DEFAULT NULL)
+    scope          text,
+    key            text,
+    request        jsonb DEFAULT NULL,
+    ttl            interval DEFAULT NULL,
+    lease          interval DEFAULT NULL,
+    on_cache_hit   text DEFAULT NULL,
+    on_mismatch    text DEFAULT NULL,
+    wait           interval DEFAULT '0',
+    claim_token    uuid DEFAULT NULL,
+    unresolved_ttl interval DEFAULT NULL)
 RETURNS :"storage".begin_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, :"storage", pg_temp
@@ -1194,10 +1474,10 @@ LANGUAGE plpgsql AS $fn$
 BEGIN
     RETURN _idem_begin_one(idem_begin.scope, idem_begin.key, idem_begin.request, NULL,
         idem_begin.ttl, idem_begin.lease, idem_begin.on_cache_hit, idem_begin.on_mismatch,
-        idem_begin.wait, idem_begin.claim_token, false);
+        idem_begin.wait, idem_begin.claim_token, idem_begin.unresolved_ttl, false);
 END
 $fn$;
-COMMENT ON FUNCTION :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid) IS
+COMMENT ON FUNCTION :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval) IS
     'Claim a call (outcome claimed, with a fence), or learn it is running (in_progress), or get its remembered result (replay)';
 
 -- The completion is _idem_complete_one's (sql/src/claims.sql), shared with
@@ -1320,7 +1600,7 @@ BEGIN
         items := items || it.i;
         answers := answers || _idem_begin_one(c_scope, ks[it.i], NULL, fps[it.i],
             idem_begin_batch.ttl, idem_begin_batch.lease, idem_begin_batch.on_cache_hit,
-            idem_begin_batch.on_mismatch, '0', v_tokens[it.i], true);
+            idem_begin_batch.on_mismatch, '0', v_tokens[it.i], NULL, true);
     END LOOP;
     RETURN QUERY
         SELECT items[s], (answers[s]).outcome, (answers[s]).fence, (answers[s]).attempt,
@@ -1498,7 +1778,9 @@ BEGIN
         -- A record never expires while its lease is live.
         n_expires := greatest(held.expires_at, n_lease_until);
         PERFORM _idem_durable_commit();
-        UPDATE records AS r SET lease_until = n_lease_until, expires_at = n_expires
+        -- The unresolved bound moves with the lease, by the same length.
+        UPDATE records AS r SET lease_until = n_lease_until, expires_at = n_expires,
+            unresolved_until = n_lease_until + (r.unresolved_until - r.lease_until)
         WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
           AND r.state = 'in_progress';
         GET DIAGNOSTICS written = ROW_COUNT;
@@ -1546,7 +1828,7 @@ DECLARE
     gone timestamptz;
 BEGIN
     DELETE FROM records AS r WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
-    RETURNING r.expires_at INTO gone;
+    RETURNING greatest(r.expires_at, r.unresolved_until) INTO gone;
     RETURN coalesce(gone > now, false);
 END
 $fn$;
@@ -1576,7 +1858,8 @@ COMMENT ON FUNCTION :"schema".idem_hash(jsonb) IS
 -- batch_size NULL: pg_idempotency.purge_batch_size, as the purge worker uses.
 -- Walks the table in physical order, batch_size expired rows per statement, locked with
 -- SKIP LOCKED (a row a concurrent idem_begin is claiming again is left for the next run)
--- and re-checked under the lock, so a live record is never deleted. No index on
+-- and re-checked under the lock, so a live record is never deleted (nor one whose outcome
+-- is unknown before its unresolved bound). No index on
 -- expires_at: its updates would make every completion a non-HOT update.
 CREATE FUNCTION :"schema".idem_purge_expired(
     batch_size integer DEFAULT NULL)
@@ -1603,10 +1886,12 @@ BEGIN
         WITH doomed AS (
             SELECT r.ctid FROM records AS r
             WHERE r.ctid > done_upto AND r.expires_at <= now
+              AND coalesce(r.unresolved_until <= now, true)
             LIMIT n FOR UPDATE SKIP LOCKED),
         gone AS (
             DELETE FROM records AS r USING doomed
             WHERE r.ctid = doomed.ctid AND r.expires_at <= now
+              AND coalesce(r.unresolved_until <= now, true)
             RETURNING r.ctid)
         SELECT count(*), max(gone.ctid) INTO deleted, batch_end FROM gone;
         total := total + deleted;
@@ -1627,6 +1912,7 @@ CREATE FUNCTION :"schema".idem_set_policy(
     INOUT on_cache_hit   text DEFAULT NULL,
     INOUT cache_failures boolean DEFAULT NULL,
     INOUT on_mismatch    text DEFAULT NULL,
+    INOUT unresolved_ttl interval DEFAULT NULL,
     OUT   updated_at timestamptz,
     OUT   updated_by regrole)
 RETURNS record
@@ -1638,6 +1924,7 @@ DECLARE
     lim record := _idem_limits();
     c_ttl bigint;
     c_lease bigint;
+    c_unresolved bigint;
 BEGIN
     scope := _idem_scope(idem_set_policy.scope, lim.max_scope_bytes);
     c_ttl := _idem_duration('ttl', idem_set_policy.ttl, false, lim.max_ttl_micros);
@@ -1647,22 +1934,26 @@ BEGIN
     END IF;
     PERFORM _idem_on_cache_hit(idem_set_policy.on_cache_hit);
     PERFORM _idem_on_mismatch(idem_set_policy.on_mismatch);
+    c_unresolved := _idem_duration('unresolved_ttl', idem_set_policy.unresolved_ttl, false,
+                                   lim.max_ttl_micros);
+    unresolved_ttl := _idem_interval(c_unresolved);
     ttl := _idem_interval(c_ttl);
     lease := _idem_interval(c_lease);
     updated_at := clock_timestamp();
     updated_by := _idem_session_role();
     INSERT INTO policies AS p (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch,
-                               updated_at, updated_by)
+                               updated_at, updated_by, unresolved_ttl)
     VALUES (idem_set_policy.scope, idem_set_policy.ttl, idem_set_policy.lease,
             idem_set_policy.on_cache_hit, idem_set_policy.cache_failures,
-            idem_set_policy.on_mismatch, idem_set_policy.updated_at, idem_set_policy.updated_by)
+            idem_set_policy.on_mismatch, idem_set_policy.updated_at, idem_set_policy.updated_by,
+            idem_set_policy.unresolved_ttl)
     ON CONFLICT (scope) DO UPDATE SET ttl = excluded.ttl, lease = excluded.lease,
         on_cache_hit = excluded.on_cache_hit, cache_failures = excluded.cache_failures,
         on_mismatch = excluded.on_mismatch, updated_at = excluded.updated_at,
-        updated_by = excluded.updated_by;
+        updated_by = excluded.updated_by, unresolved_ttl = excluded.unresolved_ttl;
 END
 $fn$;
-COMMENT ON FUNCTION :"schema".idem_set_policy(text, interval, interval, text, boolean, text) IS
+COMMENT ON FUNCTION :"schema".idem_set_policy(text, interval, interval, text, boolean, text, interval) IS
     'Set (replace) the policy of a scope: the defaults every caller of that scope obeys';
 
 CREATE FUNCTION :"schema".idem_drop_policy(
@@ -1692,12 +1983,14 @@ RETURNS TABLE (
     on_cache_hit   text,
     cache_failures boolean,
     on_mismatch    text,
+    unresolved_ttl interval,
     updated_at     timestamptz,
     updated_by     regrole)
 STABLE CALLED ON NULL INPUT PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE sql AS $fn$
-    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by
+    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, unresolved_ttl,
+           updated_at, updated_by
     FROM policies ORDER BY scope
 $fn$;
 COMMENT ON FUNCTION :"schema".idem_policies() IS
@@ -1726,13 +2019,13 @@ SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE sql AS $fn$
     WITH now AS (SELECT clock_timestamp() AS t, _idem_visible_owner() AS visible)
     SELECT r.owner, r.scope,
-           count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'in_progress'),
-           count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'succeeded'),
-           count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'failed'),
-           count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'in_progress'
+           count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'in_progress'),
+           count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'succeeded'),
+           count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'failed'),
+           count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'in_progress'
                               AND r.lease_until <= now.t),
-           count(*) FILTER (WHERE r.expires_at <= now.t),
-           now.t - min(r.created_at) FILTER (WHERE r.expires_at > now.t
+           count(*) FILTER (WHERE r.expires_at <= now.t AND coalesce(r.unresolved_until <= now.t, true)),
+           now.t - min(r.created_at) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t)
                                               AND r.state = 'in_progress'),
            NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
            'outcome counters are off: the portable variant keeps none (the extension, preloaded, counts them)'
@@ -1744,12 +2037,54 @@ $fn$;
 COMMENT ON FUNCTION :"schema".idem_metrics() IS
     'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)';
 
+-- owner NULL: the caller's own records (an admin: every owner's). Naming another role needs idempotency_admin.
+CREATE FUNCTION :"schema".idem_unresolved(
+    owner regrole DEFAULT NULL)
+RETURNS SETOF :"storage".unresolved_record
+STABLE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER ROWS 100
+SET search_path = pg_catalog, :"storage", pg_temp
+LANGUAGE sql AS $fn$
+    SELECT * FROM _idem_unresolved_rows($1)
+$fn$;
+COMMENT ON FUNCTION :"schema".idem_unresolved(regrole) IS
+    'The records awaiting an operator''s decision: a claim whose lease lapsed, or a mark (outcome_unknown, unrecorded); kept past their ttl until resolved or until their unresolved bound';
+
+-- action: succeeded or failed (record the result found), release (the next call runs again) or forget. fence and state as idem_unresolved listed them: a record that changed since is refused (IK003).
+CREATE FUNCTION :"schema".idem_resolve(
+    scope    text,
+    key      text,
+    fence    bigint,
+    state    text,
+    action   text,
+    response jsonb DEFAULT NULL,
+    owner    regrole DEFAULT NULL)
+RETURNS text
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, :"storage", pg_temp
+LANGUAGE sql AS $fn$
+    SELECT _idem_resolve_one($1, $2, $3, $4, $5, $6, $7)
+$fn$;
+COMMENT ON FUNCTION :"schema".idem_resolve(text, text, bigint, text, text, jsonb, regrole) IS
+    'Settle a record awaiting a decision (as idem_unresolved listed it) and write who did it into the audit; answers the state left (succeeded, failed or absent)';
+
+-- owner NULL: the caller's own records' (an admin: every owner's).
+CREATE FUNCTION :"schema".idem_resolutions(
+    owner regrole DEFAULT NULL)
+RETURNS SETOF :"storage".resolutions
+STABLE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER ROWS 100
+SET search_path = pg_catalog, :"storage", pg_temp
+LANGUAGE sql AS $fn$
+    SELECT * FROM _idem_resolution_rows($1)
+$fn$;
+COMMENT ON FUNCTION :"schema".idem_resolutions(regrole) IS
+    'The audit of idem_resolve: who resolved which record, when, how, and the record before, newest first';
+
 -- ---------------------------------------------------------------------------------------
 -- Privileges: execute is granted deliberately, never to PUBLIC.
 -- ---------------------------------------------------------------------------------------
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA :"storage" FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION
-    :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
+    :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval),
     :"schema".idem_complete(text, text, bigint, jsonb, boolean, boolean),
     :"schema".idem_begin_batch(text, text[], jsonb[], interval, interval, text, text, uuid[]),
     :"schema".idem_complete_batch(text, text[], bigint[], jsonb[], boolean[], boolean[]),
@@ -1760,13 +2095,16 @@ REVOKE EXECUTE ON FUNCTION
     :"schema".idem_canonical(jsonb),
     :"schema".idem_hash(jsonb),
     :"schema".idem_purge_expired(integer),
-    :"schema".idem_set_policy(text, interval, interval, text, boolean, text),
+    :"schema".idem_set_policy(text, interval, interval, text, boolean, text, interval),
     :"schema".idem_drop_policy(text),
     :"schema".idem_policies(),
-    :"schema".idem_metrics()
+    :"schema".idem_metrics(),
+    :"schema".idem_unresolved(regrole),
+    :"schema".idem_resolve(text, text, bigint, text, text, jsonb, regrole),
+    :"schema".idem_resolutions(regrole)
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
+    :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval),
     :"schema".idem_complete(text, text, bigint, jsonb, boolean, boolean),
     :"schema".idem_begin_batch(text, text[], jsonb[], interval, interval, text, text, uuid[]),
     :"schema".idem_complete_batch(text, text[], bigint[], jsonb[], boolean[], boolean[]),
@@ -1777,11 +2115,14 @@ GRANT EXECUTE ON FUNCTION
     :"schema".idem_canonical(jsonb),
     :"schema".idem_hash(jsonb),
     :"schema".idem_policies(),
-    :"schema".idem_metrics()
+    :"schema".idem_metrics(),
+    :"schema".idem_unresolved(regrole),
+    :"schema".idem_resolve(text, text, bigint, text, text, jsonb, regrole),
+    :"schema".idem_resolutions(regrole)
 TO idempotency_user;
 GRANT EXECUTE ON FUNCTION
     :"schema".idem_purge_expired(integer),
-    :"schema".idem_set_policy(text, interval, interval, text, boolean, text),
+    :"schema".idem_set_policy(text, interval, interval, text, boolean, text, interval),
     :"schema".idem_drop_policy(text)
 TO idempotency_admin;
 

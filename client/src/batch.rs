@@ -104,6 +104,8 @@ impl BatchOptions {
             on_mismatch: self.on_mismatch,
             wait: std::time::Duration::ZERO,
             claim_token: item.claim_token,
+            // As idem_begin_batch: the scope's policy, else the default.
+            unresolved_ttl: None,
         }
     }
 }

@@ -16,6 +16,9 @@ pub const MAX_KEY_BYTES: usize = settings::MAX_KEY_BYTES.default as usize;
 pub const MAX_SCOPE_BYTES: usize = settings::MAX_SCOPE_BYTES.default as usize;
 pub const MAX_TTL: Duration = Duration::from_secs(settings::MAX_TTL.default as u64);
 pub const DEFAULT_TTL: Duration = Duration::from_secs(settings::DEFAULT_TTL.default as u64);
+/// How long past its ttl a record whose outcome is unknown is kept, unless a call says.
+pub const DEFAULT_UNRESOLVED_TTL: Duration =
+    Duration::from_secs(settings::UNRESOLVED_TTL.default as u64);
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(settings::DEFAULT_LEASE.default as u64);
 pub const MAX_RESPONSE_BYTES: usize = settings::MAX_RESPONSE_BYTES.default as usize;
 
@@ -113,6 +116,12 @@ fn bounded(name: &str, d: Duration, allow_zero: bool) -> Result<Duration> {
 /// A ttl or lease: positive, at most `MAX_TTL`.
 pub fn duration(name: &str, d: Duration) -> Result<Duration> {
     bounded(name, d, false)
+}
+
+/// The unresolved bound in force: the given one (positive, at most `MAX_TTL`), else the
+/// default, `pg_idempotency.unresolved_ttl`'s.
+pub fn unresolved_ttl(given: Option<Duration>) -> Result<Duration> {
+    duration("unresolved_ttl", given.unwrap_or(DEFAULT_UNRESOLVED_TTL))
 }
 
 /// How long `begin` may wait for a live holder: zero or more, at most `MAX_TTL`.

@@ -31,8 +31,9 @@ use crate::batch::{BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchO
 use crate::error::{Error, Result};
 use crate::limits::{
     begin_durations, duration, lease_for, response as storable_response, response_size,
-    scope_and_key,
+    scope_and_key, unresolved_ttl,
 };
+use crate::marks::Mark;
 use crate::store::IdempotencyStore;
 use crate::types::*;
 use scopes::Scopes;
@@ -55,6 +56,10 @@ struct Entry {
     /// The token of the claim holding the entry, and whether that claim was a takeover.
     claim_token: Option<Uuid>,
     recovered: bool,
+    /// Until when the entry stays past its expiry while its outcome is unknown: a claim's
+    /// lease end plus its unresolved bound (moved with the lease), a mark's completion plus
+    /// the same bound; None for a result.
+    unresolved_until: Option<SystemTime>,
 }
 
 #[derive(Default)]
@@ -78,7 +83,19 @@ impl Entry {
             expires_at: self.expires_at,
             claimed_at: self.claimed_at,
             claim_token: self.claim_token.map(|t| *t.as_bytes()),
+            unresolved_until: self.unresolved_until,
         }
+    }
+
+    /// Live until its expiry, or while its outcome is unknown until its unresolved bound.
+    fn is_live(&self, now: SystemTime) -> bool {
+        self.read().is_live(now)
+    }
+
+    /// The unresolved bound this entry's claim was given.
+    fn unresolved_ttl(&self) -> Option<Duration> {
+        let (until, lease) = (self.unresolved_until?, self.lease_until?);
+        until.duration_since(lease).ok()
     }
 
     /// The entry a claim leaves.
@@ -89,6 +106,7 @@ impl Entry {
         now: SystemTime,
         ttl: Duration,
         claim_token: Option<Uuid>,
+        unresolved_ttl: Duration,
     ) -> Entry {
         Entry {
             state: State::InProgress,
@@ -106,8 +124,17 @@ impl Entry {
             ttl,
             claim_token,
             recovered: c.recovered,
+            unresolved_until: Some(c.lease_until + unresolved_ttl),
         }
     }
+}
+
+/// A call's durations, checked: its ttl, its lease, and its unresolved bound.
+#[derive(Clone, Copy)]
+struct Times {
+    ttl: Duration,
+    lease: Duration,
+    unresolved_ttl: Duration,
 }
 
 fn lease_lost(why: Lost) -> Error {
@@ -153,10 +180,14 @@ impl MemoryStore {
         scope: &str,
         key: &str,
         o: &BeginOptions,
-        ttl: Duration,
-        lease: Duration,
+        times: Times,
         fingerprint: Option<[u8; 32]>,
     ) -> Result<Begin> {
+        let Times {
+            ttl,
+            lease,
+            unresolved_ttl,
+        } = times;
         let call = decide::Call {
             fingerprint: fingerprint.as_ref().map(|f| &f[..]),
             on_cache_hit: o.on_cache_hit.unwrap_or(OnCacheHit::ReturnCached),
@@ -188,8 +219,15 @@ impl MemoryStore {
                             lease_until: now + lease,
                             expires_at: now + ttl,
                         };
-                        let entry =
-                            Entry::claimed(&c, call.fingerprint, now, now, ttl, o.claim_token);
+                        let entry = Entry::claimed(
+                            &c,
+                            call.fingerprint,
+                            now,
+                            now,
+                            ttl,
+                            o.claim_token,
+                            unresolved_ttl,
+                        );
                         entries.insert(id, entry);
                         return Ok(Begin::Claimed(c));
                     }
@@ -211,6 +249,7 @@ impl MemoryStore {
                             now,
                             ttl,
                             o.claim_token,
+                            unresolved_ttl,
                         );
                         entries.insert(id, entry);
                         return Ok(Begin::Claimed(c));
@@ -268,10 +307,16 @@ impl IdempotencyStore for MemoryStore {
     async fn begin(&self, scope: &str, key: &str, o: &BeginOptions) -> Result<Begin> {
         scope_and_key(scope, key)?;
         let (ttl, lease) = begin_durations(o.ttl, o.lease, o.wait)?;
+        let unresolved_ttl = unresolved_ttl(o.unresolved_ttl)?;
         let fingerprint = o.request.as_ref().map(canon::hash_value).transpose()?;
         // Counted once per call, by its final answer (after any wait), as the extension
         // counts.
-        let answer = self.decide(scope, key, o, ttl, lease, fingerprint).await;
+        let times = Times {
+            ttl,
+            lease,
+            unresolved_ttl,
+        };
+        let answer = self.decide(scope, key, o, times, fingerprint).await;
         self.scopes().count(scope, &answer);
         answer
     }
@@ -340,6 +385,11 @@ impl IdempotencyStore for MemoryStore {
                     entries.remove(&id);
                 }
                 Some(state) => {
+                    // A mark's outcome is unknown: kept for the claim's unresolved bound.
+                    e.unresolved_until = match (Mark::of(response), e.unresolved_ttl()) {
+                        (Some(_), Some(bound)) => Some(now + bound),
+                        _ => None,
+                    };
                     e.state = state;
                     e.response = response.cloned();
                     e.completed_at = Some(now);
@@ -384,6 +434,8 @@ impl IdempotencyStore for MemoryStore {
         let (e, _) = Self::held(&mut entries, &id, fence, now, Op::Extend)?;
         let lease = lease_for(lease, e.ttl)?;
         let lease_until = now + lease;
+        // The unresolved bound moves with the lease, by the same length.
+        e.unresolved_until = e.unresolved_ttl().map(|bound| lease_until + bound);
         e.lease_until = Some(lease_until);
         e.expires_at = decide::extended_expiry(e.expires_at, lease_until);
         Ok(lease_until)
@@ -395,7 +447,7 @@ impl IdempotencyStore for MemoryStore {
         let now = SystemTime::now();
         Ok(entries
             .get(&(scope.to_string(), key.to_string()))
-            .filter(|e| e.expires_at > now)
+            .filter(|e| e.is_live(now))
             .map(|e| Record {
                 state: e.state,
                 fence: e.fence,
@@ -423,7 +475,7 @@ impl IdempotencyStore for MemoryStore {
         };
         // A duplicate waiting for a forgotten claim claims the call now.
         self.changed.notify_waiters();
-        Ok(removed.is_some_and(|e| e.expires_at > SystemTime::now()))
+        Ok(removed.is_some_and(|e| e.is_live(SystemTime::now())))
     }
 
     async fn metrics(&self) -> Result<Vec<ScopeMetrics>> {
@@ -436,7 +488,7 @@ impl IdempotencyStore for MemoryStore {
                 .or_insert_with(|| ScopeMetrics::local(scope))
                 .count(
                     e.state,
-                    e.expires_at <= now,
+                    !e.is_live(now),
                     e.lease_until.is_some_and(|l| l <= now),
                     now.duration_since(e.created_at).unwrap_or_default(),
                 );
@@ -453,7 +505,7 @@ impl IdempotencyStore for MemoryStore {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let now = SystemTime::now();
         let before = entries.len();
-        entries.retain(|_, e| e.expires_at > now);
+        entries.retain(|_, e| e.is_live(now));
         Ok((before - entries.len()) as u64)
     }
 }

@@ -386,7 +386,7 @@ impl<S: PgSource> PgStore<S> {
             Err(Error::new(
                 ErrorKind::NotInstalled,
                 format!(
-                    "pg_idempotency 0.3.0 or later is not installed in the schema {} of this database",
+                    "pg_idempotency 0.8.0 or later is not installed in the schema {} of this database",
                     self.sql.schema
                 ),
             )
@@ -504,6 +504,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
                     &o.on_mismatch.map(|w| w.as_sql()),
                     &interval(o.wait),
                     &o.claim_token.map(|t| t.to_string()),
+                    &o.unresolved_ttl.map(interval),
                 ],
             )
             .await?;

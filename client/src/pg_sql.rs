@@ -89,6 +89,7 @@ pub(crate) mod params {
         Type::TEXT,
         Type::TEXT,
         Type::TEXT,
+        Type::TEXT,
     ];
     pub const BEGIN_BATCH: &[Type] = &[
         Type::TEXT,
@@ -257,7 +258,7 @@ impl Statements {
                  FROM {s}.idem_begin($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.jsonb, \
                         $4::pg_catalog.text::pg_catalog.interval, $5::pg_catalog.text::pg_catalog.interval, \
                         $6::pg_catalog.text, $7::pg_catalog.text, $8::pg_catalog.text::pg_catalog.interval, \
-                        $9::pg_catalog.text::pg_catalog.uuid)"
+                        $9::pg_catalog.text::pg_catalog.uuid, $10::pg_catalog.text::pg_catalog.interval)"
             ),
             begin_batch: format!(
                 "SELECT outcome, fence, attempt, recovered, upstream_key, succeeded, response, \

@@ -31,8 +31,9 @@ use crate::batch::{BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchO
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{
     begin_durations, duration, lease_for, response as storable_response, response_bytes,
-    scope_and_key, DEFAULT_LEASE,
+    scope_and_key, unresolved_ttl, DEFAULT_LEASE, DEFAULT_UNRESOLVED_TTL,
 };
+use crate::marks::Mark;
 use crate::store::IdempotencyStore;
 use crate::types::*;
 use protocol::decide::Lost;
@@ -100,6 +101,15 @@ struct Stored {
     completed: Option<i64>,
     lease: Option<i64>,
     exp: i64,
+    /// Until when a record whose outcome is unknown stays past `exp` (ms), if it does.
+    unr: Option<i64>,
+}
+
+impl Stored {
+    /// Live until its expiry, or while its outcome is unknown until its unresolved bound.
+    fn is_live(&self, now: i64) -> bool {
+        self.exp > now || self.unr.is_some_and(|u| u > now)
+    }
 }
 
 fn uuid(s: Option<&str>) -> Uuid {
@@ -190,7 +200,7 @@ fn complete_args(
     response: Option<&Value>,
     succeeded: bool,
     cache_failure: Option<bool>,
-) -> Result<[String; 7]> {
+) -> Result<[String; 8]> {
     storable_response(response)?;
     let text = response.map(Value::to_string);
     response_bytes(text.as_ref().map_or(0, String::len))?;
@@ -203,6 +213,8 @@ fn complete_args(
         flag(response.is_some()),
         text.unwrap_or_default(),
         WEIGHT.to_string(),
+        // A mark's outcome is unknown: the record keeps its unresolved bound.
+        flag(Mark::of(response).is_some()),
     ])
 }
 
@@ -329,6 +341,8 @@ impl RedisStore {
         o: &BeginOptions,
         last: bool,
     ) -> ScriptInvocation<'_> {
+        // Checked by the caller (limits::unresolved_ttl) before anything was sent.
+        let unresolved = o.unresolved_ttl.unwrap_or(DEFAULT_UNRESOLVED_TTL);
         let mut call = self.begin.key(self.key(scope, key));
         call.key(format!("{}fence", self.prefix))
             .key(self.figures(scope))
@@ -341,7 +355,8 @@ impl RedisStore {
             .arg(o.claim_token.map(|t| t.to_string()).unwrap_or_default())
             .arg(if last { "1" } else { "0" })
             .arg(FLOOR_MS)
-            .arg(UNKNOWN_MS);
+            .arg(UNKNOWN_MS)
+            .arg(unresolved.as_millis().min(u64::MAX as u128) as u64);
         call
     }
 
@@ -371,6 +386,7 @@ impl IdempotencyStore for RedisStore {
     async fn begin(&self, scope: &str, key: &str, o: &BeginOptions) -> Result<Begin> {
         scope_and_key(scope, key)?;
         let (ttl, lease) = begin_durations(o.ttl, o.lease, o.wait)?;
+        unresolved_ttl(o.unresolved_ttl)?;
         let given = o.request.as_ref().map(canon::hash_value).transpose()?;
         let fp = given.as_ref().map(hex_of).unwrap_or_default();
         let deadline = tokio::time::Instant::now() + o.wait;
@@ -604,7 +620,7 @@ impl IdempotencyStore for RedisStore {
                     .or_insert_with(|| ScopeMetrics::local(scope))
                     .count(
                         state_named(&s.state)?,
-                        s.exp <= now,
+                        !s.is_live(now),
                         s.lease.is_some_and(|l| l <= now),
                         Duration::from_millis((now - s.created).max(0) as u64),
                     );

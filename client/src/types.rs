@@ -24,6 +24,11 @@ pub struct BeginOptions {
     /// its answer never arrived, gets the claim it made back (the same fence) instead of
     /// `InProgress` until the lease lapses. A new random token for each new attempt.
     pub claim_token: Option<Uuid>,
+    /// How long past its ttl the record is kept if its outcome becomes unknown (its lease
+    /// lapses, or it is completed with a mark, `marks.rs`): a later `begin` takes it over
+    /// or replays the mark until then. `None`: the scope's policy (PgStore), else
+    /// `pg_idempotency.unresolved_ttl` (7 days).
+    pub unresolved_ttl: Option<Duration>,
 }
 
 /// This call holds the key: do the work, then complete (or release) with `fence`.

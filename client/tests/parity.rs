@@ -130,6 +130,7 @@ mod parity {
     pub mod retry_after;
     pub mod support;
     pub mod takeover;
+    pub mod unresolved;
     pub mod wait;
     pub mod waiting;
 }
@@ -184,6 +185,9 @@ parity! {
         expiry_claimed_afresh => expiry::an_expired_record_is_claimed_afresh,
         expiry_holder_lost_it => expiry::an_expired_claims_holder_has_lost_it,
         expiry_purge => expiry::purge_removes_only_expired_records,
+        unresolved_claim_taken_over => unresolved::a_lapsed_claim_past_its_ttl_is_taken_over,
+        unresolved_marks_kept => unresolved::marks_and_lapsed_claims_outlive_the_ttl_and_purge,
+        unresolved_bound_ends_it => unresolved::past_the_unresolved_bound_the_key_is_claimed_afresh,
         limits_refused => limits::every_refusal_has_its_kind_and_changes_nothing,
         limits_accepted => limits::the_values_at_the_limits_are_accepted,
         errors_words => errors::every_refusal_has_the_sql_apis_words,

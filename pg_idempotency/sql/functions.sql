@@ -4,20 +4,22 @@
 -- there, not this file (tests/tests/consistency/signatures.rs fails when the two
 -- differ). The bodies of the SQL functions are in sql/bodies/.
 
+-- unresolved_ttl NULL: pg_idempotency.unresolved_ttl. How long past its ttl a record whose outcome is unknown (a lapsed claim, a mark) is kept for an operator.
 CREATE FUNCTION @extschema@.idem_begin(
-    scope        text,
-    key          text,
-    request      jsonb DEFAULT NULL,
-    ttl          interval DEFAULT NULL,
-    lease        interval DEFAULT NULL,
-    on_cache_hit text DEFAULT NULL,
-    on_mismatch  text DEFAULT NULL,
-    wait         interval DEFAULT '0',
-    claim_token  uuid DEFAULT NULL)
+    scope          text,
+    key            text,
+    request        jsonb DEFAULT NULL,
+    ttl            interval DEFAULT NULL,
+    lease          interval DEFAULT NULL,
+    on_cache_hit   text DEFAULT NULL,
+    on_mismatch    text DEFAULT NULL,
+    wait           interval DEFAULT '0',
+    claim_token    uuid DEFAULT NULL,
+    unresolved_ttl interval DEFAULT NULL)
 RETURNS idempotency.begin_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_begin';
-COMMENT ON FUNCTION @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid) IS
+COMMENT ON FUNCTION @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval) IS
     'Claim a call (outcome claimed, with a fence), or learn it is running (in_progress), or get its remembered result (replay)';
 
 CREATE FUNCTION @extschema@.idem_complete(
@@ -155,12 +157,13 @@ CREATE FUNCTION @extschema@.idem_set_policy(
     INOUT on_cache_hit   text DEFAULT NULL,
     INOUT cache_failures boolean DEFAULT NULL,
     INOUT on_mismatch    text DEFAULT NULL,
+    INOUT unresolved_ttl interval DEFAULT NULL,
     OUT   updated_at timestamptz,
     OUT   updated_by regrole)
 RETURNS record
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 LANGUAGE c AS 'MODULE_PATHNAME', 'idem_set_policy';
-COMMENT ON FUNCTION @extschema@.idem_set_policy(text, interval, interval, text, boolean, text) IS
+COMMENT ON FUNCTION @extschema@.idem_set_policy(text, interval, interval, text, boolean, text, interval) IS
     'Set (replace) the policy of a scope: the defaults every caller of that scope obeys';
 
 CREATE FUNCTION @extschema@.idem_drop_policy(
@@ -179,11 +182,13 @@ RETURNS TABLE (
     on_cache_hit   text,
     cache_failures boolean,
     on_mismatch    text,
+    unresolved_ttl interval,
     updated_at     timestamptz,
     updated_by     regrole)
 STABLE CALLED ON NULL INPUT PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
-    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by
+    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, unresolved_ttl,
+           updated_at, updated_by
     FROM idempotency.policies ORDER BY scope
 $fn$;
 COMMENT ON FUNCTION @extschema@.idem_policies() IS
@@ -232,13 +237,13 @@ LANGUAGE sql AS $fn$
     WITH now AS (SELECT clock_timestamp() AS t, idempotency._idem_visible_owner() AS visible),
     stored AS (
         SELECT r.owner, r.scope,
-               count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'in_progress') AS in_progress,
-               count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'succeeded') AS succeeded,
-               count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'failed') AS failed,
-               count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'in_progress'
+               count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'in_progress') AS in_progress,
+               count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'succeeded') AS succeeded,
+               count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'failed') AS failed,
+               count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'in_progress'
                                   AND r.lease_until <= now.t) AS lapsed,
-               count(*) FILTER (WHERE r.expires_at <= now.t) AS expired,
-               now.t - min(r.created_at) FILTER (WHERE r.expires_at > now.t
+               count(*) FILTER (WHERE r.expires_at <= now.t AND COALESCE(r.unresolved_until <= now.t, true)) AS expired,
+               now.t - min(r.created_at) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t)
                                                   AND r.state = 'in_progress') AS oldest_in_progress
         FROM idempotency.records r, now
         WHERE now.visible IS NULL OR r.owner = now.visible
@@ -262,9 +267,48 @@ $fn$;
 COMMENT ON FUNCTION @extschema@.idem_metrics() IS
     'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)';
 
+-- owner NULL: the caller's own records (an admin: every owner's). Naming another role needs idempotency_admin.
+CREATE FUNCTION @extschema@.idem_unresolved(
+    owner regrole DEFAULT NULL)
+RETURNS SETOF idempotency.unresolved_record
+STABLE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp ROWS 100
+LANGUAGE sql AS $fn$
+    SELECT * FROM idempotency._idem_unresolved_rows($1)
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_unresolved(regrole) IS
+    'The records awaiting an operator''s decision: a claim whose lease lapsed, or a mark (outcome_unknown, unrecorded); kept past their ttl until resolved or until their unresolved bound';
+
+-- action: succeeded or failed (record the result found), release (the next call runs again) or forget. fence and state as idem_unresolved listed them: a record that changed since is refused (IK003).
+CREATE FUNCTION @extschema@.idem_resolve(
+    scope    text,
+    key      text,
+    fence    bigint,
+    state    text,
+    action   text,
+    response jsonb DEFAULT NULL,
+    owner    regrole DEFAULT NULL)
+RETURNS text
+VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE sql AS $fn$
+    SELECT idempotency._idem_resolve_one($1, $2, $3, $4, $5, $6, $7)
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_resolve(text, text, bigint, text, text, jsonb, regrole) IS
+    'Settle a record awaiting a decision (as idem_unresolved listed it) and write who did it into the audit; answers the state left (succeeded, failed or absent)';
+
+-- owner NULL: the caller's own records' (an admin: every owner's).
+CREATE FUNCTION @extschema@.idem_resolutions(
+    owner regrole DEFAULT NULL)
+RETURNS SETOF idempotency.resolutions
+STABLE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp ROWS 100
+LANGUAGE sql AS $fn$
+    SELECT * FROM idempotency._idem_resolution_rows($1)
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_resolutions(regrole) IS
+    'The audit of idem_resolve: who resolved which record, when, how, and the record before, newest first';
+
 -- Execute is granted deliberately, never to PUBLIC.
 REVOKE EXECUTE ON FUNCTION
-    @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
+    @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval),
     @extschema@.idem_complete(text, text, bigint, jsonb, boolean, boolean),
     @extschema@.idem_begin_batch(text, text[], jsonb[], interval, interval, text, text, uuid[]),
     @extschema@.idem_complete_batch(text, text[], bigint[], jsonb[], boolean[], boolean[]),
@@ -275,16 +319,19 @@ REVOKE EXECUTE ON FUNCTION
     @extschema@.idem_canonical(jsonb),
     @extschema@.idem_hash(jsonb),
     @extschema@.idem_purge_expired(integer),
-    @extschema@.idem_set_policy(text, interval, interval, text, boolean, text),
+    @extschema@.idem_set_policy(text, interval, interval, text, boolean, text, interval),
     @extschema@.idem_drop_policy(text),
     @extschema@.idem_policies(),
     idempotency._idem_counters(),
     idempotency._idem_counting(),
     idempotency._idem_visible_owner(),
-    @extschema@.idem_metrics()
+    @extschema@.idem_metrics(),
+    @extschema@.idem_unresolved(regrole),
+    @extschema@.idem_resolve(text, text, bigint, text, text, jsonb, regrole),
+    @extschema@.idem_resolutions(regrole)
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid),
+    @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval),
     @extschema@.idem_complete(text, text, bigint, jsonb, boolean, boolean),
     @extschema@.idem_begin_batch(text, text[], jsonb[], interval, interval, text, text, uuid[]),
     @extschema@.idem_complete_batch(text, text[], bigint[], jsonb[], boolean[], boolean[]),
@@ -295,10 +342,13 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idem_canonical(jsonb),
     @extschema@.idem_hash(jsonb),
     @extschema@.idem_policies(),
-    @extschema@.idem_metrics()
+    @extschema@.idem_metrics(),
+    @extschema@.idem_unresolved(regrole),
+    @extschema@.idem_resolve(text, text, bigint, text, text, jsonb, regrole),
+    @extschema@.idem_resolutions(regrole)
 TO idempotency_user;
 GRANT EXECUTE ON FUNCTION
     @extschema@.idem_purge_expired(integer),
-    @extschema@.idem_set_policy(text, interval, interval, text, boolean, text),
+    @extschema@.idem_set_policy(text, interval, interval, text, boolean, text, interval),
     @extschema@.idem_drop_policy(text)
 TO idempotency_admin;

@@ -140,6 +140,23 @@ pub fn lease(value: Option<Interval>) -> IdemResult<Option<i64>> {
     value.map(|iv| duration("lease", &iv, false)).transpose()
 }
 
+/// An unresolved bound given by a call: positive, finite, at most `max_ttl`.
+pub fn unresolved_ttl(value: Option<Interval>) -> IdemResult<Option<i64>> {
+    value
+        .map(|iv| duration("unresolved_ttl", &iv, false))
+        .transpose()
+}
+
+/// The unresolved bound in force: the call's, else the scope's policy, else
+/// `pg_idempotency.unresolved_ttl`, never above `max_ttl` (which may be lower than the
+/// setting, or have been lowered since the policy was set).
+pub fn effective_unresolved_ttl(given: Option<i64>, policy: Option<i64>) -> i64 {
+    given
+        .or(policy)
+        .unwrap_or_else(gucs::unresolved_ttl_micros)
+        .min(gucs::max_ttl_micros())
+}
+
 /// The ttl in force: the call's, else the policy's, else `pg_idempotency.default_ttl`;
 /// checked again, since `max_ttl` may have been lowered after a policy was set.
 pub fn effective_ttl(given: Option<i64>, policy: Option<i64>) -> IdemResult<i64> {

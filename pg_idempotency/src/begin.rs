@@ -45,6 +45,9 @@ pub(crate) struct Call {
     pub wait: i64,
     /// The caller's token for this attempt: a repeat of it gets the claim it made back.
     pub claim_token: Option<pgrx::Uuid>,
+    /// How long past its ttl the record stays if its outcome becomes unknown (None:
+    /// `pg_idempotency.unresolved_ttl`).
+    pub unresolved_ttl: Option<i64>,
 }
 
 /// The settings in force for a call: its arguments, else its scope's policy, else the
@@ -54,6 +57,7 @@ struct Settings {
     lease: i64,
     on_cache_hit: OnCacheHit,
     on_mismatch: OnMismatch,
+    unresolved_ttl: i64,
 }
 
 impl Settings {
@@ -73,6 +77,10 @@ impl Settings {
                     args::on_mismatch(policy.on_mismatch.as_deref())?.unwrap_or(OnMismatch::Reject)
                 }
             },
+            unresolved_ttl: args::effective_unresolved_ttl(
+                call.unresolved_ttl,
+                policy.unresolved_ttl,
+            ),
         })
     }
 }
@@ -120,6 +128,7 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
         on_mismatch: args::on_mismatch(given.on_mismatch.as_deref())?,
         wait: args::wait(given.wait)?,
         claim_token: given.claim_token,
+        unresolved_ttl: args::unresolved_ttl(given.unresolved_ttl)?,
     };
     call.check_lease()?;
     let outcome = answer(&call)?;
@@ -285,6 +294,7 @@ fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
         claim_token: call.claim_token,
         recovered: false,
         claimed_at: now,
+        unresolved_until: now + set.lease + set.unresolved_ttl,
     }
 }
 
@@ -311,6 +321,7 @@ fn take_over(
         claim_token: call.claim_token,
         recovered,
         claimed_at: now,
+        unresolved_until: now + set.lease + set.unresolved_ttl,
     };
     durability::ensure_durable_commit();
     store::claim_again(&call.id(), record, &claim).then(|| claimed(claim))

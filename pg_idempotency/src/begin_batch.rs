@@ -65,6 +65,8 @@ pub fn idem_begin_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
             // A batch answers at once: waiting on one item would hold every other's locks.
             wait: 0,
             claim_token: given.claim_tokens.as_ref().and_then(|t| t[i]),
+            // A batch has no argument of its own: pg_idempotency.unresolved_ttl.
+            unresolved_ttl: None,
         };
         calls.push(call);
     }

@@ -14,6 +14,7 @@ static MAX_RESPONSE_BYTES: GucSetting<i32> =
     GucSetting::<i32>::new(settings::MAX_RESPONSE_BYTES.default);
 static DEFAULT_TTL: GucSetting<i32> = GucSetting::<i32>::new(settings::DEFAULT_TTL.default);
 static DEFAULT_LEASE: GucSetting<i32> = GucSetting::<i32>::new(settings::DEFAULT_LEASE.default);
+static UNRESOLVED_TTL: GucSetting<i32> = GucSetting::<i32>::new(settings::UNRESOLVED_TTL.default);
 static PURGE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(settings::PURGE_INTERVAL.default);
 static PURGE_BATCH_SIZE: GucSetting<i32> =
     GucSetting::<i32>::new(settings::PURGE_BATCH_SIZE.default);
@@ -23,7 +24,7 @@ static DATABASE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
 /// Each setting with the variable that holds it, in registration order.
-fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 8] {
+fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 9] {
     [
         (&settings::MAX_KEY_BYTES, &MAX_KEY_BYTES),
         (&settings::MAX_SCOPE_BYTES, &MAX_SCOPE_BYTES),
@@ -31,6 +32,7 @@ fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 8] {
         (&settings::MAX_RESPONSE_BYTES, &MAX_RESPONSE_BYTES),
         (&settings::DEFAULT_TTL, &DEFAULT_TTL),
         (&settings::DEFAULT_LEASE, &DEFAULT_LEASE),
+        (&settings::UNRESOLVED_TTL, &UNRESOLVED_TTL),
         (&settings::PURGE_INTERVAL, &PURGE_INTERVAL),
         (&settings::PURGE_BATCH_SIZE, &PURGE_BATCH_SIZE),
     ]
@@ -55,6 +57,10 @@ pub fn default_ttl_micros() -> i64 {
 }
 pub fn default_lease_micros() -> i64 {
     DEFAULT_LEASE.get() as i64 * SECOND
+}
+
+pub fn unresolved_ttl_micros() -> i64 {
+    UNRESOLVED_TTL.get() as i64 * SECOND
 }
 
 pub fn purge_batch_size() -> i64 {

@@ -11,9 +11,21 @@ use crate::clock;
 use crate::entry::{composite, Args};
 use crate::error::IdemResult;
 use crate::policy_cache;
+use crate::relations;
 use crate::roles;
 
 const UPSERT: &str = "INSERT INTO idempotency.policies AS p \
+        (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by, \
+         unresolved_ttl) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+     ON CONFLICT (scope) DO UPDATE SET ttl = excluded.ttl, lease = excluded.lease, \
+        on_cache_hit = excluded.on_cache_hit, cache_failures = excluded.cache_failures, \
+        on_mismatch = excluded.on_mismatch, updated_at = excluded.updated_at, \
+        updated_by = excluded.updated_by, unresolved_ttl = excluded.unresolved_ttl";
+
+/// The same for a schema before 0.8.0, whose policies have no unresolved_ttl (the library
+/// serves it until its update).
+const UPSERT_BEFORE_0_8: &str = "INSERT INTO idempotency.policies AS p \
         (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
      ON CONFLICT (scope) DO UPDATE SET ttl = excluded.ttl, lease = excluded.lease, \
@@ -35,7 +47,8 @@ fn opt<T: IntoDatum>(v: Option<T>, oid: pg_sys::Oid) -> DatumWithOid<'static> {
     }
 }
 
-/// `idem_set_policy(scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch)`: sets
+/// `idem_set_policy(scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch,
+/// unresolved_ttl)`: sets
 /// (replaces) the scope's policy; a NULL field leaves that setting to the defaults.
 pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
     let given = SetPolicyArgs::read(a);
@@ -50,6 +63,7 @@ pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
     let cache_failures = given.cache_failures;
     let on_mismatch = given.on_mismatch;
     args::on_mismatch(on_mismatch.as_deref())?;
+    let unresolved_ttl = args::unresolved_ttl(given.unresolved_ttl)?;
 
     let now = clock::now();
     let owner = roles::session_role();
@@ -65,25 +79,37 @@ pub fn idem_set_policy(a: &Args) -> IdemResult<pg_sys::Datum> {
             unsafe { DatumWithOid::new(now, pg_sys::TIMESTAMPTZOID) },
             // SAFETY: a regrole is a role's OID passed by value, as `owner`.
             unsafe { DatumWithOid::new(owner, pg_sys::REGROLEOID) },
+            opt(
+                unresolved_ttl.map(args::micros_interval),
+                pg_sys::INTERVALOID,
+            ),
         ];
+        let current = relations::oids().schema >= relations::SchemaVersion::V0_8;
+        let (statement, params) = if current {
+            (UPSERT, &params[..])
+        } else {
+            (UPSERT_BEFORE_0_8, &params[..8])
+        };
         client
-            .update(UPSERT, None, &params)
+            .update(statement, None, params)
             .unwrap_or_else(|e| panic!("pg_idempotency: cannot store policy: {e}"));
     });
     policy_cache::invalidate();
-    Ok(composite(
-        a,
-        &[
-            scope.as_str().into_datum(),
-            ttl.map(args::micros_interval).into_datum(),
-            lease.map(args::micros_interval).into_datum(),
-            on_cache_hit.into_datum(),
-            cache_failures.into_datum(),
-            on_mismatch.into_datum(),
-            Some(pg_sys::Datum::from(now)),
-            Some(pg_sys::Datum::from(owner)),
-        ],
-    ))
+    let mut row = vec![
+        scope.as_str().into_datum(),
+        ttl.map(args::micros_interval).into_datum(),
+        lease.map(args::micros_interval).into_datum(),
+        on_cache_hit.into_datum(),
+        cache_failures.into_datum(),
+        on_mismatch.into_datum(),
+    ];
+    // Before its update, a 0.7.0 schema's function has no unresolved_ttl column.
+    if relations::oids().schema >= relations::SchemaVersion::V0_8 {
+        row.push(unresolved_ttl.map(args::micros_interval).into_datum());
+    }
+    row.push(Some(pg_sys::Datum::from(now)));
+    row.push(Some(pg_sys::Datum::from(owner)));
+    Ok(composite(a, &row))
 }
 
 /// `idem_drop_policy(scope)`: removes the scope's policy; true when there was one.

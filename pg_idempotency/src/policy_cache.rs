@@ -22,6 +22,8 @@ pub struct ScopePolicy {
     pub on_cache_hit: Option<String>,
     pub cache_failures: Option<bool>,
     pub on_mismatch: Option<String>,
+    /// How long past its ttl a record whose outcome is unknown is kept (0.8.0).
+    pub unresolved_ttl: Option<i64>,
 }
 
 /// Enough for every scope of a real deployment; past it the copy starts over.
@@ -58,24 +60,33 @@ pub fn of(scope: &str) -> ScopePolicy {
 }
 
 fn read(oids: relations::Oids, scope: &str) -> ScopePolicy {
-    static COLUMNS: [&str; 5] = [
+    static COLUMNS: [&str; 6] = [
         "ttl",
         "lease",
         "on_cache_hit",
         "cache_failures",
         "on_mismatch",
+        "unresolved_ttl",
     ];
+    // A schema before 0.8.0 has no unresolved_ttl: a 'static prefix, as fetch wants.
+    let unresolved = oids.schema >= relations::SchemaVersion::V0_8;
+    let columns: &'static [&'static str] = if unresolved { &COLUMNS } else { &COLUMNS[..5] };
     fetch::by_key(
         oids.policies,
         oids.policies_pkey,
         &[fetch::Key::Text(scope)],
-        &COLUMNS,
+        columns,
         |row| ScopePolicy {
             ttl: row.interval_micros(0),
             lease: row.interval_micros(1),
             on_cache_hit: row.text(2),
             cache_failures: row.int(3).map(|b| b != 0),
             on_mismatch: row.text(4),
+            unresolved_ttl: if unresolved {
+                row.interval_micros(5)
+            } else {
+                None
+            },
         },
     )
     .unwrap_or_default()

@@ -26,6 +26,17 @@ const BATCH: &str = "WITH doomed AS ( \
      WHERE r.ctid OPERATOR(pg_catalog.=) doomed.ctid AND r.expires_at OPERATOR(pg_catalog.<=) $2 \
      RETURNING r.ctid";
 
+/// The same since 0.8.0: a record whose outcome is unknown stays until its unresolved bound.
+const BATCH_UNRESOLVED: &str = "WITH doomed AS ( \
+        SELECT ctid FROM idempotency.records \
+        WHERE ctid OPERATOR(pg_catalog.>) $1 AND expires_at OPERATOR(pg_catalog.<=) $2 \
+            AND COALESCE(unresolved_until OPERATOR(pg_catalog.<=) $2, true) \
+        LIMIT $3 FOR UPDATE SKIP LOCKED) \
+     DELETE FROM idempotency.records r USING doomed \
+     WHERE r.ctid OPERATOR(pg_catalog.=) doomed.ctid AND r.expires_at OPERATOR(pg_catalog.<=) $2 \
+         AND COALESCE(r.unresolved_until OPERATOR(pg_catalog.<=) $2, true) \
+     RETURNING r.ctid";
+
 /// Where a purge has got to in the table.
 #[derive(Clone, Copy)]
 pub struct Cursor {
@@ -55,8 +66,13 @@ pub fn batch(
         unsafe { DatumWithOid::new(now, pg_sys::TIMESTAMPTZOID) },
         batch_size.into(),
     ];
+    let statement = if crate::relations::oids().schema >= crate::relations::SchemaVersion::V0_8 {
+        BATCH_UNRESOLVED
+    } else {
+        BATCH
+    };
     let table = client
-        .update(BATCH, None, &args)
+        .update(statement, None, &args)
         .unwrap_or_else(|e| panic!("pg_idempotency: purge batch failed: {e}"));
     let mut deleted = 0i64;
     let mut last = cursor.after;

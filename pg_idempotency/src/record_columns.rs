@@ -11,8 +11,9 @@ use crate::relations::SchemaVersion;
 use crate::store::{Record, State};
 
 /// The columns a read takes, in this order (the mapping below reads them by position). A
-/// schema of 0.3.0 or 0.4.0, the oldest this library serves, lacks the last.
-static COLUMNS: [&str; 15] = [
+/// schema of 0.3.0 or 0.4.0, the oldest this library serves, lacks the last two, one of
+/// 0.5.0 to 0.7.0 the last.
+static COLUMNS: [&str; 16] = [
     "state",
     "fence",
     "attempt",
@@ -28,13 +29,16 @@ static COLUMNS: [&str; 15] = [
     "claim_token",
     "recovered",
     "claimed_at",
+    "unresolved_until",
 ];
 
 /// The columns of [`COLUMNS`] that `schema` has: always a 'static prefix of it, since
 /// `fetch` remembers where a list's columns sit by the list's address and length.
 pub fn of(schema: SchemaVersion) -> &'static [&'static str] {
-    if schema >= SchemaVersion::V0_5 {
+    if schema >= SchemaVersion::V0_8 {
         &COLUMNS
+    } else if schema >= SchemaVersion::V0_5 {
+        &COLUMNS[..15]
     } else {
         &COLUMNS[..14]
     }
@@ -89,6 +93,11 @@ pub fn record(row: &impl Values, schema: SchemaVersion) -> Record {
         recovered: row.int(13).unwrap_or_default() != 0,
         claimed_at: if schema >= SchemaVersion::V0_5 {
             row.int(14)
+        } else {
+            None
+        },
+        unresolved_until: if schema >= SchemaVersion::V0_8 {
+            row.int(15)
         } else {
             None
         },

@@ -35,6 +35,9 @@ pub enum SchemaVersion {
     /// The records keep when their running attempt claimed, which `retry_after` counts
     /// from (before, the record's creation stands in).
     V0_5,
+    /// The records keep until when one whose outcome is unknown (a claim, a mark) stays
+    /// past its ttl: `unresolved_until`.
+    V0_8,
 }
 
 impl SchemaVersion {
@@ -50,6 +53,7 @@ impl SchemaVersion {
             SchemaVersion::V0_2 => "0.2.0",
             SchemaVersion::V0_3 => "0.3.0",
             SchemaVersion::V0_5 => "0.5.0",
+            SchemaVersion::V0_8 => "0.8.0",
         }
     }
 
@@ -62,8 +66,10 @@ impl SchemaVersion {
             SchemaVersion::V0_2
         } else if !has_column(records, c"claimed_at") {
             SchemaVersion::V0_3
-        } else {
+        } else if !has_column(records, c"unresolved_until") {
             SchemaVersion::V0_5
+        } else {
+            SchemaVersion::V0_8
         }
     }
 }

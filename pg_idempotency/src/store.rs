@@ -43,6 +43,9 @@ pub struct Record {
     /// When the running attempt claimed (None where the schema predates 0.5.0, or for a
     /// record claimed before its update).
     pub claimed_at: Option<Micros>,
+    /// Until when the record stays past its expiry while its outcome is unknown (None
+    /// before 0.8.0, and for a result).
+    pub unresolved_until: Option<Micros>,
     /// Where the row version that was read lives, when it was read from the index: a write
     /// guarded by the same conditions can go straight to it.
     pub tid: Option<pg_sys::ItemPointerData>,
@@ -51,7 +54,7 @@ pub struct Record {
 impl Record {
     /// Expiry is decided at read time: an expired row is absent, purged or not.
     pub fn is_live(&self, now: Micros) -> bool {
-        self.expires_at > now
+        self.read().is_live(now)
     }
 
     /// The record as the state machine (protocol::decide) reads it.
@@ -65,12 +68,17 @@ impl Record {
             expires_at: self.expires_at,
             claimed_at: self.claimed_at.unwrap_or(self.created_at),
             claim_token: self.claim_token.map(|t| *t.as_bytes()),
+            unresolved_until: self.unresolved_until,
         }
     }
 }
 
 /// The scope's policy as the read statement selects it, before the record's columns.
+/// Since 0.8.0 the policy has its unresolved bound too (the record's columns then start
+/// one later).
 const READ_POLICY_COLUMNS: &str = "p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch";
+const READ_POLICY_COLUMNS_0_8: &str =
+    "p.ttl, p.lease, p.on_cache_hit, p.cache_failures, p.on_mismatch, p.unresolved_ttl";
 
 /// The record's key in a statement: scope `$1`, key `$2`, and the owner in parameter
 /// `$owner`.
@@ -135,12 +143,42 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
     } else {
         ("", "", "")
     };
+    // Since 0.8.0 a claim keeps its unresolved bound (the parameter after the claim's
+    // time); a completion keeps it for a mark alone, moved from the lease's end to the
+    // completion; an extension moves it with the lease.
+    let unresolved = schema >= SchemaVersion::V0_8;
+    let policy_columns = if unresolved {
+        READ_POLICY_COLUMNS_0_8
+    } else {
+        READ_POLICY_COLUMNS
+    };
+    let (bound_column, insert_bound, set_bound) = if unresolved {
+        (", unresolved_until", ", $14", ", unresolved_until = $18")
+    } else {
+        ("", "", "")
+    };
+    let completed_bound = if unresolved {
+        ", unresolved_until = CASE WHEN idempotency._idem_mark($5) IS NOT NULL \
+             THEN $6 OPERATOR(pg_catalog.+) (unresolved_until OPERATOR(pg_catalog.-) lease_until) END"
+    } else {
+        ""
+    };
+    let extended_bound = if unresolved {
+        ", unresolved_until = $4 OPERATOR(pg_catalog.+) (unresolved_until OPERATOR(pg_catalog.-) lease_until)"
+    } else {
+        ""
+    };
+    let forgotten_until = if unresolved {
+        "GREATEST(expires_at, unresolved_until)"
+    } else {
+        "expires_at"
+    };
     Plans {
         read: prepare(
             client,
             // Always one row: the scope's policy if any, and the record if any.
             &format!(
-                "SELECT {READ_POLICY_COLUMNS}, {read_columns} FROM (SELECT) AS one \
+                "SELECT {policy_columns}, {read_columns} FROM (SELECT) AS one \
                  LEFT JOIN idempotency.records r \
                      ON r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2 \
                      AND r.owner OPERATOR(pg_catalog.=) $3 \
@@ -153,11 +191,11 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
             &format!(
                 "INSERT INTO idempotency.records AS r (scope, key, state, fence, attempt, \
                      fingerprint, upstream_key, created_at, lease_until, expires_at, ttl, owner, \
-                     claim_token, recovered{time_column}) \
-                 VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10, $11, $12{insert_time}) \
+                     claim_token, recovered{time_column}{bound_column}) \
+                 VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10, $11, $12{insert_time}{insert_bound}) \
                  ON CONFLICT (scope, key, owner) DO NOTHING RETURNING r.fence"
             ),
-            &[TEXTOID, TEXTOID, INT8OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, UUIDOID, BOOLOID, TIMESTAMPTZOID],
+            &[TEXTOID, TEXTOID, INT8OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, UUIDOID, BOOLOID, TIMESTAMPTZOID, TIMESTAMPTZOID],
         ),
         claim_again: prepare(
             client,
@@ -165,19 +203,19 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
                 "UPDATE idempotency.records SET state = 'in_progress', fence = $4, attempt = $5, \
                      fingerprint = $6, upstream_key = $7, response = NULL, created_at = $8, \
                      completed_at = NULL, lease_until = $9, expires_at = $10, ttl = $11, owner = $12, \
-                     claim_token = $15, recovered = $16{set_time} \
+                     claim_token = $15, recovered = $16{set_time}{set_bound} \
                  WHERE {} \
                      AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) $13 \
                      AND COALESCE(lease_until, '-infinity'::pg_catalog.timestamptz) OPERATOR(pg_catalog.=) $14",
                 where_key(12)
             ),
-            &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID, UUIDOID, BOOLOID, TIMESTAMPTZOID],
+            &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID, UUIDOID, BOOLOID, TIMESTAMPTZOID, TIMESTAMPTZOID],
         ),
         complete: prepare(
             client,
             &format!(
                 "UPDATE idempotency.records SET state = $4, response = $5, completed_at = $6, \
-                     lease_until = NULL, expires_at = $7 WHERE {}",
+                     lease_until = NULL, expires_at = $7{completed_bound} WHERE {}",
                 where_held(8)
             ),
             &[TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID],
@@ -188,7 +226,7 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
             client,
             &format!(
                 "UPDATE idempotency.records SET state = $4, response = $5, completed_at = $6, \
-                     lease_until = NULL, expires_at = $7 \
+                     lease_until = NULL, expires_at = $7{completed_bound} \
                  WHERE ctid OPERATOR(pg_catalog.=) $9 AND {}",
                 where_held(8)
             ),
@@ -202,7 +240,7 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
         extend: prepare(
             client,
             &format!(
-                "UPDATE idempotency.records SET lease_until = $4, expires_at = $5 WHERE {}",
+                "UPDATE idempotency.records SET lease_until = $4, expires_at = $5{extended_bound} WHERE {}",
                 where_held(6)
             ),
             &[TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID],
@@ -210,7 +248,7 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
         forget: prepare(
             client,
             &format!(
-                "DELETE FROM idempotency.records WHERE {} RETURNING expires_at",
+                "DELETE FROM idempotency.records WHERE {} RETURNING {forgotten_until}",
                 where_key(3)
             ),
             &[TEXTOID, TEXTOID, REGROLEOID],
@@ -330,16 +368,18 @@ fn read_by_statement(client: &mut SpiClient<'_>, id: &Id<'_>) -> (Option<Record>
     let [scope, key] = id.params();
     let table = run(client, |p| &p.read, &[scope, key, owner(id.owner)]);
     let t = table.first();
+    let unresolved = relations::oids().schema >= SchemaVersion::V0_8;
     let policy = ScopePolicy {
         ttl: col_micros(&t, 1),
         lease: col_micros(&t, 2),
         on_cache_hit: col(&t, 3),
         cache_failures: col(&t, 4),
         on_mismatch: col(&t, 5),
+        unresolved_ttl: if unresolved { col_micros(&t, 6) } else { None },
     };
     let row = Statement {
         table: &t,
-        first: 6,
+        first: if unresolved { 7 } else { 6 },
     };
     let record = row
         .text(0)
@@ -364,6 +404,9 @@ pub struct Claim<'a> {
     pub recovered: bool,
     /// When this attempt claims.
     pub claimed_at: Micros,
+    /// Until when the record stays past its ttl if its lease lapses: the lease's end plus
+    /// the call's unresolved bound.
+    pub unresolved_until: Micros,
 }
 
 fn uuid_opt(u: Option<pgrx::Uuid>) -> DatumWithOid<'static> {
@@ -390,6 +433,7 @@ pub fn insert(id: &Id<'_>, c: &Claim<'_>) -> bool {
         uuid_opt(c.claim_token),
         c.recovered.into(),
         ts(c.claimed_at),
+        ts(c.unresolved_until),
     ];
     written(|p| &p.insert, &args) > 0
 }
@@ -417,6 +461,7 @@ pub fn claim_again(id: &Id<'_>, seen: &Record, c: &Claim<'_>) -> bool {
         uuid_opt(c.claim_token),
         c.recovered.into(),
         ts(c.claimed_at),
+        ts(c.unresolved_until),
     ];
     written(|p| &p.claim_again, &args) == 1
 }

@@ -46,11 +46,17 @@ pub struct Read<'a, T> {
     pub claimed_at: T,
     /// The token of the claim holding the record, if its caller gave one.
     pub claim_token: Option<[u8; 16]>,
+    /// Until when a record whose outcome is unknown (a claim, whose lease may lapse; a
+    /// mark) stays past its expiry: None for a result, or where the store keeps no bound.
+    pub unresolved_until: Option<T>,
 }
 
 impl<T: Time> Read<'_, T> {
+    /// Live until its expiry, or, while its outcome is unknown, until its unresolved
+    /// bound: a lapsed claim past its ttl is taken over (same upstream key), a mark is
+    /// still replayed, never a fresh claim.
     pub fn is_live(&self, now: T) -> bool {
-        self.expires_at > now
+        self.expires_at > now || self.unresolved_until.is_some_and(|u| u > now)
     }
 
     fn lease_live(&self, now: T) -> bool {

@@ -244,9 +244,14 @@ pub const IDEM_BEGIN: Function = Function {
         opt("on_mismatch", Text, "NULL"),
         opt("wait", Interval, "'0'"),
         opt("claim_token", Uuid, "NULL"),
+        opt("unresolved_ttl", Interval, "NULL"),
     ],
     returns: Returns::Row("begin_result"),
     language: Language::C("idem_begin"),
+    note: Some(
+        "unresolved_ttl NULL: pg_idempotency.unresolved_ttl. How long past its ttl a record \
+         whose outcome is unknown (a lapsed claim, a mark) is kept for an operator.",
+    ),
     comment: Some(
         "Claim a call (outcome claimed, with a fence), or learn it is running (in_progress), or get its remembered result (replay)",
     ),
@@ -382,6 +387,7 @@ pub const IDEM_SET_POLICY: Function = Function {
         opt("on_cache_hit", Text, "NULL"),
         opt("cache_failures", Boolean, "NULL"),
         opt("on_mismatch", Text, "NULL"),
+        opt("unresolved_ttl", Interval, "NULL"),
     ],
     returns: Returns::InOut(&[arg("updated_at", Timestamptz), arg("updated_by", Regrole)]),
     language: Language::C("idem_set_policy"),
@@ -413,6 +419,7 @@ const POLICY_COLUMNS: &[Arg] = &[
     arg("on_cache_hit", Text),
     arg("cache_failures", Boolean),
     arg("on_mismatch", Text),
+    arg("unresolved_ttl", Interval),
     arg("updated_at", Timestamptz),
     arg("updated_by", Regrole),
 ];
@@ -507,6 +514,64 @@ pub const IDEM_METRICS: Function = Function {
     ),
     portable: Portable::Sql,
     proxy: Proxy::All,
+    ..API
+};
+
+/// The operators' functions for records whose outcome is unknown: not routed by the
+/// PL/Proxy layer (an operator runs them on each partition).
+pub const IDEM_UNRESOLVED: Function = Function {
+    name: "idem_unresolved",
+    args: &[opt("owner", Regrole, "NULL")],
+    returns: Returns::SetOf("unresolved_record", 100),
+    volatility: Volatility::Stable,
+    note: Some(
+        "owner NULL: the caller's own records (an admin: every owner's). Naming another role \
+         needs idempotency_admin.",
+    ),
+    comment: Some(
+        "The records awaiting an operator's decision: a claim whose lease lapsed, or a mark (outcome_unknown, unrecorded); kept past their ttl until resolved or until their unresolved bound",
+    ),
+    portable: Portable::Sql,
+    proxy: Proxy::Absent,
+    ..API
+};
+
+pub const IDEM_RESOLVE: Function = Function {
+    name: "idem_resolve",
+    args: &[
+        arg("scope", Text),
+        arg("key", Text),
+        arg("fence", Bigint),
+        arg("state", Text),
+        arg("action", Text),
+        opt("response", Jsonb, "NULL"),
+        opt("owner", Regrole, "NULL"),
+    ],
+    returns: Returns::Scalar(Text),
+    note: Some(
+        "action: succeeded or failed (record the result found), release (the next call runs \
+         again) or forget. fence and state as idem_unresolved listed them: a record that \
+         changed since is refused (IK003).",
+    ),
+    comment: Some(
+        "Settle a record awaiting a decision (as idem_unresolved listed it) and write who did it into the audit; answers the state left (succeeded, failed or absent)",
+    ),
+    portable: Portable::Sql,
+    proxy: Proxy::Absent,
+    ..API
+};
+
+pub const IDEM_RESOLUTIONS: Function = Function {
+    name: "idem_resolutions",
+    args: &[opt("owner", Regrole, "NULL")],
+    returns: Returns::SetOf("resolutions", 100),
+    volatility: Volatility::Stable,
+    note: Some("owner NULL: the caller's own records' (an admin: every owner's)."),
+    comment: Some(
+        "The audit of idem_resolve: who resolved which record, when, how, and the record before, newest first",
+    ),
+    portable: Portable::Sql,
+    proxy: Proxy::Absent,
     ..API
 };
 
@@ -612,6 +677,9 @@ pub const FUNCTIONS: &[Function] = &[
     IDEM_COUNTING,
     IDEM_VISIBLE_OWNER,
     IDEM_METRICS,
+    IDEM_UNRESOLVED,
+    IDEM_RESOLVE,
+    IDEM_RESOLUTIONS,
 ];
 
 /// The functions a caller sees (the API of both backends), without the internal helpers.

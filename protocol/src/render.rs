@@ -301,12 +301,15 @@ mod tests {
     #[test]
     fn a_c_function_names_its_symbol_and_comment_signature() {
         let text = create_function(&IDEM_BEGIN, &|_| unreachable!());
-        assert!(text.contains("CREATE FUNCTION @extschema@.idem_begin(\n    scope        text,\n"));
-        assert!(text
-            .contains("    claim_token  uuid DEFAULT NULL)\nRETURNS idempotency.begin_result\n"));
+        assert!(
+            text.contains("CREATE FUNCTION @extschema@.idem_begin(\n    scope          text,\n")
+        );
+        assert!(text.contains(
+            "    unresolved_ttl interval DEFAULT NULL)\nRETURNS idempotency.begin_result\n"
+        ));
         assert!(text.contains("LANGUAGE c AS 'MODULE_PATHNAME', 'idem_begin';"));
         assert!(text.contains(
-            "COMMENT ON FUNCTION @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid) IS"
+            "COMMENT ON FUNCTION @extschema@.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval) IS"
         ));
     }
 

@@ -104,6 +104,17 @@ pub const DEFAULT_TTL: IntSetting = IntSetting {
     long: "Counted from the claim, and again from the completion.",
 };
 
+pub const UNRESOLVED_TTL: IntSetting = IntSetting {
+    name: "pg_idempotency.unresolved_ttl",
+    default: 604_800,
+    min: 1,
+    max: i32::MAX,
+    unit: Unit::Seconds,
+    context: Context::Session,
+    short: "How long past its ttl a record whose outcome is unknown is kept when idem_begin gives no unresolved_ttl.",
+    long: "A claim whose lease lapsed, or a mark (outcome_unknown, unrecorded), is taken over or replayed, never claimed afresh, until an operator resolves it or this passes: counted from the lease's end, or from the mark's completion; capped by max_ttl.",
+};
+
 pub const DEFAULT_LEASE: IntSetting = IntSetting {
     name: "pg_idempotency.default_lease",
     default: 60,
@@ -143,13 +154,14 @@ pub const DATABASE_NAME: &str = "pg_idempotency.database";
 pub const DATABASE_DEFAULT: &str = "postgres";
 
 /// Every integer setting, in the order docs/settings.md lists them.
-pub const INT_SETTINGS: [IntSetting; 8] = [
+pub const INT_SETTINGS: [IntSetting; 9] = [
     MAX_KEY_BYTES,
     MAX_SCOPE_BYTES,
     MAX_TTL,
     MAX_RESPONSE_BYTES,
     DEFAULT_TTL,
     DEFAULT_LEASE,
+    UNRESOLVED_TTL,
     PURGE_INTERVAL,
     PURGE_BATCH_SIZE,
 ];

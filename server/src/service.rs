@@ -174,6 +174,8 @@ where
         on_mismatch: Some(OnMismatch::Reject),
         wait: s.wait,
         claim_token: Some(Uuid::new_v4()),
+        // The scope's policy, else pg_idempotency.unresolved_ttl.
+        unresolved_ttl: None,
     };
     let begun = begin(&s, &scope, &key, &options).await;
     let unprotected = |why: &dyn std::fmt::Display| {

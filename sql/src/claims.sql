@@ -7,7 +7,7 @@
 CREATE FUNCTION :"storage"._idem_begin_one(
     scope text, key text, request jsonb, given_fp bytea, ttl interval, lease interval,
     on_cache_hit text, on_mismatch text, wait interval, claim_token uuid,
-    refusals_answer boolean)
+    unresolved_ttl interval, refusals_answer boolean)
 RETURNS :"storage".begin_result
 LANGUAGE plpgsql VOLATILE AS $fn$
 #variable_conflict use_column
@@ -25,11 +25,13 @@ DECLARE
     c_hit text;
     c_mismatch text;
     c_wait bigint;
+    c_unresolved bigint;
     -- The settings in force: the call's, else the scope's policy, else the defaults.
     s_ttl bigint;
     s_lease bigint;
     s_hit text;
     s_mismatch text;
+    s_unresolved bigint;
     resolved boolean := false;
     -- The record as read, and its scope's policy.
     r_state text;
@@ -44,10 +46,12 @@ DECLARE
     r_token uuid;
     r_recovered boolean;
     r_claimed timestamptz;
+    r_unresolved timestamptz;
     p_ttl interval;
     p_lease interval;
     p_hit text;
     p_mismatch text;
+    p_unresolved interval;
     -- A claim, computed before the statement that writes it.
     n_fence bigint;
     n_attempt integer;
@@ -57,6 +61,7 @@ DECLARE
     n_lease_until timestamptz;
     n_expires timestamptz;
     n_recovered boolean;
+    n_unresolved timestamptz;
     claim boolean;
     started timestamptz := clock_timestamp();
     now timestamptz;
@@ -90,6 +95,8 @@ BEGIN
     c_hit := _idem_on_cache_hit(_idem_begin_one.on_cache_hit);
     c_mismatch := _idem_on_mismatch(_idem_begin_one.on_mismatch);
     c_wait := coalesce(_idem_duration('wait', _idem_begin_one.wait, true, lim.max_ttl_micros), 0);
+    c_unresolved := _idem_duration('unresolved_ttl', _idem_begin_one.unresolved_ttl, false,
+                                   lim.max_ttl_micros);
     IF c_lease IS NOT NULL AND c_ttl IS NOT NULL THEN
         PERFORM _idem_effective_lease(c_lease, NULL, c_ttl);
     END IF;
@@ -98,10 +105,11 @@ BEGIN
         now := clock_timestamp();
         SELECT r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response,
                r.created_at, r.lease_until, r.expires_at, r.claim_token, r.recovered,
-               r.claimed_at, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch
+               r.claimed_at, r.unresolved_until, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch,
+               p.unresolved_ttl
         INTO r_state, r_fence, r_attempt, r_fp, r_upstream, r_response,
              r_created, r_lease_until, r_expires, r_token, r_recovered,
-             r_claimed, p_ttl, p_lease, p_hit, p_mismatch
+             r_claimed, r_unresolved, p_ttl, p_lease, p_hit, p_mismatch, p_unresolved
         FROM (SELECT) AS one
         LEFT JOIN records AS r ON r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
         LEFT JOIN policies AS p ON p.scope = c_scope;
@@ -111,12 +119,17 @@ BEGIN
             s_lease := _idem_effective_lease(c_lease, _idem_micros(p_lease)::bigint, s_ttl);
             s_hit := coalesce(c_hit, _idem_on_cache_hit(p_hit), 'return_cached');
             s_mismatch := coalesce(c_mismatch, _idem_on_mismatch(p_mismatch), 'reject');
+            -- The call's, else the scope's policy, else pg_idempotency.unresolved_ttl; never
+            -- above max_ttl (which may have been lowered since the policy was set).
+            s_unresolved := least(coalesce(c_unresolved, _idem_micros(p_unresolved)::bigint,
+                _idem_default_unresolved_ttl_micros()), lim.max_ttl_micros);
             resolved := true;
         END IF;
 
         claim := false;
-        IF r_state IS NULL OR r_expires <= now THEN
-            -- Absent or expired: a fresh call.
+        IF r_state IS NULL OR (r_expires <= now AND coalesce(r_unresolved <= now, true)) THEN
+            -- Absent or expired: a fresh call. A record whose outcome is unknown (a lapsed
+            -- claim, a mark) is live until its unresolved bound, past its ttl.
             n_fence := nextval('fence_seq');
             n_attempt := 1;
             n_fp := c_fp;
@@ -125,6 +138,7 @@ BEGIN
             n_lease_until := now + _idem_interval(s_lease);
             n_expires := now + _idem_interval(s_ttl);
             n_recovered := false;
+            n_unresolved := n_lease_until + _idem_interval(s_unresolved);
             claim := true;
         ELSE
             IF c_fp IS NOT NULL AND r_fp IS NOT NULL AND s_mismatch = 'reject' AND c_fp <> r_fp THEN
@@ -180,6 +194,7 @@ BEGIN
                 n_lease_until := now + _idem_interval(s_lease);
                 n_expires := greatest(now + _idem_interval(s_ttl), r_expires);
                 n_recovered := r_state = 'in_progress';
+                n_unresolved := n_lease_until + _idem_interval(s_unresolved);
                 claim := true;
             ELSIF s_hit = 'fail_fast' THEN
                 IF _idem_begin_one.refusals_answer THEN
@@ -207,10 +222,10 @@ BEGIN
             IF r_state IS NULL THEN
                 INSERT INTO records AS r (scope, key, state, fence, attempt, fingerprint,
                                           upstream_key, created_at, lease_until, expires_at, ttl, owner,
-                                          claim_token, recovered, claimed_at)
+                                          claim_token, recovered, claimed_at, unresolved_until)
                 VALUES (c_scope, c_key, 'in_progress', n_fence, 1, n_fp, n_upstream, n_created,
                         n_lease_until, n_expires, _idem_interval(s_ttl), c_owner,
-                        _idem_begin_one.claim_token, false, now)
+                        _idem_begin_one.claim_token, false, now, n_unresolved)
                 ON CONFLICT (scope, key, owner) DO NOTHING;
             ELSE
                 -- Only if the record is still as it was read (a completion or an extension in
@@ -221,7 +236,7 @@ BEGIN
                     created_at = n_created, completed_at = NULL, lease_until = n_lease_until,
                     expires_at = n_expires, ttl = _idem_interval(s_ttl),
                     claim_token = _idem_begin_one.claim_token, recovered = n_recovered,
-                    claimed_at = now
+                    claimed_at = now, unresolved_until = n_unresolved
                 WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = r_fence
                   AND r.state = r_state
                   AND coalesce(r.lease_until, '-infinity') = coalesce(r_lease_until, '-infinity');
@@ -303,7 +318,10 @@ BEGIN
         new_state := CASE WHEN _idem_complete_one.succeeded THEN 'succeeded' ELSE 'failed' END;
         UPDATE records AS r
         SET state = new_state, response = _idem_complete_one.response, completed_at = now,
-            lease_until = NULL, expires_at = now + held.ttl
+            lease_until = NULL, expires_at = now + held.ttl,
+            -- A mark's outcome is unknown: it is kept for the claim's unresolved bound.
+            unresolved_until = CASE WHEN _idem_mark(_idem_complete_one.response) IS NOT NULL
+                                    THEN now + (r.unresolved_until - r.lease_until) END
         WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
           AND r.state = 'in_progress';
         GET DIAGNOSTICS written = ROW_COUNT;

@@ -62,6 +62,26 @@ CREATE FUNCTION :"storage"._idem_default_lease_micros() RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN _idem_setting('pg_idempotency.default_lease', 60, 's', 1, 2147483647) * 1000000;
 
+-- How long past its ttl a record whose outcome is unknown is kept (a lapsed claim, a
+-- mark): the extension's pg_idempotency.unresolved_ttl, 7 days unless set
+-- (docs/decisions.md, "Unresolved calls outlive their ttl").
+CREATE FUNCTION :"storage"._idem_default_unresolved_ttl_micros() RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN _idem_setting('pg_idempotency.unresolved_ttl', 604800, 's', 1, 2147483647) * 1000000;
+
+-- Whether a stored response is one of the client's marks (client/src/marks.rs): an object
+-- whose only member pg_idempotency holds a string `outcome_unknown` (an earlier attempt may
+-- have had its effect, the tool refused to run again) or `unrecorded` (the effect happened,
+-- its result was not stored). Such a record's outcome is unknown to its callers.
+CREATE FUNCTION :"storage"._idem_mark(response jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN pg_catalog.jsonb_typeof(response) = 'object'
+                 AND (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(response)) = 1
+            THEN CASE WHEN pg_catalog.jsonb_typeof(response -> 'pg_idempotency' -> 'unrecorded') = 'string'
+                      THEN 'unrecorded'
+                      WHEN pg_catalog.jsonb_typeof(response -> 'pg_idempotency' -> 'outcome_unknown') = 'string'
+                      THEN 'outcome_unknown' END END;
+
 -- The limits in force, read once by each API function and handed to the checks (a read per
 -- check would cost a query each). No row (deleted by hand) is refused rather than read as
 -- no limit at all.

@@ -14,14 +14,15 @@ LANGUAGE plpgsql VOLATILE AS $fn$
 #variable_conflict use_column
 DECLARE
     r_fence bigint;
+    r_unresolved timestamptz;
 BEGIN
-    SELECT r.state, r.fence, r.ttl, r.expires_at, p.lease, p.cache_failures
-    INTO state, r_fence, ttl, expires_at, policy_lease, policy_cache_failures
+    SELECT r.state, r.fence, r.ttl, r.expires_at, r.unresolved_until, p.lease, p.cache_failures
+    INTO state, r_fence, ttl, expires_at, r_unresolved, policy_lease, policy_cache_failures
     FROM (SELECT) AS one
     LEFT JOIN records AS r ON r.scope = _idem_read_claim.scope AND r.key = _idem_read_claim.key
                           AND r.owner = _idem_read_claim.owner
     LEFT JOIN policies AS p ON p.scope = _idem_read_claim.scope;
-    IF state IS NULL OR expires_at <= now THEN
+    IF state IS NULL OR (expires_at <= now AND coalesce(r_unresolved <= now, true)) THEN
         lost := 'The key has no live record: it was released, forgotten, never claimed, or it expired.';
     ELSIF r_fence <> _idem_read_claim.fence THEN
         lost := CASE WHEN r_fence > _idem_read_claim.fence
@@ -69,6 +70,7 @@ BEGIN
            r.response, r.created_at, r.completed_at, r.lease_until, r.expires_at, r.ttl,
            r.owner
     FROM records AS r
-    WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.expires_at > now;
+    WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
+      AND (r.expires_at > now OR r.unresolved_until > now);
 END
 $fn$;

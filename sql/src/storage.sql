@@ -10,7 +10,7 @@ CREATE TABLE :"storage".installed (
     version      text        NOT NULL,
     installed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
-INSERT INTO :"storage".installed (version) VALUES ('0.7.0');
+INSERT INTO :"storage".installed (version) VALUES ('0.8.0');
 
 CREATE SEQUENCE :"storage".fence_seq AS bigint NO CYCLE;
 COMMENT ON SEQUENCE :"storage".fence_seq IS 'pg_idempotency fencing tokens';
@@ -38,6 +38,11 @@ CREATE TABLE :"storage".records (
     -- When the running attempt claimed (a takeover's own time): retry_after counts the
     -- running call's time from it. NULL for records claimed before 0.5.0.
     claimed_at   timestamptz,
+    -- Until when a record whose outcome is unknown is kept past its ttl (expires_at): a
+    -- claim's lease end plus its unresolved bound (a lapsed claim is then taken over, never
+    -- claimed afresh), or a mark's completion plus that bound. NULL for a result, and for
+    -- records claimed before 0.8.0. A record is live while either time is ahead.
+    unresolved_until timestamptz,
     -- Each role its own key space: the same scope and key under two roles are two calls.
     PRIMARY KEY (scope, key, owner)
 ) WITH (
@@ -51,6 +56,26 @@ CREATE TABLE :"storage".records (
 COMMENT ON TABLE :"storage".records IS
     'pg_idempotency: one row per (scope, key, owner); expired rows are absent whether purged or not';
 
+-- Who resolved which unresolved record, when, how, and the record as it stood before
+-- (idem_resolve): read through idem_resolutions.
+CREATE TABLE :"storage".resolutions (
+    resolved_at  timestamptz NOT NULL,
+    resolved_by  regrole     NOT NULL,
+    action       text        NOT NULL
+                 CHECK (action IN ('succeeded', 'failed', 'release', 'forget')),
+    owner        regrole     NOT NULL,
+    scope        text        NOT NULL,
+    key          text        NOT NULL,
+    fence        bigint      NOT NULL,
+    state        text        NOT NULL,
+    why          text        NOT NULL,
+    attempt      integer     NOT NULL,
+    upstream_key uuid        NOT NULL,
+    response     jsonb
+);
+COMMENT ON TABLE :"storage".resolutions IS
+    'pg_idempotency: who resolved an unresolved record, when, how, and the record before';
+
 CREATE TABLE :"storage".policies (
     scope          text        PRIMARY KEY,
     ttl            interval,
@@ -59,7 +84,9 @@ CREATE TABLE :"storage".policies (
     cache_failures boolean,
     on_mismatch    text        CHECK (on_mismatch IN ('reject', 'ignore')),
     updated_at     timestamptz NOT NULL,
-    updated_by     regrole     NOT NULL
+    updated_by     regrole     NOT NULL,
+    -- How long past its ttl a record of the scope whose outcome is unknown is kept (0.8.0).
+    unresolved_ttl interval
 );
 COMMENT ON TABLE :"storage".policies IS 'pg_idempotency: per-scope defaults';
 

@@ -32,3 +32,16 @@ CREATE TYPE :"storage".lookup_result AS (
     ttl          interval,
     owner        regrole);
 COMMENT ON TYPE :"storage".lookup_result IS 'A record as idem_lookup shows it';
+CREATE TYPE :"storage".unresolved_record AS (
+    owner        regrole,
+    scope        text,
+    key          text,
+    state        text,
+    why          text,
+    fence        bigint,
+    attempt      integer,
+    upstream_key uuid,
+    since        timestamptz,
+    until        timestamptz,
+    response     jsonb);
+COMMENT ON TYPE :"storage".unresolved_record IS 'A record awaiting an operator''s decision, as idem_unresolved lists it';

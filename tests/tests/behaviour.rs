@@ -15,6 +15,8 @@
 //! - retry_after: a duplicate is told the running call's estimated time left
 //! - send_email: the product's promise: a tool retried three times sends one email
 //! - sqlstates: both backends raise each of the protocol's SQLSTATEs for the same case
+//! - unresolved: a record whose outcome is unknown outlives its ttl until an operator
+//!   resolves it (audited) or its unresolved bound passes; when a key can be used again
 //! - wait: a duplicate waits for a live holder and replays its result
 
 // The canon crate's test helpers, for canonical: at the root, where they expect each other
@@ -48,5 +50,7 @@ mod retry_after;
 mod send_email;
 #[path = "behaviour/sqlstates.rs"]
 mod sqlstates;
+#[path = "behaviour/unresolved.rs"]
+mod unresolved;
 #[path = "behaviour/wait.rs"]
 mod wait;

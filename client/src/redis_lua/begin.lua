@@ -3,7 +3,8 @@
 -- ARGV: fingerprint (hex or ''), ttl ms, lease ms, on_cache_hit, on_mismatch, a fresh uuid,
 -- the attempt's claim token (or ''), whether an in_progress answer is the call's last
 -- (1/0: a waiting call asks again and counts only its last answer), then
--- protocol::estimate's FLOOR_MS and UNKNOWN_MS. Every limit and default is applied in Rust
+-- protocol::estimate's FLOOR_MS and UNKNOWN_MS, then the unresolved bound in ms (how long
+-- past its ttl the record stays if its outcome becomes unknown). Every limit and default is applied in Rust
 -- (client/src/limits.rs) before the script runs: the ttl and lease come in resolved.
 --
 -- The record's state machine is protocol::decide's (protocol/src/decide.rs), which the
@@ -15,6 +16,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local fp, ttl, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local hit, mis, uuid, tok = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local last, floor, unknown = ARGV[8] == '1', tonumber(ARGV[9]), tonumber(ARGV[10])
+local unresolved = tonumber(ARGV[11])
 -- Each answer is counted where the extension counts it (pg_idempotency/src/begin.rs).
 local function counted(outcome, answer)
   redis.call('HINCRBY', KEYS[3], outcome, 1)
@@ -34,7 +36,9 @@ local raw = redis.call('GET', KEYS[1])
 local e = nil
 if raw then
   e = cjson.decode(raw)
-  if e.exp <= now then e = nil end
+  -- Live until its expiry, or while its outcome is unknown (a lapsed claim, a mark) until
+  -- its unresolved bound (`unr`).
+  if e.exp <= now and not (e.unr and e.unr > now) then e = nil end
 end
 local function claim(attempt, up, created, rfp, recovered, prev)
   local fence = redis.call('INCR', KEYS[2])
@@ -44,13 +48,16 @@ local function claim(attempt, up, created, rfp, recovered, prev)
   end
   local exp = now + ttl
   if prev and prev.exp > exp then exp = prev.exp end
+  local unr = now + lease + unresolved
   local rec = {state = 'in_progress', fence = fence, attempt = attempt, fp = rfp, up = up,
                created = created, claimed = now, lease = now + lease, exp = exp, ttl = ttl,
-               tok = tok, rcv = recovered}
+               tok = tok, rcv = recovered, unr = unr}
+  -- Redis keeps the key until the later of its expiry and its unresolved bound.
+  local keep = math.max(exp, unr)
   -- A new key is claimed with SET NX; an expired row still present, or a record claimed
   -- again, is replaced (this script runs atomically).
-  if prev or not redis.call('SET', KEYS[1], cjson.encode(rec), 'NX', 'PXAT', exp) then
-    redis.call('SET', KEYS[1], cjson.encode(rec), 'PXAT', exp)
+  if prev or not redis.call('SET', KEYS[1], cjson.encode(rec), 'NX', 'PXAT', keep) then
+    redis.call('SET', KEYS[1], cjson.encode(rec), 'PXAT', keep)
   end
   return counted('claimed', {o = 'claimed', fence = fence, attempt = attempt,
                              recovered = recovered, up = up, lease = now + lease, exp = exp})

@@ -5,5 +5,6 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local raw = redis.call('GET', KEYS[1])
 if not raw then return 0 end
 redis.call('DEL', KEYS[1])
-if cjson.decode(raw).exp > now then return 1 end
+local e = cjson.decode(raw)
+if e.exp > now or (e.unr and e.unr > now) then return 1 end
 return 0

@@ -1,6 +1,7 @@
 -- What only the holder may do. KEYS: record, the scope's figures (begin.lua's hash). ARGV:
 -- op (complete | release | extend), fence, then for complete: succeeded (1/0), cache
--- failure (1/0), has response (1/0), response, protocol::estimate's WEIGHT; for extend:
+-- failure (1/0), has response (1/0), response, protocol::estimate's WEIGHT, whether the
+-- response is one of the client's marks (1/0: its outcome is unknown); for extend:
 -- lease ms or '' (the default), the default lease ms (limits::DEFAULT_LEASE).
 -- Answers a state word, or 'lost:<why>' (absent | later | fence | completed) when the
 -- fence does not hold the record, as the server's lease-lost details tell it
@@ -10,7 +11,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local raw = redis.call('GET', KEYS[1])
 if not raw then return 'lost:absent' end
 local e = cjson.decode(raw)
-if e.exp <= now then return 'lost:absent' end
+if e.exp <= now and not (e.unr and e.unr > now) then return 'lost:absent' end
+-- Redis keeps the key until the later of its expiry and its unresolved bound.
+local function keep() if e.unr and e.unr > e.exp then return e.unr end return e.exp end
 local fence = tonumber(ARGV[2])
 if e.fence ~= fence then
   if e.fence > fence then return 'lost:later' end
@@ -30,9 +33,11 @@ if op == 'extend' then
   if lease == nil then lease = math.min(tonumber(ARGV[4]), e.ttl) end
   -- The record's ttl, for the refusal's detail.
   if lease > e.ttl then return 'invalid:' .. tostring(e.ttl) end
+  -- The unresolved bound moves with the lease, by the same length.
+  if e.unr then e.unr = now + lease + (e.unr - e.lease) end
   e.lease = now + lease
   if e.lease > e.exp then e.exp = e.lease end
-  redis.call('SET', KEYS[1], cjson.encode(e), 'PXAT', e.exp)
+  redis.call('SET', KEYS[1], cjson.encode(e), 'PXAT', keep())
   return 'extended:' .. tostring(e.lease)
 end
 -- A claimed attempt completed: its claim-to-completion time moves the scope's estimate
@@ -53,8 +58,10 @@ if ARGV[3] == '0' and ARGV[4] == '0' then
 end
 if ARGV[3] == '1' then e.state = 'succeeded' else e.state = 'failed' end
 if ARGV[5] == '1' then e.resp = ARGV[6] end
+-- A mark is kept for the claim's unresolved bound from now; a result is not.
+if ARGV[8] == '1' and e.unr then e.unr = now + (e.unr - e.lease) else e.unr = nil end
 e.completed = now
 e.lease = nil
 e.exp = now + e.ttl
-redis.call('SET', KEYS[1], cjson.encode(e), 'PXAT', e.exp)
+redis.call('SET', KEYS[1], cjson.encode(e), 'PXAT', keep())
 return e.state

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 use crate::common::*;
 use async_trait::async_trait;
 use idempotency::*;
-use pg_idempotency_tests::until_async;
+use pg_idempotency_tests::{until_async, Deadline};
 use serde_json::{json, Value};
 use tokio::sync::{Notify, Semaphore};
 
@@ -524,6 +524,57 @@ async fn an_unknown_outcome_is_a_decision(store: Arc<dyn IdempotencyStore>) {
     }
 }
 
+/// A crashed call retried after its ttl is still an unknown outcome (0.8.0): the takeover
+/// refuses under `Refuse` and runs nothing, and the refusal's mark outlives the tool's own
+/// short ttl: every later retry is refused too, until an operator forgets the record.
+async fn a_crashed_call_retried_after_its_ttl_is_still_unknown(store: Arc<dyn IdempotencyStore>) {
+    let (tool, sent) = (unique("place_order"), Arc::new(AtomicU32::new(0)));
+    let input = json!({"order": 17});
+    let key = hash_key(&input);
+    let ttl = Duration::from_millis(400);
+    let crashed = BeginOptions {
+        request: Some(input.clone()),
+        ttl: Some(ttl),
+        lease: Some(Duration::from_millis(100)),
+        ..BeginOptions::default()
+    };
+    let Begin::Claimed(dead) = store.begin(&tool, &key, &crashed).await.unwrap() else {
+        panic!("no claim")
+    };
+    let past = |at: SystemTime| async move {
+        let mut deadline = Deadline::new("the store's time to pass", Duration::from_secs(10));
+        while SystemTime::now() <= at {
+            deadline.tick().await;
+        }
+    };
+    past(dead.expires_at).await;
+    let d = Dispatcher::new(store.clone());
+    let settings = Idempotent::new()
+        .ttl(ttl)
+        .on_unknown_outcome(OnUnknownOutcome::Refuse);
+    d.register(ToolSpec::new(&tool, counting(sent.clone())).idempotent(settings))
+        .unwrap();
+    let e = d.dispatch(&tool, input.clone()).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::OutcomeUnknown, "{e:?}");
+    assert_eq!(sent.load(Ordering::SeqCst), 0, "the crashed call ran again");
+    let marked = store.lookup(&tool, &key).await.unwrap().expect("the mark");
+    assert_eq!(marked.upstream_key, dead.upstream_key);
+    past(marked.expires_at).await;
+    let again = d.dispatch(&tool, input.clone()).await.unwrap_err();
+    assert_eq!(
+        again.kind,
+        ErrorKind::OutcomeUnknown,
+        "the mark ended with its ttl"
+    );
+    assert!(again.replayed());
+    assert_eq!(sent.load(Ordering::SeqCst), 0);
+    assert!(store.forget(&tool, &key).await.unwrap());
+    assert!(matches!(
+        d.dispatch(&tool, input.clone()).await.unwrap(),
+        Dispatched::Ran(_)
+    ));
+}
+
 /// A tool without settings anywhere is not deduplicated: every call runs, nothing is
 /// stored. `KeyStrategy::None` says the same explicitly; the dispatcher's defaults or a
 /// toolkit's settings turn deduplication on.
@@ -677,6 +728,12 @@ macro_rules! suite {
             async fn unknown_outcome() {
                 if let Some(s) = store().await {
                     an_unknown_outcome_is_a_decision(s).await
+                }
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn unknown_after_the_ttl() {
+                if let Some(s) = store().await {
+                    a_crashed_call_retried_after_its_ttl_is_still_unknown(s).await
                 }
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

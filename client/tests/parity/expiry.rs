@@ -47,10 +47,12 @@ pub async fn an_expired_record_is_claimed_afresh(h: Harness) {
 }
 
 /// An expired claim's holder has lost it: its fence is refused, the key has no live record.
+/// (A lapsed claim is kept past its ttl for its unresolved bound: a short one here.)
 pub async fn an_expired_claims_holder_has_lost_it(h: Harness) {
     let sc = h.scope("gone");
     let o = BeginOptions {
         ttl: Some(Duration::from_millis(150)),
+        unresolved_ttl: Some(Duration::from_millis(1)),
         ..opts()
     };
     let c = claimed(h.begin(&sc, KEY, &o).await);
@@ -64,6 +66,7 @@ pub async fn purge_removes_only_expired_records(h: Harness) {
     let sc = h.scope("purge");
     let brief = BeginOptions {
         ttl: Some(Duration::from_millis(100)),
+        unresolved_ttl: Some(Duration::from_millis(1)),
         ..opts()
     };
     let lapsing = BeginOptions {

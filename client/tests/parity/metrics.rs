@@ -46,10 +46,12 @@ pub async fn counts_records_and_outcomes(h: Harness) {
     h.complete(&sc, "b", b.fence, Some(&json!({})), false, Some(true))
         .await
         .unwrap();
-    // c: its lease lapses; d: it expires (its lease is its ttl).
+    // c: its lease lapses; d: it expires (its lease is its ttl; its unresolved bound, which
+    // keeps a lapsed claim past its ttl, is short too).
     let short = |lease: Option<u64>, ttl: Option<u64>| BeginOptions {
         lease: lease.map(Duration::from_millis),
         ttl: ttl.map(Duration::from_millis),
+        unresolved_ttl: ttl.map(|_| Duration::from_millis(1)),
         ..opts()
     };
     let c = claimed(h.begin(&sc, "c", &short(Some(100), None)).await);

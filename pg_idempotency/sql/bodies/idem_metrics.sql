@@ -1,13 +1,13 @@
     WITH now AS (SELECT clock_timestamp() AS t, idempotency._idem_visible_owner() AS visible),
     stored AS (
         SELECT r.owner, r.scope,
-               count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'in_progress') AS in_progress,
-               count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'succeeded') AS succeeded,
-               count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'failed') AS failed,
-               count(*) FILTER (WHERE r.expires_at > now.t AND r.state = 'in_progress'
+               count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'in_progress') AS in_progress,
+               count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'succeeded') AS succeeded,
+               count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'failed') AS failed,
+               count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'in_progress'
                                   AND r.lease_until <= now.t) AS lapsed,
-               count(*) FILTER (WHERE r.expires_at <= now.t) AS expired,
-               now.t - min(r.created_at) FILTER (WHERE r.expires_at > now.t
+               count(*) FILTER (WHERE r.expires_at <= now.t AND COALESCE(r.unresolved_until <= now.t, true)) AS expired,
+               now.t - min(r.created_at) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t)
                                                   AND r.state = 'in_progress') AS oldest_in_progress
         FROM idempotency.records r, now
         WHERE now.visible IS NULL OR r.owner = now.visible

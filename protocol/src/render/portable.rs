@@ -37,6 +37,7 @@ pub const BEFORE: &[&str] = &[
     "types",
     "reads",
     "claims",
+    "operators",
 ];
 
 /// The hand-written parts after the grants.

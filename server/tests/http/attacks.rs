@@ -295,7 +295,7 @@ async fn a_store_error_answer_carries_no_database_text() {
             db.admin(&format!(
                 "GRANT idempotency_user TO {role_ident}; \
                  ALTER FUNCTION public.idem_begin(text, text, jsonb, interval, interval, text, \
-                   text, interval, uuid) RENAME TO idem_begin_gone"
+                   text, interval, uuid, interval) RENAME TO idem_begin_gone"
             ));
             db.words("SELECT public.idem_begin('s', 'k')", Some(&role_ident))
         })

@@ -65,7 +65,7 @@ BEGIN
         items := items || it.i;
         answers := answers || _idem_begin_one(c_scope, ks[it.i], NULL, fps[it.i],
             idem_begin_batch.ttl, idem_begin_batch.lease, idem_begin_batch.on_cache_hit,
-            idem_begin_batch.on_mismatch, '0', v_tokens[it.i], true);
+            idem_begin_batch.on_mismatch, '0', v_tokens[it.i], NULL, true);
     END LOOP;
     RETURN QUERY
         SELECT items[s], (answers[s]).outcome, (answers[s]).fence, (answers[s]).attempt,

@@ -8,6 +8,6 @@ DECLARE
     gone timestamptz;
 BEGIN
     DELETE FROM records AS r WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
-    RETURNING r.expires_at INTO gone;
+    RETURNING greatest(r.expires_at, r.unresolved_until) INTO gone;
     RETURN coalesce(gone > now, false);
 END

@@ -1,2 +1,3 @@
-    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by
+    SELECT scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, unresolved_ttl,
+           updated_at, updated_by
     FROM policies ORDER BY scope

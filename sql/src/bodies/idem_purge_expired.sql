@@ -1,6 +1,7 @@
 -- Walks the table in physical order, batch_size expired rows per statement, locked with
 -- SKIP LOCKED (a row a concurrent idem_begin is claiming again is left for the next run)
--- and re-checked under the lock, so a live record is never deleted. No index on
+-- and re-checked under the lock, so a live record is never deleted (nor one whose outcome
+-- is unknown before its unresolved bound). No index on
 -- expires_at: its updates would make every completion a non-HOT update.
 #variable_conflict use_column
 DECLARE
@@ -21,10 +22,12 @@ BEGIN
         WITH doomed AS (
             SELECT r.ctid FROM records AS r
             WHERE r.ctid > done_upto AND r.expires_at <= now
+              AND coalesce(r.unresolved_until <= now, true)
             LIMIT n FOR UPDATE SKIP LOCKED),
         gone AS (
             DELETE FROM records AS r USING doomed
             WHERE r.ctid = doomed.ctid AND r.expires_at <= now
+              AND coalesce(r.unresolved_until <= now, true)
             RETURNING r.ctid)
         SELECT count(*), max(gone.ctid) INTO deleted, batch_end FROM gone;
         total := total + deleted;

@@ -14,7 +14,7 @@ SELECT outcome FROM idem_begin(:'s', 'a', '{"n": 1}');
 SELECT fence AS f FROM idem_begin(:'s', 'b') \gset
 SELECT state FROM idem_complete(:'s', 'b', :f, '{}', succeeded => false, cache_failure => true);
 SELECT outcome FROM idem_begin(:'s', 'c', lease => '100 ms');
-SELECT outcome FROM idem_begin(:'s', 'd', ttl => '100 ms');
+SELECT outcome FROM idem_begin(:'s', 'd', ttl => '100 ms', unresolved_ttl => '1 microsecond');
 -- Until c's lease has lapsed and d has expired (its lease is its ttl), as they say.
 SELECT pg_sleep_until(max(r.lease_until) + interval '1 ms') AS lapsed
 FROM unnest(ARRAY['c', 'd']) k, idem_lookup(:'s', k) r;

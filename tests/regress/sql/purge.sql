@@ -4,7 +4,7 @@
 
 -- 250 records that expire at once, 20 live claims, 10 live results, and 5 claims whose
 -- lease lapsed but whose ttl has not: all of those but the first 250 are live.
-SELECT count(*) FROM (SELECT idem_begin('purge', 'gone-' || g, ttl => '100 ms', lease => '100 ms') FROM generate_series(1, 250) g) x;
+SELECT count(*) FROM (SELECT idem_begin('purge', 'gone-' || g, ttl => '100 ms', lease => '100 ms', unresolved_ttl => '1 microsecond') FROM generate_series(1, 250) g) x;
 SELECT count(*) FROM (SELECT idem_begin('purge', 'live-' || g) FROM generate_series(1, 20) g) x;
 SELECT count(*) FROM (SELECT idem_complete('purge', 'live-' || g,
                                            (SELECT fence FROM idem_lookup('purge', 'live-' || g)), '{}')

@@ -43,7 +43,7 @@ RESET ROLE;
 CREATE ROLE idem_ops LOGIN IN ROLE idempotency_admin;
 -- A record of idem_app's that expires as soon as it is made (a ttl of 1 microsecond).
 SET ROLE idem_app;
-SELECT outcome FROM idem_begin('s', 'expired', ttl => '1 microsecond');
+SELECT outcome FROM idem_begin('s', 'expired', ttl => '1 microsecond', unresolved_ttl => '1 microsecond');
 RESET ROLE;
 SELECT count(*) AS stored FROM idempotency.records \gset
 SET ROLE idem_ops;
@@ -129,7 +129,7 @@ SELECT scope, ttl FROM public.idem_set_policy('h', ttl => '1 hour');
 SELECT count(*) AS policies FROM public.idem_policies() p WHERE p.scope OPERATOR(pg_catalog.=) 'h';
 SELECT public.idem_drop_policy('h');
 SELECT outcome FROM public.idem_begin('h', 'live');
-SELECT outcome FROM public.idem_begin('h', 'expired', ttl => '1 microsecond');
+SELECT outcome FROM public.idem_begin('h', 'expired', ttl => '1 microsecond', unresolved_ttl => '1 microsecond');
 SELECT pg_catalog.count(*) AS stored FROM idempotency.records \gset
 SELECT public.idem_purge_expired() AS purged \gset
 SELECT scope, in_progress, succeeded, failed, expired

@@ -146,7 +146,7 @@ const PLANTING: &[&str] = &[
     "CREATE FUNCTION public.idem_begin(varchar, varchar) RETURNS int LANGUAGE sql AS 'SELECT 1'",
     "CREATE OR REPLACE FUNCTION public.idem_hash(request jsonb) RETURNS bytea \
        LANGUAGE sql AS 'SELECT ''\\x00''::bytea'",
-    "ALTER FUNCTION public.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid) \
+    "ALTER FUNCTION public.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval) \
        SET search_path = public",
     "ALTER FUNCTION public.idem_complete(text, text, bigint, jsonb, boolean, boolean) \
        RENAME TO idem_complete_old",
@@ -274,11 +274,12 @@ const SQUATS: &[(&str, &str)] = &[
     (
         "CREATE FUNCTION public.idem_begin(scope text, key text, request jsonb DEFAULT NULL, \
            ttl interval DEFAULT NULL, lease interval DEFAULT NULL, on_cache_hit text DEFAULT NULL, \
-           on_mismatch text DEFAULT NULL, wait interval DEFAULT '0', claim_token uuid DEFAULT NULL) \
+           on_mismatch text DEFAULT NULL, wait interval DEFAULT '0', claim_token uuid DEFAULT NULL, \
+           unresolved_ttl interval DEFAULT NULL) \
          RETURNS text LANGUAGE sql AS $$ SELECT 'claimed' $$; \
          GRANT EXECUTE ON FUNCTION public.idem_begin(text, text, jsonb, interval, interval, \
-           text, text, interval, uuid) TO PUBLIC",
-        "DROP FUNCTION public.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid)",
+           text, text, interval, uuid, interval) TO PUBLIC",
+        "DROP FUNCTION public.idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval)",
     ),
     (
         "CREATE FUNCTION public.idem_hash(request jsonb) RETURNS bytea LANGUAGE sql \

@@ -541,7 +541,8 @@ fn exercise_admin_api(c: &mut Client, admin: &mut Client) {
     admin
         .execute(
             "UPDATE idempotency.records SET lease_until = NULL, state = 'succeeded', \
-             expires_at = clock_timestamp() - interval '1 minute' WHERE key = 'old'",
+             expires_at = clock_timestamp() - interval '1 minute', unresolved_until = NULL \
+             WHERE key = 'old'",
             &[],
         )
         .unwrap();

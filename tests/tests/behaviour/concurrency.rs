@@ -83,8 +83,11 @@ fn twenty_four_begins_after_a_lapsed_lease_give_one_takeover() {
 fn twenty_four_begins_after_expiry_give_one_fresh_claim() {
     let scope = scope("race-expired");
     let mut c = connect();
-    c.execute("SELECT idem_begin($1, 'k', ttl => '50 ms')", &[&scope])
-        .unwrap();
+    c.execute(
+        "SELECT idem_begin($1, 'k', ttl => '50 ms', unresolved_ttl => '50 ms')",
+        &[&scope],
+    )
+    .unwrap();
     wait_for_expiry(&mut c, &scope, &["k".to_string()]);
     let winner = one_claim(&race(24, &scope, "k"));
     assert!(!winner.recovered);

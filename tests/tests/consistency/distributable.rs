@@ -209,7 +209,7 @@ fn every_statement_on_the_tables_keeps_to_the_rules_of_a_distributed_table() {
          SELECT * FROM idem_metrics();
          SELECT * FROM idem_policies();
          SELECT idem_drop_policy('s');
-         SELECT * FROM idem_begin('t', 'e', ttl => '1 s', lease => '100 ms');",
+         SELECT * FROM idem_begin('t', 'e', ttl => '1 s', lease => '100 ms', unresolved_ttl => '1 s');",
     )
     .unwrap();
     let _ = c.query(
@@ -217,7 +217,7 @@ fn every_statement_on_the_tables_keeps_to_the_rules_of_a_distributed_table() {
         &[],
     );
     wait_for_lapse(&mut c, "t", "e");
-    c.batch_execute("SELECT * FROM idem_begin('t', 'e', ttl => '1 s', lease => '100 ms')")
+    c.batch_execute("SELECT * FROM idem_begin('t', 'e', ttl => '1 s', lease => '100 ms', unresolved_ttl => '1 s')")
         .unwrap();
     wait_for_expiry(&mut c, "t", &["e".to_string()]);
     c.batch_execute("SELECT idem_purge_expired(); SELECT idem_purge_expired(1);")

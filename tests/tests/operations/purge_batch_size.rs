@@ -20,7 +20,7 @@ fn a_purge_without_batch_size_walks_the_setting_s_batches_to_the_end() {
     let sc = scope("purge-batch");
     let keys: Vec<String> = (0..5).map(|i| format!("k{i}")).collect();
     c.execute(
-        "SELECT count(idem_begin($1, k, ttl => '10 ms', lease => '10 ms')) FROM unnest($2::text[]) k",
+        "SELECT count(idem_begin($1, k, ttl => '10 ms', lease => '10 ms', unresolved_ttl => '10 ms')) FROM unnest($2::text[]) k",
         &[&sc, &keys],
     )
     .unwrap();

@@ -16,7 +16,7 @@ fn purging_never_removes_a_live_claim() {
     for round in 0..5 {
         // Every key expires ...
         c.execute(
-            "SELECT count(idem_begin($1, k, ttl => '20 ms', lease => '20 ms')) FROM unnest($2::text[]) k",
+            "SELECT count(idem_begin($1, k, ttl => '20 ms', lease => '20 ms', unresolved_ttl => '20 ms')) FROM unnest($2::text[]) k",
             &[&scope, &keys],
         )
         .unwrap();

@@ -43,7 +43,8 @@ fn set_interval(admin: &mut Client, seconds: i32) {
 /// Adds `n` records that expire 50 ms from now, and waits until they have expired.
 fn expire_some(c: &mut Client, n: i32) {
     c.execute(
-        "SELECT count(idem_begin('worker', 'gone-' || g || '-' || clock_timestamp(), ttl => '50 ms', lease => '50 ms')) \
+        "SELECT count(idem_begin('worker', 'gone-' || g || '-' || clock_timestamp(), ttl => '50 ms', lease => '50 ms', \
+                                     unresolved_ttl => '50 ms')) \
          FROM generate_series(1, $1) g",
         &[&n],
     )

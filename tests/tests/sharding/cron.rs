@@ -43,7 +43,7 @@ fn a_pg_cron_job_on_the_proxy_purges_every_partition() {
     assert!((0..2).all(|p| gone.iter().any(|k| partition_of(&scope, k, 2) == p)));
     for key in &gone {
         c.execute(
-            "SELECT idem_begin($1, $2, ttl => '10 ms', lease => '10 ms')",
+            "SELECT idem_begin($1, $2, ttl => '10 ms', lease => '10 ms', unresolved_ttl => '10 ms')",
             &[&scope, key],
         )
         .unwrap();

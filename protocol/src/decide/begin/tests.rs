@@ -23,6 +23,7 @@ fn running(lease_left: i64) -> Read<'static, i64> {
         expires_at: NOW + 3600 * SECOND,
         claimed_at: NOW - 300_000,
         claim_token: Some(TOKEN),
+        unresolved_until: None,
     }
 }
 
@@ -37,6 +38,24 @@ fn completed(state: State) -> Read<'static, i64> {
 fn expired(r: Read<'static, i64>) -> Read<'static, i64> {
     Read {
         expires_at: NOW,
+        ..r
+    }
+}
+
+/// Past its expiry, but its outcome unknown: kept until its unresolved bound, a minute on.
+fn unresolved(r: Read<'static, i64>) -> Read<'static, i64> {
+    Read {
+        expires_at: NOW,
+        unresolved_until: Some(NOW + 60 * SECOND),
+        ..r
+    }
+}
+
+/// Past its unresolved bound too.
+fn unresolved_over(r: Read<'static, i64>) -> Read<'static, i64> {
+    Read {
+        expires_at: NOW - SECOND,
+        unresolved_until: Some(NOW),
         ..r
     }
 }
@@ -123,6 +142,9 @@ fn rows() -> Vec<Row> {
         row("no record", None, call(), Step::Claim),
         row("an expired completed record", Some(expired(completed(State::Succeeded))), call(), Step::Claim),
         row("an expired running record", Some(expired(running(minute))), call(), Step::Claim),
+        row("a lapsed claim past its ttl, before its unresolved bound", Some(unresolved(running(-1))), call(), Step::TakeOver { recovered: true }),
+        row("a mark past its ttl, before its unresolved bound", Some(unresolved(completed(State::Failed))), call(), Step::Replay),
+        row("a lapsed claim past its unresolved bound", Some(unresolved_over(running(-1))), call(), Step::Claim),
         row("an expired record of another request", Some(expired(completed(State::Failed))), other_request(), Step::Claim),
         row("a success is replayed", Some(completed(State::Succeeded)), call(), Step::Replay),
         row("a cached failure is replayed", Some(completed(State::Failed)), call(), Step::Replay),
@@ -200,6 +222,7 @@ fn works_on_system_time() {
         expires_at: now + Duration::from_secs(3600),
         claimed_at: now - Duration::from_millis(10),
         claim_token: None,
+        unresolved_until: None,
     };
     let step = begin(Some(&r), &call(), now, || 0, || Some(2_000_000));
     assert_eq!(

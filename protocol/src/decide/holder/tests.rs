@@ -15,6 +15,7 @@ fn record(state: State, fence: i64) -> Read<'static, i64> {
         expires_at: NOW + 60_000_000,
         claimed_at: NOW - 1,
         claim_token: None,
+        unresolved_until: None,
     }
 }
 

@@ -1,0 +1,1 @@
+    SELECT * FROM idempotency._idem_resolution_rows($1)

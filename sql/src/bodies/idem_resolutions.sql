@@ -1,0 +1,1 @@
+    SELECT * FROM _idem_resolution_rows($1)

@@ -1,0 +1,1 @@
+    SELECT * FROM _idem_unresolved_rows($1)
