@@ -108,8 +108,12 @@ impl ExactlyOnce {
     /// Registers a tool; one that requires idempotency and would not be deduplicated (or
     /// has a zero ttl) is refused here, not at its first call.
     pub fn register(&self, spec: TxToolSpec) -> Result<()> {
-        let (idem, protected) =
-            resolve::layer(spec.idempotent.as_ref(), None, self.defaults.as_ref());
+        let (idem, protected) = resolve::layer(
+            spec.idempotent.as_ref(),
+            None,
+            self.defaults.as_ref(),
+            false,
+        );
         let reg = Registered {
             spec,
             idem,

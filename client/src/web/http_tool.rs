@@ -8,10 +8,10 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use super::action::{Action, Params, UpstreamKey};
+use super::bodiless;
 use super::endpoint::{kind_of, Endpoint};
 use super::headers::Headers;
 use super::retry_after;
-use super::unsafe_method;
 use crate::error::{Error, ErrorKind, Result};
 use crate::tool::{CallContext, FailureRecord, Tool, ToolError};
 
@@ -23,13 +23,15 @@ pub(crate) struct HttpTool {
     pub(crate) http: SharedClient,
     pub(crate) action: Action,
     pub(crate) endpoint: Endpoint,
+    /// Whether it changes something upstream (`super::side_effect_of`): its requests then
+    /// carry `Idempotency-Key`.
+    pub(crate) side_effect: bool,
 }
 
 impl HttpTool {
-    /// Whether the input travels as query parameters: always on a safe method, which has
-    /// no body.
+    /// Whether the input travels as query parameters: always on a method without a body.
     fn in_query(&self) -> bool {
-        !(matches!(self.action.params, Params::Body) && unsafe_method(&self.action.method))
+        !(matches!(self.action.params, Params::Body) && !bodiless(&self.action.method))
     }
 }
 
@@ -103,7 +105,7 @@ impl Tool for HttpTool {
             req.json(&input)
         };
         let mut keyed = false;
-        if unsafe_method(&a.method) {
+        if self.side_effect {
             let key = match a.upstream_key {
                 UpstreamKey::CallKey => ctx.key,
                 UpstreamKey::Record => ctx.upstream_key.map(|u| u.to_string()).or(ctx.key),

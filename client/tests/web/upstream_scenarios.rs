@@ -21,7 +21,9 @@ use crate::web::upstream::Upstream;
 pub async fn retries_execute_once(store: Store) {
     let Some(u) = Upstream::start() else { return };
     let name = unique_action("charge");
-    let action = Action::new(name.clone(), Method::POST, format!("{}/charges", u.base));
+    // The bare call key: the one choice a process that lost its records still sends alike.
+    let action = Action::new(name.clone(), Method::POST, format!("{}/charges", u.base))
+        .upstream_key(UpstreamKey::CallKey);
     let input = json!({"amount": 1200, "card": "c1"});
     let web = WebExecutor::new(store);
     web.register(action.clone()).unwrap();
