@@ -8,7 +8,9 @@
 //!   roll back together
 //! - calls/precedence.rs: which setting governs a call: the call's own, the tool's, its
 //!   toolkit's, the scope's policy in the database, the server's settings
-//! - calls/toolkit.rs: toolkits' settings field by field, what no level sets is not sent
+//! - calls/toolkit.rs: a tool's settings replace its toolkit's whole (field by field on
+//!   request), what the governing settings leave unset is not sent
+//! - calls/reads.rs: read-only tools are deduplicated by their own settings only
 //! - calls/typed.rs: typed tools (`#[idempotency::tool]`): run once, bad input refused
 //!   before any claim, listed with their schema
 //! - calls/unstorable.rs: what no store can hold, refused alike before anything is sent
@@ -33,6 +35,7 @@ mod calls {
     pub mod hostile_input;
     pub mod pg_store;
     pub mod precedence;
+    pub mod reads;
     pub mod toolkit;
     pub mod typed;
     pub mod unstorable;

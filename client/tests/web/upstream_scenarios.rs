@@ -199,3 +199,70 @@ async fn take_over(web: &WebExecutor, name: &str, input: &Value) -> Result<Value
         other => panic!("the takeover did not run the call: {other:?}"),
     }
 }
+
+/// Two actions to one provider whose calls share an explicit key (an order's creation and
+/// its cancellation, both keyed by the order id): by default each sends the record's
+/// upstream key, unique per (owner, scope, key), so the provider (which refuses a key
+/// reused with another request, 417, as Stripe does) executes both. The bare call key
+/// (`UpstreamKey::CallKey`) is the hazard its docs name: the second is refused.
+pub async fn two_actions_sharing_a_key_send_the_provider_two(store: Store) {
+    for which in [None, Some(UpstreamKey::CallKey)] {
+        let Some(u) = Upstream::start() else { return };
+        let web = WebExecutor::new(store.clone());
+        let (create, cancel) = (unique_action("create_order"), unique_action("cancel_order"));
+        let by_order =
+            || Idempotent::new().key_supplier(|v| v["order"].as_str().map(str::to_string));
+        let mut actions = [
+            Action::new(create.clone(), Method::POST, format!("{}/orders", u.base)),
+            Action::new(
+                cancel.clone(),
+                Method::POST,
+                format!("{}/orders/{{order}}/cancel", u.base),
+            ),
+        ];
+        for a in &mut actions {
+            *a = a.clone().idempotent(by_order());
+            if let Some(w) = which {
+                *a = a.clone().upstream_key(w);
+            }
+        }
+        for a in actions {
+            web.register(a).unwrap();
+        }
+        let order = json!({"order": "o-17"});
+        let created = web.execute(&create, order.clone()).await.unwrap();
+        let Dispatched::Ran(created) = created else {
+            panic!("{which:?}: the creation did not run: {created:?}")
+        };
+        let cancelled = web.execute(&cancel, order.clone()).await;
+        let counts = u.counts().await;
+        match which {
+            None => {
+                let Ok(Dispatched::Ran(cancelled)) = cancelled else {
+                    panic!("the cancellation did not run: {cancelled:?}")
+                };
+                assert_eq!(cancelled["what"], "cancelled", "{cancelled}");
+                assert_eq!(counts["executions"], 2, "{counts}");
+                assert_eq!(counts["misused"], 0, "{counts}");
+                // What each sent is its own record's uuid: stable for that call, unique to it.
+                for (name, answer) in [(&create, &created), (&cancel, &cancelled)] {
+                    let record = store.lookup(name, "o-17").await.unwrap().unwrap();
+                    assert_eq!(answer["key"], record.upstream_key.to_string(), "{name}");
+                }
+                assert_ne!(created["key"], cancelled["key"]);
+                // A repeat of each is its own replay, not the other's answer.
+                assert_eq!(
+                    web.execute(&cancel, order.clone()).await.unwrap(),
+                    Dispatched::Replayed(cancelled)
+                );
+            }
+            Some(_) => {
+                let e = cancelled.expect_err("the provider took one key for two requests");
+                assert_eq!(e.kind, ErrorKind::Http, "{e}");
+                assert_eq!(e.response().unwrap()["status"], 417, "{e}");
+                assert_eq!(counts["executions"], 1, "{counts}");
+                assert_eq!(counts["misused"], 1, "{counts}");
+            }
+        }
+    }
+}
