@@ -10,6 +10,8 @@
 //!   toolkit's, the scope's policy in the database, the server's settings
 //! - calls/toolkit.rs: a tool's settings replace its toolkit's whole (field by field on
 //!   request), what the governing settings leave unset is not sent
+//! - calls/example.rs: the framework's IdempotencyExample (client/examples/
+//!   idempotency_example/) does what it shows, on PgStore and a local mail provider
 //! - calls/reads.rs: read-only tools are deduplicated by their own settings only
 //! - calls/typed.rs: typed tools (`#[idempotency::tool]`): run once, bad input refused
 //!   before any claim, listed with their schema
@@ -26,11 +28,18 @@
 mod common;
 mod toolkit_upstream;
 
+// The framework's example program's pieces (calls/example.rs runs them).
+#[path = "../examples/idempotency_example/example.rs"]
+mod idempotency_example;
+#[path = "../examples/idempotency_example/mail_service.rs"]
+mod mail_service;
+
 mod calls {
     pub mod api_schema;
     pub mod default_store;
     pub mod dispatcher;
     pub mod exactly_once;
+    pub mod example;
     pub mod holder;
     pub mod hostile_input;
     pub mod pg_store;

@@ -78,6 +78,11 @@ impl WebExecutor {
         self
     }
 
+    /// The store calls are remembered in (one store can serve a `Dispatcher` too).
+    pub fn store(&self) -> &Arc<dyn IdempotencyStore> {
+        self.dispatcher.store()
+    }
+
     pub fn register(&self, action: Action) -> Result<()> {
         let (spec, fingerprint) = self.tool_of(action, None)?;
         self.dispatcher.register(spec)?;
