@@ -86,9 +86,10 @@ pub async fn a_takeover_after_the_provider_finished(store: Store) {
 
 /// As above, but the takeover reaches the provider while it still runs the first
 /// request: the provider answers 409, which is retried under the same key until the
-/// provider is done and replays. Under `UpstreamKey::Record` the 409 must not lose the
-/// uuid: failures are remembered and re-run (an uncached failure leaves no record, and
-/// the next claim would mint a new uuid).
+/// provider is done and replays. Under `UpstreamKey::Record` (the default) the 409 must
+/// not lose the uuid: by default its claim is left to lapse (the effect is under way) and
+/// taken over with the same uuid; with failures remembered and re-run, the failed record
+/// keeps it.
 pub async fn a_takeover_while_the_provider_still_runs(store: Store) {
     let rerun_failures = Idempotent::new()
         .cache_failures(true)
@@ -96,6 +97,7 @@ pub async fn a_takeover_while_the_provider_still_runs(store: Store) {
     for (which, idem) in [
         (UpstreamKey::CallKey, Idempotent::new()),
         (UpstreamKey::Record, rerun_failures),
+        (UpstreamKey::Record, Idempotent::new()),
     ] {
         let Some(u) = Upstream::start() else { return };
         let (web, name) = hanging_charge(&u, &store, which, idem);
