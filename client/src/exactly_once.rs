@@ -91,8 +91,9 @@ impl ExactlyOnce {
         ExactlyOnce::default()
     }
 
-    /// What every tool leaves unset (field by field). With defaults, every tool is
-    /// deduplicated (HashInput unless a level names a strategy).
+    /// The settings of every tool without its own (a tool's own replace these whole, unless
+    /// they say `Idempotent::inherit_unset`). With defaults, every tool is deduplicated
+    /// (HashInput unless a level names a strategy).
     pub fn with_defaults(mut self, idem: Idempotent) -> ExactlyOnce {
         self.defaults = Some(idem);
         self
