@@ -31,7 +31,7 @@ pub(crate) struct HttpTool {
 impl HttpTool {
     /// Whether the input travels as query parameters: always on a method without a body.
     fn in_query(&self) -> bool {
-        !(matches!(self.action.params, Params::Body) && !bodiless(&self.action.method))
+        !matches!(self.action.params, Params::Body) || bodiless(&self.action.method)
     }
 }
 
