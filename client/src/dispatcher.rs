@@ -40,8 +40,9 @@ pub struct Dispatcher {
     unanswered: Unanswered,
 }
 
-/// A registered tool with its settings layered: its own over its toolkit's over the
-/// dispatcher's defaults (a call's own, where given, go over these at dispatch).
+/// A registered tool with the settings that govern it: its own, else its toolkit's, else
+/// the dispatcher's defaults (see `resolve::layer`); a call's own, where given, go over
+/// these field by field at dispatch.
 struct Registered {
     spec: ToolSpec,
     idem: Idempotent,
@@ -77,9 +78,12 @@ impl Dispatcher {
         Dispatcher::new(Arc::new(MemoryStore::new()))
     }
 
-    /// What every tool leaves unset, below its toolkit's settings (field by field). With
-    /// defaults, every tool is deduplicated (HashInput unless a level names a strategy);
-    /// without (the default), only tools whose own or toolkit's settings exist are.
+    /// The settings of every tool that has none of its own and no toolkit's (settings on a
+    /// tool or toolkit replace these whole, unless they opt in to inheriting:
+    /// `Idempotent::inherit_unset`). With defaults, every tool with a side effect is
+    /// deduplicated (HashInput unless a level names a strategy); a read-only tool
+    /// (`side_effect(false)`) never is by defaults, only by settings of its own. Without
+    /// defaults (the default), only tools whose own or toolkit's settings exist are.
     pub fn with_defaults(mut self, idem: Idempotent) -> Dispatcher {
         self.defaults = Some(idem);
         self
@@ -97,8 +101,10 @@ impl Dispatcher {
         self.register_group(vec![spec], None, None)
     }
 
-    /// Registers a toolkit's tools, each with its own settings over the toolkit's, field by
-    /// field. One refused tool refuses them all: none is registered.
+    /// Registers a toolkit's tools: a tool with settings of its own runs by them alone
+    /// (the toolkit's fill its unset fields only where it says `Idempotent::inherit_unset`),
+    /// a tool without runs by the toolkit's; a read-only tool is deduplicated only by its
+    /// own. One refused tool refuses them all: none is registered.
     pub fn register_toolkit(&self, toolkit: Toolkit) -> Result<()> {
         self.register_group(
             toolkit.members,
@@ -115,8 +121,21 @@ impl Dispatcher {
     ) -> Result<()> {
         let mut registered = Vec::with_capacity(specs.len());
         for spec in specs {
-            let (idem, protected) =
-                resolve::layer(spec.idempotent.as_ref(), kit, self.defaults.as_ref());
+            let read_only = !spec.side_effect;
+            let (idem, protected) = resolve::layer(
+                spec.idempotent.as_ref(),
+                kit,
+                self.defaults.as_ref(),
+                read_only,
+            );
+            if read_only && !protected && (kit.is_some() || self.defaults.is_some()) {
+                // Said once, where the choice is made: a read is never deduplicated by
+                // settings it does not carry itself (ToolInfo::deduplicated says so too).
+                tracing::info!(
+                    tool = %spec.name,
+                    "a read-only tool is not deduplicated by its toolkit's settings or the dispatcher's defaults; give it settings of its own (ToolSpec::idempotent) to deduplicate its calls"
+                );
+            }
             let reg = Registered {
                 idem,
                 protected,

@@ -93,8 +93,9 @@ impl ExactlyOnce {
         ExactlyOnce::default()
     }
 
-    /// What every tool leaves unset (field by field). With defaults, every tool is
-    /// deduplicated (HashInput unless a level names a strategy).
+    /// The settings of every tool without its own (a tool's own replace these whole, unless
+    /// they say `Idempotent::inherit_unset`). With defaults, every tool is deduplicated
+    /// (HashInput unless a level names a strategy).
     pub fn with_defaults(mut self, idem: Idempotent) -> ExactlyOnce {
         self.defaults = Some(idem);
         self
@@ -119,8 +120,12 @@ impl ExactlyOnce {
     /// Registers a tool; one that requires idempotency and would not be deduplicated (or
     /// has a zero ttl) is refused here, not at its first call.
     pub fn register(&self, spec: TxToolSpec) -> Result<()> {
-        let (idem, protected) =
-            resolve::layer(spec.idempotent.as_ref(), None, self.defaults.as_ref());
+        let (idem, protected) = resolve::layer(
+            spec.idempotent.as_ref(),
+            None,
+            self.defaults.as_ref(),
+            false,
+        );
         let reg = Registered {
             spec,
             idem,

@@ -210,13 +210,15 @@ impl fmt::Debug for OnUnknownOutcome {
 ///     .ttl(Duration::from_secs(24 * 3600));
 /// ```
 ///
-/// An unset field falls back, field by field, to the tool's toolkit
-/// ([`Toolkit`](crate::Toolkit)), then to the dispatcher's defaults; a store setting unset
-/// at every level is not sent, so the scope's policy in the database (`idem_set_policy`)
-/// decides, else the server's settings (a ttl of one hour, replay any remembered result,
-/// failures not cached, reject a mismatch). The strategy, fingerprint and wait unset at
-/// every level are HashInput, [`Fingerprint::ByStrategy`] and no wait. (Named for the
-/// annotation, not "policy": a scope's policy is what `idem_set_policy` stores.)
+/// Settings on a tool replace its toolkit's ([`Toolkit`](crate::Toolkit)) whole, and a
+/// toolkit's replace the dispatcher's defaults whole: the framework's "the method wins".
+/// A level inherits the fields it leaves unset from the level below only when it says so
+/// ([`Idempotent::inherit_unset`]). A store setting unset in the settings that govern is
+/// not sent, so the scope's policy in the database (`idem_set_policy`) decides, else the
+/// server's settings (a ttl of one hour, replay any remembered result, failures not
+/// cached, reject a mismatch). The strategy, fingerprint and wait unset are HashInput,
+/// [`Fingerprint::ByStrategy`] and no wait. (Named for the annotation, not "policy": a
+/// scope's policy is what `idem_set_policy` stores.)
 #[derive(Debug, Clone, Default)]
 pub struct Idempotent {
     /// None: HashInput (the framework's default).
@@ -242,6 +244,10 @@ pub struct Idempotent {
     pub wait: Option<Duration>,
     /// What a takeover of a call whose earlier attempt may have acted does. None: Rerun.
     pub on_unknown_outcome: Option<OnUnknownOutcome>,
+    /// Whether the fields these settings leave unset come from the level below (a tool's
+    /// from its toolkit's, a toolkit's from the dispatcher's defaults), field by field.
+    /// False (the default): these settings replace the lower level's whole.
+    pub inherit: bool,
 }
 
 impl Idempotent {
@@ -318,8 +324,18 @@ impl Idempotent {
         })))
     }
 
+    /// Opts in to inheriting field by field: each field these settings leave unset is the
+    /// level below's (a tool's toolkit's, then the dispatcher's defaults), instead of these
+    /// settings replacing that level's whole. `Idempotent::new().ttl(day).inherit_unset()`
+    /// on a tool keeps its toolkit's `cache_failures`, `on_cache_hit`, lease...
+    pub fn inherit_unset(mut self) -> Idempotent {
+        self.inherit = true;
+        self
+    }
+
     /// These settings over `fallback`'s, field by field: each field this leaves unset is
-    /// `fallback`'s (`tool.or(&toolkit)`, as `Option::or`).
+    /// `fallback`'s (as `Option::or`). What a call's own settings do over its tool's;
+    /// between a tool and its toolkit, only with [`inherit_unset`](Self::inherit_unset).
     pub fn or(&self, fallback: &Idempotent) -> Idempotent {
         Idempotent {
             strategy: self.strategy.clone().or_else(|| fallback.strategy.clone()),
@@ -338,6 +354,7 @@ impl Idempotent {
                 .on_unknown_outcome
                 .clone()
                 .or_else(|| fallback.on_unknown_outcome.clone()),
+            inherit: self.inherit && fallback.inherit,
         }
     }
 

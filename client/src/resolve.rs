@@ -15,20 +15,37 @@ use crate::holder::Plan;
 use crate::idempotent::{Idempotent, KeyStrategy, KeySupplier, OnUnknownOutcome};
 use crate::types::{BeginOptions, Claim};
 
-/// A tool's settings at registration: its own over its toolkit's over the defaults, field
-/// by field, and whether any level gave it settings (without, it is not deduplicated).
+/// A tool's settings at registration, and whether they protect it (without, it is not
+/// deduplicated). The nearest level with settings governs whole (its own, else its
+/// toolkit's, else the defaults): the framework's "the method wins". A level that opts in
+/// (`Idempotent::inherit_unset`) takes the fields it leaves unset from the next level with
+/// settings. A read-only tool (no side effect) is protected by its own settings only:
+/// the framework says to skip deduplication for reads, so its toolkit's and the defaults
+/// never make it deduplicated (they still fill its unset fields where it inherits).
 pub(crate) fn layer(
     own: Option<&Idempotent>,
     kit: Option<&Idempotent>,
     defaults: Option<&Idempotent>,
+    read_only: bool,
 ) -> (Idempotent, bool) {
-    let none = Idempotent::default();
-    let protected = own.is_some() || kit.is_some() || defaults.is_some();
-    let idem = own
-        .unwrap_or(&none)
-        .or(kit.unwrap_or(&none))
-        .or(defaults.unwrap_or(&none));
-    (idem, protected)
+    if read_only && own.is_none() {
+        return (Idempotent::default(), false);
+    }
+    let levels: Vec<&Idempotent> = [own, kit, defaults].into_iter().flatten().collect();
+    let Some((first, below)) = levels.split_first() else {
+        return (Idempotent::default(), false);
+    };
+    let mut idem = (*first).clone();
+    let mut inherits = first.inherit;
+    for level in below {
+        if !inherits {
+            break;
+        }
+        idem = idem.or(level);
+        inherits = level.inherit;
+    }
+    idem.inherit = false;
+    (idem, true)
 }
 
 /// The settings a call of tool `name` runs with: the call's own (if any) over the tool's

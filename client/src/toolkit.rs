@@ -1,7 +1,7 @@
 //! A toolkit: tools (or one upstream service's web actions) registered together under one
 //! `Idempotent` and one key supplier, as the framework's `@Idempotent` on a class that
-//! implements `IdempotencyKeySupplier`. "The method wins": a tool's own settings beat its
-//! toolkit's, field by field.
+//! implements `IdempotencyKeySupplier`. "The method wins": a tool's own settings replace its
+//! toolkit's whole; field by field only where the tool says `Idempotent::inherit_unset`.
 
 use serde_json::Value;
 use std::sync::Arc;
@@ -31,9 +31,9 @@ use crate::tool::ToolSpec;
 #[derive(Clone)]
 pub struct Toolkit<T = ToolSpec> {
     pub name: String,
-    /// What its members leave unset. Some also means every member is deduplicated
-    /// (HashInput unless a level names a strategy); None, only members with settings of
-    /// their own are.
+    /// The settings of members without their own. Some also means every member with a side
+    /// effect is deduplicated (HashInput unless a level names a strategy); None, only
+    /// members with settings of their own are.
     pub idempotent: Option<Idempotent>,
     /// The key of its members whose strategy is `KeyStrategy::Explicit(None)`.
     pub key_supplier: Option<KeySupplier>,
@@ -50,7 +50,9 @@ impl<T> Toolkit<T> {
         }
     }
 
-    /// The settings its members fall back to, field by field.
+    /// The settings of its members that have none of their own (a member's own replace
+    /// these whole, unless they say `Idempotent::inherit_unset`). Read-only members are not
+    /// deduplicated by these: only by settings of their own.
     pub fn idempotent(mut self, idempotent: Idempotent) -> Toolkit<T> {
         self.idempotent = Some(idempotent);
         self

@@ -8,7 +8,11 @@
 //!   roll back together
 //! - calls/precedence.rs: which setting governs a call: the call's own, the tool's, its
 //!   toolkit's, the scope's policy in the database, the server's settings
-//! - calls/toolkit.rs: toolkits' settings field by field, what no level sets is not sent
+//! - calls/toolkit.rs: a tool's settings replace its toolkit's whole (field by field on
+//!   request), what the governing settings leave unset is not sent
+//! - calls/example.rs: the framework's IdempotencyExample (client/examples/
+//!   idempotency_example/) does what it shows, on PgStore and a local mail provider
+//! - calls/reads.rs: read-only tools are deduplicated by their own settings only
 //! - calls/typed.rs: typed tools (`#[idempotency::tool]`): run once, bad input refused
 //!   before any claim, listed with their schema
 //! - calls/unstorable.rs: what no store can hold, refused alike before anything is sent
@@ -24,15 +28,23 @@
 mod common;
 mod toolkit_upstream;
 
+// The framework's example program's pieces (calls/example.rs runs them).
+#[path = "../examples/idempotency_example/example.rs"]
+mod idempotency_example;
+#[path = "../examples/idempotency_example/mail_service.rs"]
+mod mail_service;
+
 mod calls {
     pub mod api_schema;
     pub mod default_store;
     pub mod dispatcher;
     pub mod exactly_once;
+    pub mod example;
     pub mod holder;
     pub mod hostile_input;
     pub mod pg_store;
     pub mod precedence;
+    pub mod reads;
     pub mod toolkit;
     pub mod typed;
     pub mod unstorable;

@@ -12,6 +12,8 @@
 //!   headers, the provider's 401, headers never stored, headers in the fingerprint on
 //!   request, bad headers refused
 //! - web/paths.rs: path parameters from the input, encoded; bad ones claim nothing
+//! - web/reads.rs: reads run every time unless their own settings say otherwise; a method
+//!   neither a read nor a write is refused until the action says how to treat it
 //!
 //! - web/upstream_scenarios.rs: against a provider we did not write (express with
 //!   express-idempotency, tests/upstream-node/): retries and takeovers execute once
@@ -24,6 +26,7 @@ mod web {
     pub mod keys;
     pub mod paths;
     pub mod provider;
+    pub mod reads;
     pub mod stores;
     pub mod takeover;
     pub mod told;
@@ -76,6 +79,8 @@ web! {
         no_header_value_in_store => headers::no_header_value_reaches_the_store,
         bad_headers_refused => headers::bad_headers_are_refused,
         path_parameters => paths::path_parameters_reach_the_right_path,
+        reads_run_every_time => reads::a_read_without_settings_runs_every_time,
+        undeclared_method_refused => reads::an_undeclared_method_is_refused_until_the_action_says,
         bad_path_inputs => paths::bad_path_inputs_claim_nothing,
     ]
 }
@@ -86,5 +91,6 @@ web! {
         retries_execute_once => upstream_scenarios::retries_execute_once,
         takeover_after_provider_finished => upstream_scenarios::a_takeover_after_the_provider_finished,
         takeover_while_provider_runs => upstream_scenarios::a_takeover_while_the_provider_still_runs,
+        two_actions_one_key => upstream_scenarios::two_actions_sharing_a_key_send_the_provider_two,
     ]
 }

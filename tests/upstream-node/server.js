@@ -10,8 +10,12 @@
 //                          Body {"hold": true}: the handler waits for POST /release before
 //                          it executes (a provider that is slow while the caller gives up).
 //                          Body {"fail": 503}: answers that status without executing.
+// POST /orders             an order's creation, and
+// POST /orders/:id/cancel  its cancellation: each execution counts in `executions` too. The
+//                          middleware refuses (417) a key reused with another request (another
+//                          path or body), as Stripe does: two actions must not send one key.
 // GET  /executions         {"started", "executions", "replays", "conflicts", "remembered",
-//                           "held"}
+//                           "held", "misused"}
 // POST /release            lets every held request go on.
 'use strict';
 
@@ -45,7 +49,7 @@ class CountingAdapter {
 }
 
 const adapter = new CountingAdapter();
-const counts = { started: 0, executions: 0, replays: 0, conflicts: 0 };
+const counts = { started: 0, executions: 0, replays: 0, conflicts: 0, misused: 0 };
 let held = [];
 
 const app = express();
@@ -73,6 +77,23 @@ app.post('/charges', idempotency({ dataAdapter: adapter }), async (req, res) => 
   });
 });
 
+const orders = async (req, res) => {
+  if (getSharedIdempotencyService().isHit(req)) {
+    counts.replays += 1;
+    return;
+  }
+  counts.started += 1;
+  counts.executions += 1;
+  res.status(201).json({
+    what: req.params.id ? 'cancelled' : 'created',
+    order: req.params.id || (req.body || {}).order,
+    execution: counts.executions,
+    key: req.get('idempotency-key') || null,
+  });
+};
+app.post('/orders', idempotency({ dataAdapter: adapter }), orders);
+app.post('/orders/:id/cancel', idempotency({ dataAdapter: adapter }), orders);
+
 app.get('/executions', (req, res) => {
   res.json({ ...counts, remembered: adapter.remembered(), held: held.length });
 });
@@ -88,6 +109,7 @@ app.post('/release', (req, res) => {
 // error with the status already set; answer it as JSON.
 app.use((err, req, res, next) => {
   if (res.statusCode === 409) counts.conflicts += 1;
+  if (res.statusCode === 417) counts.misused += 1;
   const status = res.statusCode >= 400 ? res.statusCode : 500;
   res.status(status).json({ error: err.message });
 });

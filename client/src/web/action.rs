@@ -19,12 +19,24 @@ pub enum Params {
 }
 
 /// Which key goes upstream as `Idempotency-Key`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum UpstreamKey {
-    /// The call's own key.
-    CallKey,
-    /// The record's upstream key: a uuid, the same across takeovers.
+    /// The record's upstream key (the default): a uuid minted when the call is first
+    /// claimed, the same on every attempt and across takeovers, and unique per (owner,
+    /// scope, key): two actions, or two roles, whose calls share a key send the provider
+    /// two different keys. A new claim after the record is gone (it expired, was
+    /// forgotten, or a failure that was not cached released it) mints a new one.
+    #[default]
     Record,
+    /// The bare call key. Hazard: a provider keys its memory on the `Idempotency-Key`
+    /// alone (per account, not per endpoint), so two actions to one provider with the same
+    /// explicit key (`create_order` and `cancel_order` keyed by an order id), the same
+    /// input under HashInput, or two roles calling with one key, collide there: the second
+    /// is refused (Stripe: "keys for idempotent requests can only be used with the same
+    /// parameters") or answered with the first one's result. Choose it only where one
+    /// action alone uses the provider's keys, or where the provider must see the same key
+    /// from a process that lost its records (a restarted service on a `MemoryStore`).
+    CallKey,
 }
 
 /// A declared HTTP action.
@@ -37,8 +49,12 @@ pub struct Action {
     pub params: Params,
     pub idempotent: Option<Idempotent>,
     pub upstream_key: UpstreamKey,
-    /// None: Required for POST, PUT, PATCH and DELETE, best effort for the others.
+    /// None: Required for an action that changes something, best effort for a read.
     pub hint: Option<IdempotencyHint>,
+    /// Whether it changes something upstream. None: by its method (GET, HEAD, OPTIONS and
+    /// TRACE read; POST, PUT, PATCH and DELETE change something; any other method is
+    /// refused by `register` until this says).
+    pub side_effect: Option<bool>,
     /// Sent with every request of the action, over the HTTP client's defaults.
     pub headers: Headers,
     /// Headers whose values join the fingerprint a repeat is compared on.
@@ -53,8 +69,9 @@ impl Action {
             endpoint: endpoint.into(),
             params: Params::Body,
             idempotent: None,
-            upstream_key: UpstreamKey::CallKey,
+            upstream_key: UpstreamKey::Record,
             hint: None,
+            side_effect: None,
             headers: Headers::new(),
             fingerprint_headers: Vec::new(),
         }
@@ -69,6 +86,15 @@ impl Action {
     }
     pub fn upstream_key(mut self, which: UpstreamKey) -> Action {
         self.upstream_key = which;
+        self
+    }
+    /// Whether the action changes something upstream, over what its method says: `true`
+    /// treats it as POST (it carries `Idempotency-Key`, it is deduplicated without settings
+    /// of its own), `false` as GET (no key; deduplicated only by settings of its own). A
+    /// method other than GET, HEAD, OPTIONS, TRACE, POST, PUT, PATCH and DELETE (CONNECT,
+    /// an extension method) needs it, or `register` refuses the action.
+    pub fn side_effect(mut self, changes_something: bool) -> Action {
+        self.side_effect = Some(changes_something);
         self
     }
     /// A POST under `KeyStrategy::Uuid` (a fresh key per call, deduplicated by the provider

@@ -10,11 +10,12 @@ use super::call_fingerprint::HeaderFingerprint;
 use super::endpoint::Endpoint;
 use super::headers::Headers;
 use super::http_tool::{HttpTool, SharedClient};
-use super::unsafe_method;
+use super::side_effect_of;
 use crate::call::{Call, Dispatched};
 use crate::dispatcher::Dispatcher;
 use crate::error::Result;
 use crate::idempotent::Idempotent;
+use crate::resolve;
 use crate::store::IdempotencyStore;
 use crate::tool::{IdempotencyHint, ToolSpec};
 use crate::toolkit::Toolkit;
@@ -68,11 +69,18 @@ impl WebExecutor {
         self
     }
 
-    /// What every action leaves unset, below its service's settings (field by field).
+    /// The settings of every action that has none of its own and no service's (settings on
+    /// an action or a service replace these whole, unless they say
+    /// `Idempotent::inherit_unset`). Reads are never deduplicated by these.
     pub fn with_defaults(mut self, idem: Idempotent) -> WebExecutor {
         self.dispatcher = self.dispatcher.with_defaults(idem.clone());
         self.defaults = Some(idem);
         self
+    }
+
+    /// The store calls are remembered in (one store can serve a `Dispatcher` too).
+    pub fn store(&self) -> &Arc<dyn IdempotencyStore> {
+        self.dispatcher.store()
     }
 
     pub fn register(&self, action: Action) -> Result<()> {
@@ -82,8 +90,10 @@ impl WebExecutor {
         Ok(())
     }
 
-    /// Registers one upstream service's actions, each with its own settings over the
-    /// service's, field by field. One refused action refuses them all.
+    /// Registers one upstream service's actions: an action with settings of its own runs by
+    /// them alone (the service's fill its unset fields only where it says
+    /// `Idempotent::inherit_unset`), one without by the service's; a read only by its own.
+    /// One refused action refuses them all.
     pub fn register_toolkit(&self, service: Toolkit<Action>) -> Result<()> {
         let (specs, fingerprints): (Vec<_>, Vec<_>) = service
             .members
@@ -122,13 +132,14 @@ impl WebExecutor {
         let whose = format!("action {}", action.name);
         action.headers.check(&whose)?;
         let endpoint = Endpoint::parse(&action.name, &action.endpoint)?;
-        let side_effect = unsafe_method(&action.method);
+        let side_effect = side_effect_of(&action)?;
         let mut spec = ToolSpec::new(
             action.name.clone(),
             Arc::new(HttpTool {
                 http: self.http.clone(),
                 action: action.clone(),
                 endpoint,
+                side_effect,
             }),
         )
         .side_effect(side_effect)
@@ -137,21 +148,23 @@ impl WebExecutor {
         } else {
             IdempotencyHint::BestEffort
         }));
-        // A method that changes something is deduplicated without settings of its own
+        // An action that changes something is deduplicated without settings of its own
         // (that is what the executor is for, and the key it sends upstream lets the
-        // provider deduplicate too); a read is not, unless a level gives it settings.
+        // provider deduplicate too): by its service's or the defaults where they exist,
+        // else by HashInput. A read is deduplicated only by settings of its own.
         match action.idempotent.clone() {
             Some(p) => spec = spec.idempotent(p),
-            None if side_effect => spec = spec.idempotent(Idempotent::new()),
+            None if side_effect && service.is_none() && self.defaults.is_none() => {
+                spec = spec.idempotent(Idempotent::new())
+            }
             None => {}
         }
-        let none = Idempotent::new();
-        let layered = spec
-            .idempotent
-            .clone()
-            .unwrap_or_default()
-            .or(service.unwrap_or(&none))
-            .or(self.defaults.as_ref().unwrap_or(&none));
+        let (layered, _) = resolve::layer(
+            spec.idempotent.as_ref(),
+            service,
+            self.defaults.as_ref(),
+            !side_effect,
+        );
         let fingerprint = HeaderFingerprint::of(&action, layered)?;
         Ok((spec, (action.name, fingerprint)))
     }

@@ -8,10 +8,10 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use super::action::{Action, Params, UpstreamKey};
+use super::bodiless;
 use super::endpoint::{kind_of, Endpoint};
 use super::headers::Headers;
 use super::retry_after;
-use super::unsafe_method;
 use crate::error::{Error, ErrorKind, Result};
 use crate::tool::{CallContext, FailureRecord, Tool, ToolError};
 
@@ -23,13 +23,15 @@ pub(crate) struct HttpTool {
     pub(crate) http: SharedClient,
     pub(crate) action: Action,
     pub(crate) endpoint: Endpoint,
+    /// Whether it changes something upstream (`super::side_effect_of`): its requests then
+    /// carry `Idempotency-Key`.
+    pub(crate) side_effect: bool,
 }
 
 impl HttpTool {
-    /// Whether the input travels as query parameters: always on a safe method, which has
-    /// no body.
+    /// Whether the input travels as query parameters: always on a method without a body.
     fn in_query(&self) -> bool {
-        !(matches!(self.action.params, Params::Body) && unsafe_method(&self.action.method))
+        !matches!(self.action.params, Params::Body) || bodiless(&self.action.method)
     }
 }
 
@@ -103,25 +105,44 @@ impl Tool for HttpTool {
             req.json(&input)
         };
         let mut keyed = false;
-        if unsafe_method(&a.method) {
+        // Whether the key sent is the record's uuid, which a release would lose: the next
+        // claim mints another.
+        let mut record_keyed = false;
+        if self.side_effect {
             let key = match a.upstream_key {
                 UpstreamKey::CallKey => ctx.key,
-                UpstreamKey::Record => ctx.upstream_key.map(|u| u.to_string()).or(ctx.key),
+                UpstreamKey::Record => match ctx.upstream_key {
+                    Some(u) => {
+                        record_keyed = true;
+                        Some(u.to_string())
+                    }
+                    None => ctx.key,
+                },
             };
             if let Some(key) = key {
                 req = req.header("Idempotency-Key", header_value(&a.name, &key)?);
                 keyed = true;
             }
         }
-        let resp = req.send().await.map_err(|e| ToolError {
-            kind: ErrorKind::Http,
-            message: e.to_string(),
-            response: None,
-            // A request that could not even be built (a malformed endpoint) fails the same
-            // way every time.
-            retryable: !e.is_builder(),
-            retry_after: None,
-            record: FailureRecord::Policy,
+        let resp = req.send().await.map_err(|e| {
+            let failed = ToolError {
+                kind: ErrorKind::Http,
+                message: e.to_string(),
+                response: None,
+                // A request that could not even be built (a malformed endpoint) fails the
+                // same way every time.
+                retryable: !e.is_builder(),
+                retry_after: None,
+                record: FailureRecord::Policy,
+            };
+            // Sent, and no answer (a timeout, a connection broken mid-way): the provider
+            // may have acted under the record's key. Releasing would give the retry a new
+            // key; left to lapse, the takeover keeps it (on_unknown_outcome decides).
+            if record_keyed && !e.is_connect() && !e.is_builder() {
+                failed.abandon()
+            } else {
+                failed
+            }
         })?;
         let status = resp.status();
         let advice = resp
@@ -142,7 +163,7 @@ impl Tool for HttpTool {
             Ok(body)
         } else {
             let retryable = worth_retrying(status, keyed);
-            Err(ToolError {
+            let failed = ToolError {
                 kind: ErrorKind::Http,
                 message: format!("{} {url} answered {status}", a.method),
                 response: Some(serde_json::json!({"status": status.as_u16(), "body": body})),
@@ -150,7 +171,16 @@ impl Tool for HttpTool {
                 // Advice on when to come back matters only to an answer worth retrying.
                 retry_after: advice.filter(|_| retryable),
                 record: FailureRecord::Policy,
-            })
+            };
+            // A 409 to the record's key: the provider still runs an earlier request with
+            // it, whose effect is under way. Released, the retry would send a new key and
+            // run the effect a second time; left to lapse, the takeover sends the same
+            // one, and the provider replays once it is done.
+            if record_keyed && status == StatusCode::CONFLICT {
+                Err(failed.abandon())
+            } else {
+                Err(failed)
+            }
         }
     }
 }

@@ -135,7 +135,8 @@ fn declined(runs: Arc<AtomicU32>) -> Arc<dyn Tool> {
 struct Dispatch {
     policy: Option<Policy>,
     toolkit: Option<Idempotent>,
-    tool: Idempotent,
+    /// None: the tool has no settings of its own.
+    tool: Option<Idempotent>,
     call: Option<Idempotent>,
 }
 
@@ -144,8 +145,15 @@ impl Dispatch {
         Dispatch {
             policy: Some(strict()),
             toolkit: None,
-            tool,
+            tool: Some(tool),
             call: None,
+        }
+    }
+    /// A tool without settings of its own: its toolkit's govern it.
+    fn bare() -> Dispatch {
+        Dispatch {
+            tool: None,
+            ..Dispatch::tool(Idempotent::new())
         }
     }
     fn in_toolkit(mut self, toolkit: Idempotent) -> Dispatch {
@@ -169,7 +177,8 @@ impl Dispatch {
         }
         let (store, runs) = (store(), Arc::new(AtomicU32::new(0)));
         let d = Dispatcher::new(store.clone());
-        let spec = ToolSpec::new(&scope, declined(runs.clone())).idempotent(self.tool);
+        let mut spec = ToolSpec::new(&scope, declined(runs.clone()));
+        spec.idempotent = self.tool;
         match self.toolkit {
             Some(kit) => d.register_toolkit(Toolkit::new("payments").idempotent(kit).tool(spec)),
             None => d.register(spec),
@@ -232,7 +241,7 @@ async fn return_cached_if_success_from_the_database_reruns_a_cached_failure() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_toolkit_setting_beats_the_database_policy() {
-    let (repeat, kept) = Dispatch::tool(Idempotent::new())
+    let (repeat, kept) = Dispatch::bare()
         .in_toolkit(Idempotent::new().on_cache_hit(OnCacheHit::ReturnCached))
         .repeat()
         .await;
@@ -240,7 +249,7 @@ async fn a_toolkit_setting_beats_the_database_policy() {
     // The toolkit left the ttl unset: the policy's.
     about(kept.expect("the policy caches failures"), 2 * HOUR);
 
-    let (repeat, kept) = Dispatch::tool(Idempotent::new())
+    let (repeat, kept) = Dispatch::bare()
         .in_toolkit(Idempotent::new().cache_failures(false))
         .repeat()
         .await;
@@ -254,8 +263,9 @@ async fn a_toolkit_setting_beats_the_database_policy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tools_own_setting_beats_its_toolkits() {
-    // on_cache_hit: the tool's return_cached_if_success over the toolkit's return_cached;
-    // the ttl, which the tool leaves unset, is the toolkit's, over the policy's.
+    // The tool's settings replace the toolkit's whole ("the method wins"): on_cache_hit is
+    // the tool's return_cached_if_success, and the ttl, which the tool leaves unset, is the
+    // policy's (two hours), not the toolkit's three.
     let (repeat, kept) =
         Dispatch::tool(Idempotent::new().on_cache_hit(OnCacheHit::ReturnCachedIfSuccess))
             .in_toolkit(
@@ -270,7 +280,7 @@ async fn the_tools_own_setting_beats_its_toolkits() {
         Repeat::RanAgain,
         "the tool's return_cached_if_success"
     );
-    about(kept.expect("the policy caches failures"), 3 * HOUR);
+    about(kept.expect("the policy caches failures"), 2 * HOUR);
 
     // cache_failures: the tool's true over the toolkit's false; on_cache_hit, unset in both,
     // is the policy's fail_fast.
@@ -288,6 +298,40 @@ async fn the_tools_own_setting_beats_its_toolkits() {
     about(kept.expect("the policy caches failures"), 4 * HOUR);
 }
 
+/// The framework's rule: an `@Idempotent` on the method replaces the class's whole. A
+/// toolkit that caches failures and refuses repeats (the framework's place_order settings)
+/// lends neither to a tool whose own settings only set a ttl: with no policy in the
+/// database, that tool's failure is not cached and its repeat runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_toolkits_settings_do_not_leak_into_a_tool_with_its_own() {
+    let strict_kit = || {
+        Idempotent::new()
+            .cache_failures(true)
+            .on_cache_hit(OnCacheHit::FailFast)
+            .ttl(3 * HOUR)
+    };
+    let (repeat, kept) = Dispatch::tool(Idempotent::new().ttl(HOUR))
+        .in_toolkit(strict_kit())
+        .policy(None)
+        .repeat()
+        .await;
+    assert_eq!(
+        repeat,
+        Repeat::RanAgain,
+        "the toolkit's cache_failures leaked"
+    );
+    assert_eq!(kept, None, "the failure was cached");
+
+    // Inheriting field by field is the tool's explicit choice.
+    let (repeat, kept) = Dispatch::tool(Idempotent::new().ttl(HOUR).inherit_unset())
+        .in_toolkit(strict_kit())
+        .policy(None)
+        .repeat()
+        .await;
+    assert_eq!(repeat, Repeat::Refused, "the inherited fail_fast");
+    about(kept.expect("the inherited cache_failures"), HOUR);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_calls_own_setting_beats_the_tools() {
     let (repeat, _) =
@@ -302,7 +346,8 @@ async fn the_calls_own_setting_beats_the_tools() {
 /// The same through the web executor: one upstream service's actions in a toolkit.
 struct Execute {
     service: Option<Idempotent>,
-    action: Idempotent,
+    /// None: the action has no settings of its own.
+    action: Option<Idempotent>,
     call: Option<Idempotent>,
 }
 
@@ -310,8 +355,15 @@ impl Execute {
     fn action(action: Idempotent) -> Execute {
         Execute {
             service: None,
-            action,
+            action: Some(action),
             call: None,
+        }
+    }
+    /// An action without settings of its own: its service's govern it.
+    fn bare() -> Execute {
+        Execute {
+            action: None,
+            ..Execute::action(Idempotent::new())
         }
     }
     fn in_service(mut self, service: Idempotent) -> Execute {
@@ -330,8 +382,8 @@ impl Execute {
         let scope = unique("open_account");
         set_policy(&scope, strict()).await;
         let web = WebExecutor::new(store());
-        let action = Action::new(&scope, Method::POST, format!("{}/reject", upstream.base))
-            .idempotent(self.action);
+        let mut action = Action::new(&scope, Method::POST, format!("{}/reject", upstream.base));
+        action.idempotent = self.action;
         match self.service {
             Some(s) => web.register_toolkit(Toolkit::service("bank").idempotent(s).action(action)),
             None => web.register(action),
@@ -358,12 +410,12 @@ async fn web_an_action_with_nothing_set_follows_the_database_policy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_a_service_setting_beats_the_database_policy() {
-    let got = Execute::action(Idempotent::new())
+    let got = Execute::bare()
         .in_service(Idempotent::new().on_cache_hit(OnCacheHit::ReturnCached))
         .repeat()
         .await;
     assert_eq!(got, Repeat::Remembered);
-    let got = Execute::action(Idempotent::new())
+    let got = Execute::bare()
         .in_service(Idempotent::new().cache_failures(false))
         .repeat()
         .await;

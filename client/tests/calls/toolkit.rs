@@ -1,6 +1,8 @@
-//! Toolkits on a store that records what the dispatcher sends: a tool's settings over its
-//! toolkit's over the dispatcher's defaults, field by field; what no level sets is not sent
-//! (unset on the wire); the toolkit's key supplier names its Explicit tools' calls.
+//! Toolkits on a store that records what the dispatcher sends: a tool's settings replace
+//! its toolkit's whole, a toolkit's the dispatcher's defaults ("the method wins"), field by
+//! field only where a level says `inherit_unset`; what the governing settings leave unset
+//! is not sent (unset on the wire); the toolkit's key supplier names its Explicit tools'
+//! calls.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -107,16 +109,15 @@ fn ok_tool(runs: Arc<AtomicU32>) -> Arc<dyn Tool> {
 
 const S: Duration = Duration::from_secs(1);
 
-/// What a call of `tool` (own settings) in a toolkit (its settings) sends.
-async fn sent_for(toolkit: Idempotent, tool: Idempotent, call: Option<Idempotent>) -> Sent {
+/// What a call of `tool` (own settings; None: none) in a toolkit (its settings) sends.
+async fn sent_for(toolkit: Idempotent, tool: Option<Idempotent>, call: Option<Idempotent>) -> Sent {
     let store = Arc::new(Recording::default());
     let d = Dispatcher::new(store.clone());
     let name = unique("charge");
-    d.register_toolkit(
-        Toolkit::new("payments")
-            .idempotent(toolkit)
-            .tool(ToolSpec::new(&name, failing(Arc::default())).idempotent(tool)),
-    )
+    d.register_toolkit(Toolkit::new("payments").idempotent(toolkit).tool(ToolSpec {
+        idempotent: tool,
+        ..ToolSpec::new(&name, failing(Arc::default()))
+    }))
     .unwrap();
     let input = json!({"cents": 5});
     match call {
@@ -129,7 +130,7 @@ async fn sent_for(toolkit: Idempotent, tool: Idempotent, call: Option<Idempotent
 
 #[tokio::test]
 async fn nothing_set_is_nothing_sent() {
-    let sent = sent_for(Idempotent::new(), Idempotent::new(), None).await;
+    let sent = sent_for(Idempotent::new(), Some(Idempotent::new()), None).await;
     let o = &sent.options;
     assert_eq!(
         (o.ttl, o.lease, o.on_cache_hit, o.on_mismatch, o.wait),
@@ -148,7 +149,7 @@ async fn nothing_set_is_nothing_sent() {
 }
 
 #[tokio::test]
-async fn a_toolkit_fills_what_its_tool_leaves_unset_field_by_field() {
+async fn a_tools_settings_replace_its_toolkits_whole_unless_it_inherits() {
     let toolkit = Idempotent::new()
         .ttl(3 * S)
         .lease(2 * S)
@@ -156,8 +157,8 @@ async fn a_toolkit_fills_what_its_tool_leaves_unset_field_by_field() {
         .on_mismatch(OnMismatch::Ignore)
         .cache_failures(true)
         .wait(S);
-    // Nothing set on the tool: every field is the toolkit's.
-    let sent = sent_for(toolkit.clone(), Idempotent::new(), None).await;
+    // No settings on the tool: the toolkit's govern it, every field.
+    let sent = sent_for(toolkit.clone(), None, None).await;
     let o = &sent.options;
     assert_eq!(
         (o.ttl, o.lease, o.on_cache_hit, o.on_mismatch, o.wait),
@@ -171,12 +172,28 @@ async fn a_toolkit_fills_what_its_tool_leaves_unset_field_by_field() {
     );
     assert_eq!(sent.cache_failure, Some(Some(true)));
 
-    // The tool sets some: those are its own, the rest still the toolkit's.
+    // Settings of its own, even empty ones: the toolkit's are not its (the framework's
+    // `@Idempotent` on the method replaces the class's whole); what it leaves unset is not
+    // sent, so the scope's policy decides.
+    for tool in [Idempotent::new(), Idempotent::new().ttl(7 * S)] {
+        let sent = sent_for(toolkit.clone(), Some(tool.clone()), None).await;
+        let o = &sent.options;
+        assert_eq!(
+            (o.lease, o.on_cache_hit, o.on_mismatch, o.wait),
+            (None, None, None, Duration::ZERO),
+            "the toolkit's settings leaked into {tool:?}"
+        );
+        assert_eq!(o.ttl, tool.ttl);
+        assert_eq!(sent.cache_failure, Some(None), "{tool:?}");
+    }
+
+    // Field by field on request: what the tool sets is its own, the rest the toolkit's.
     let tool = Idempotent::new()
         .ttl(7 * S)
         .on_cache_hit(OnCacheHit::ReturnCachedIfSuccess)
-        .cache_failures(false);
-    let sent = sent_for(toolkit.clone(), tool.clone(), None).await;
+        .cache_failures(false)
+        .inherit_unset();
+    let sent = sent_for(toolkit.clone(), Some(tool.clone()), None).await;
     let o = &sent.options;
     assert_eq!(
         (o.ttl, o.lease, o.on_cache_hit, o.on_mismatch, o.wait),
@@ -190,9 +207,9 @@ async fn a_toolkit_fills_what_its_tool_leaves_unset_field_by_field() {
     );
     assert_eq!(sent.cache_failure, Some(Some(false)));
 
-    // The call's own over the tool's.
+    // The call's own over the tool's, field by field.
     let call = Idempotent::new().ttl(9 * S).lease(4 * S);
-    let sent = sent_for(toolkit, tool, Some(call)).await;
+    let sent = sent_for(toolkit, Some(tool), Some(call)).await;
     assert_eq!(
         (
             sent.options.ttl,
@@ -208,19 +225,24 @@ async fn a_toolkit_fills_what_its_tool_leaves_unset_field_by_field() {
 }
 
 #[tokio::test]
-async fn the_dispatchers_defaults_come_below_the_toolkit() {
-    let store = Arc::new(Recording::default());
-    let d = Dispatcher::new(store.clone()).with_defaults(Idempotent::new().ttl(5 * S).lease(S));
-    let name = unique("charge");
-    d.register_toolkit(
-        Toolkit::new("payments")
-            .idempotent(Idempotent::new().ttl(6 * S))
-            .tool(ToolSpec::new(&name, failing(Arc::default()))),
-    )
-    .unwrap();
-    d.dispatch(&name, json!({})).await.unwrap_err();
-    let o = store.last().options;
-    assert_eq!((o.ttl, o.lease), (Some(6 * S), Some(S)));
+async fn a_toolkits_settings_replace_the_dispatchers_defaults_unless_it_inherits() {
+    for (kit, lease) in [
+        (Idempotent::new().ttl(6 * S), None),
+        (Idempotent::new().ttl(6 * S).inherit_unset(), Some(S)),
+    ] {
+        let store = Arc::new(Recording::default());
+        let d = Dispatcher::new(store.clone()).with_defaults(Idempotent::new().ttl(5 * S).lease(S));
+        let name = unique("charge");
+        d.register_toolkit(
+            Toolkit::new("payments")
+                .idempotent(kit.clone())
+                .tool(ToolSpec::new(&name, failing(Arc::default()))),
+        )
+        .unwrap();
+        d.dispatch(&name, json!({})).await.unwrap_err();
+        let o = store.last().options;
+        assert_eq!((o.ttl, o.lease), (Some(6 * S), lease), "{kit:?}");
+    }
 }
 
 #[tokio::test]
@@ -296,8 +318,11 @@ async fn a_toolkits_fingerprint_and_timeout_apply_unless_the_tool_says_otherwise
             )
             .tool(ToolSpec::new(&strict, ok_tool(Arc::default())))
             .tool(
-                ToolSpec::new(&loose, ok_tool(Arc::default()))
-                    .idempotent(Idempotent::new().fingerprint(Fingerprint::Nothing)),
+                ToolSpec::new(&loose, ok_tool(Arc::default())).idempotent(
+                    Idempotent::new()
+                        .fingerprint(Fingerprint::Nothing)
+                        .inherit_unset(),
+                ),
             )
             .tool(ToolSpec::new(
                 &slow,

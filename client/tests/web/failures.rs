@@ -48,9 +48,12 @@ pub async fn a_5xx_is_retried_under_the_same_key(store: Store) {
             let web = WebExecutor::new(store.clone());
             let name = unique_action("charge");
             let path = format!("/flaky/{status}/2/{method}");
+            // The bare call key: an uncached failure releases the record, and with it the
+            // record's uuid (a_5xx_keeps_the_record_key_when_failures_are_rerun).
             web.register(
                 Action::new(name.clone(), method.clone(), format!("{}{path}", p.base))
-                    .params(params_for(&method)),
+                    .params(params_for(&method))
+                    .upstream_key(UpstreamKey::CallKey),
             )
             .unwrap();
             let input = json!({"amount": 7});
@@ -152,7 +155,8 @@ pub async fn a_4xx_follows_cache_failures(store: Store) {
             web.register(
                 Action::new(name.clone(), method.clone(), format!("{}{path}", p.base))
                     .params(params_for(&method))
-                    .idempotent(idem),
+                    .idempotent(idem)
+                    .upstream_key(UpstreamKey::CallKey),
             )
             .unwrap();
             let input = json!({"sku": "x-1", "quantity": 0});
@@ -221,11 +225,10 @@ pub async fn a_retry_after_is_the_providers_word(store: Store) {
             let web = WebExecutor::new(store.clone());
             let name = unique_action("charge");
             let path = format!("/{form}/30/{status}/1/x");
-            web.register(Action::new(
-                name.clone(),
-                Method::POST,
-                format!("{}{path}", p.base),
-            ))
+            web.register(
+                Action::new(name.clone(), Method::POST, format!("{}{path}", p.base))
+                    .upstream_key(UpstreamKey::CallKey),
+            )
             .unwrap();
             let input = json!({"amount": 3});
             let e = web.execute(&name, input.clone()).await.unwrap_err();

@@ -45,7 +45,10 @@ pub async fn the_callers_client_and_headers_arrive(store: Store) {
         let action = Action::new(name.clone(), Method::POST, format!("{}{path}", p.base))
             .header("X-Tenant", "from-action")
             .header("X-Api-Version", "2")
-            .header("X-Static", "s");
+            .header("X-Static", "s")
+            // The bare call key, to compare with the input's hash (the default, the
+            // record's uuid, is web/keys.rs's).
+            .upstream_key(UpstreamKey::CallKey);
         let web = if client_first {
             let web = WebExecutor::new(store.clone()).with_http_client(callers_client());
             web.register(action).unwrap();
@@ -88,7 +91,8 @@ pub async fn a_wrong_or_missing_token_gets_the_401(store: Store) {
         let path = format!("/auth/right/charges/{cache}");
         web.register(
             Action::new(name.clone(), Method::POST, format!("{}{path}", p.base))
-                .idempotent(Idempotent::new().cache_failures(cache)),
+                .idempotent(Idempotent::new().cache_failures(cache))
+                .upstream_key(UpstreamKey::CallKey),
         )
         .unwrap();
         let input = json!({"amount": 5});

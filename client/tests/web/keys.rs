@@ -109,7 +109,8 @@ pub async fn safe_methods_carry_no_key_and_replay(store: Store) {
     }
 }
 
-/// An Explicit key supplier names the call once per call; its key goes upstream as is.
+/// An Explicit key supplier names the call once per call; under `UpstreamKey::CallKey` its
+/// key goes upstream as is.
 pub async fn the_key_supplier_is_called_once_per_call(store: Store) {
     let p = provider().await;
     let calls = Arc::new(AtomicU32::new(0));
@@ -121,7 +122,9 @@ pub async fn the_key_supplier_is_called_once_per_call(store: Store) {
     let web = WebExecutor::new(store);
     let name = unique_action("ship");
     web.register(
-        Action::new(name.clone(), Method::POST, format!("{}/shipments", p.base)).idempotent(idem),
+        Action::new(name.clone(), Method::POST, format!("{}/shipments", p.base))
+            .idempotent(idem)
+            .upstream_key(UpstreamKey::CallKey),
     )
     .unwrap();
     web.execute(&name, json!({"order": "o-1"})).await.unwrap();
@@ -171,7 +174,9 @@ pub async fn a_key_no_header_can_carry_is_refused(store: Store) {
     let name = unique_action("ship");
     let endpoint = format!("{}/shipments", p.base);
     web.register(
-        Action::new(name.clone(), Method::POST, endpoint.clone()).idempotent(idem.clone()),
+        Action::new(name.clone(), Method::POST, endpoint.clone())
+            .idempotent(idem.clone())
+            .upstream_key(UpstreamKey::CallKey),
     )
     .unwrap();
     for key in ["o-1\r\nX-Injected: 1", "o-1\u{7f}", " o-1", "o-1\t"] {

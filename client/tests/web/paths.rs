@@ -16,11 +16,14 @@ pub async fn path_parameters_reach_the_right_path(store: Store) {
     let p = provider().await;
     let web = WebExecutor::new(store.clone());
     let post = unique_action("note");
-    web.register(Action::new(
-        post.clone(),
-        Method::POST,
-        format!("{}/customers/{{id}}/notes/{{note}}", p.base),
-    ))
+    web.register(
+        Action::new(
+            post.clone(),
+            Method::POST,
+            format!("{}/customers/{{id}}/notes/{{note}}", p.base),
+        )
+        .upstream_key(UpstreamKey::CallKey),
+    )
     .unwrap();
     let first = json!({"id": "cus 1/2", "note": 7, "text": "hi"});
     let second = json!({"id": "cus 1", "note": 7, "text": "hi"});

@@ -54,6 +54,6 @@ pub fn unsafe_methods() -> [Method; 4] {
 }
 
 /// Methods that only read (and carry none).
-pub fn safe_methods() -> [Method; 3] {
-    [Method::GET, Method::HEAD, Method::OPTIONS]
+pub fn safe_methods() -> [Method; 4] {
+    [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE]
 }

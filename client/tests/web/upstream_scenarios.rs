@@ -21,7 +21,9 @@ use crate::web::upstream::Upstream;
 pub async fn retries_execute_once(store: Store) {
     let Some(u) = Upstream::start() else { return };
     let name = unique_action("charge");
-    let action = Action::new(name.clone(), Method::POST, format!("{}/charges", u.base));
+    // The bare call key: the one choice a process that lost its records still sends alike.
+    let action = Action::new(name.clone(), Method::POST, format!("{}/charges", u.base))
+        .upstream_key(UpstreamKey::CallKey);
     let input = json!({"amount": 1200, "card": "c1"});
     let web = WebExecutor::new(store);
     web.register(action.clone()).unwrap();
@@ -84,9 +86,10 @@ pub async fn a_takeover_after_the_provider_finished(store: Store) {
 
 /// As above, but the takeover reaches the provider while it still runs the first
 /// request: the provider answers 409, which is retried under the same key until the
-/// provider is done and replays. Under `UpstreamKey::Record` the 409 must not lose the
-/// uuid: failures are remembered and re-run (an uncached failure leaves no record, and
-/// the next claim would mint a new uuid).
+/// provider is done and replays. Under `UpstreamKey::Record` (the default) the 409 must
+/// not lose the uuid: by default its claim is left to lapse (the effect is under way) and
+/// taken over with the same uuid; with failures remembered and re-run, the failed record
+/// keeps it.
 pub async fn a_takeover_while_the_provider_still_runs(store: Store) {
     let rerun_failures = Idempotent::new()
         .cache_failures(true)
@@ -94,6 +97,7 @@ pub async fn a_takeover_while_the_provider_still_runs(store: Store) {
     for (which, idem) in [
         (UpstreamKey::CallKey, Idempotent::new()),
         (UpstreamKey::Record, rerun_failures),
+        (UpstreamKey::Record, Idempotent::new()),
     ] {
         let Some(u) = Upstream::start() else { return };
         let (web, name) = hanging_charge(&u, &store, which, idem);
@@ -195,5 +199,72 @@ async fn take_over(web: &WebExecutor, name: &str, input: &Value) -> Result<Value
     match done {
         Dispatched::Ran(v) => Ok(v),
         other => panic!("the takeover did not run the call: {other:?}"),
+    }
+}
+
+/// Two actions to one provider whose calls share an explicit key (an order's creation and
+/// its cancellation, both keyed by the order id): by default each sends the record's
+/// upstream key, unique per (owner, scope, key), so the provider (which refuses a key
+/// reused with another request, 417, as Stripe does) executes both. The bare call key
+/// (`UpstreamKey::CallKey`) is the hazard its docs name: the second is refused.
+pub async fn two_actions_sharing_a_key_send_the_provider_two(store: Store) {
+    for which in [None, Some(UpstreamKey::CallKey)] {
+        let Some(u) = Upstream::start() else { return };
+        let web = WebExecutor::new(store.clone());
+        let (create, cancel) = (unique_action("create_order"), unique_action("cancel_order"));
+        let by_order =
+            || Idempotent::new().key_supplier(|v| v["order"].as_str().map(str::to_string));
+        let mut actions = [
+            Action::new(create.clone(), Method::POST, format!("{}/orders", u.base)),
+            Action::new(
+                cancel.clone(),
+                Method::POST,
+                format!("{}/orders/{{order}}/cancel", u.base),
+            ),
+        ];
+        for a in &mut actions {
+            *a = a.clone().idempotent(by_order());
+            if let Some(w) = which {
+                *a = a.clone().upstream_key(w);
+            }
+        }
+        for a in actions {
+            web.register(a).unwrap();
+        }
+        let order = json!({"order": "o-17"});
+        let created = web.execute(&create, order.clone()).await.unwrap();
+        let Dispatched::Ran(created) = created else {
+            panic!("{which:?}: the creation did not run: {created:?}")
+        };
+        let cancelled = web.execute(&cancel, order.clone()).await;
+        let counts = u.counts().await;
+        match which {
+            None => {
+                let Ok(Dispatched::Ran(cancelled)) = cancelled else {
+                    panic!("the cancellation did not run: {cancelled:?}")
+                };
+                assert_eq!(cancelled["what"], "cancelled", "{cancelled}");
+                assert_eq!(counts["executions"], 2, "{counts}");
+                assert_eq!(counts["misused"], 0, "{counts}");
+                // What each sent is its own record's uuid: stable for that call, unique to it.
+                for (name, answer) in [(&create, &created), (&cancel, &cancelled)] {
+                    let record = store.lookup(name, "o-17").await.unwrap().unwrap();
+                    assert_eq!(answer["key"], record.upstream_key.to_string(), "{name}");
+                }
+                assert_ne!(created["key"], cancelled["key"]);
+                // A repeat of each is its own replay, not the other's answer.
+                assert_eq!(
+                    web.execute(&cancel, order.clone()).await.unwrap(),
+                    Dispatched::Replayed(cancelled)
+                );
+            }
+            Some(_) => {
+                let e = cancelled.expect_err("the provider took one key for two requests");
+                assert_eq!(e.kind, ErrorKind::Http, "{e}");
+                assert_eq!(e.response().unwrap()["status"], 417, "{e}");
+                assert_eq!(counts["executions"], 1, "{counts}");
+                assert_eq!(counts["misused"], 1, "{counts}");
+            }
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::routing::post;
 use axum::Router;
 use idempotency::{
-    Action, Dispatched, ErrorKind, Idempotent, MemoryStore, Method, Retry, WebExecutor,
+    Action, Dispatched, ErrorKind, Idempotent, MemoryStore, Method, Retry, UpstreamKey, WebExecutor,
 };
 use idempotency_server::{IdempotencyLayer, Rule, Scope};
 use serde_json::json;
@@ -53,11 +53,16 @@ async fn service(gate: Gate, wait: Duration) -> (String, Arc<Mutex<Vec<String>>>
 }
 
 /// A process of its own: an executor over a store nobody else shares, so that only the
-/// service can deduplicate what it sends.
+/// service can deduplicate what it sends. Such processes share no record, so they send
+/// the bare call key (`UpstreamKey::CallKey`): the record's uuid, the default, would
+/// differ between them.
 fn executor_of_its_own(base: &str, name: &str) -> Arc<WebExecutor> {
     let web = WebExecutor::new(Arc::new(MemoryStore::new()));
-    web.register(Action::new(name, Method::POST, format!("{base}/charges")))
-        .unwrap();
+    web.register(
+        Action::new(name, Method::POST, format!("{base}/charges"))
+            .upstream_key(UpstreamKey::CallKey),
+    )
+    .unwrap();
     Arc::new(web)
 }
 

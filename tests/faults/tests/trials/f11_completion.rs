@@ -105,7 +105,10 @@ impl Caller {
                 executor
                     .register(
                         Action::new(&name, Method::POST, format!("{}/charge", provider.base))
-                            .idempotent(idem),
+                            .idempotent(idem)
+                            // The bare call key: the trial counts the provider's effects
+                            // and reads the store by the key the provider saw.
+                            .upstream_key(idempotency::UpstreamKey::CallKey),
                     )
                     .unwrap();
                 Caller {
