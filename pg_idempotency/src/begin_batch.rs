@@ -16,6 +16,7 @@ use crate::begin::{self, Call};
 use crate::call_args::BeginBatchArgs;
 use crate::entry::{rows, Args, Column};
 use crate::error::{ErrorKind, IdemResult};
+use crate::metrics;
 use crate::request;
 use crate::roles;
 
@@ -86,6 +87,7 @@ pub fn idem_begin_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
         row.push(call.key.as_str().into_datum());
         answers[i] = row;
     }
+    metrics::flush();
     Ok(rows(a, &answers))
 }
 

@@ -17,13 +17,16 @@ static DEFAULT_LEASE: GucSetting<i32> = GucSetting::<i32>::new(settings::DEFAULT
 static PURGE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(settings::PURGE_INTERVAL.default);
 static PURGE_BATCH_SIZE: GucSetting<i32> =
     GucSetting::<i32>::new(settings::PURGE_BATCH_SIZE.default);
+static COUNT_OUTCOMES: GucSetting<i32> = GucSetting::<i32>::new(settings::COUNT_OUTCOMES.default);
+static METRICS_SCOPE_LIMIT: GucSetting<i32> =
+    GucSetting::<i32>::new(settings::METRICS_SCOPE_LIMIT.default);
 
 /// The database whose records the purge worker reclaims.
 static DATABASE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
 /// Each setting with the variable that holds it, in registration order.
-fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 8] {
+fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 10] {
     [
         (&settings::MAX_KEY_BYTES, &MAX_KEY_BYTES),
         (&settings::MAX_SCOPE_BYTES, &MAX_SCOPE_BYTES),
@@ -33,6 +36,8 @@ fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 8] {
         (&settings::DEFAULT_LEASE, &DEFAULT_LEASE),
         (&settings::PURGE_INTERVAL, &PURGE_INTERVAL),
         (&settings::PURGE_BATCH_SIZE, &PURGE_BATCH_SIZE),
+        (&settings::COUNT_OUTCOMES, &COUNT_OUTCOMES),
+        (&settings::METRICS_SCOPE_LIMIT, &METRICS_SCOPE_LIMIT),
     ]
 }
 
@@ -59,6 +64,9 @@ pub fn default_lease_micros() -> i64 {
 
 pub fn purge_batch_size() -> i64 {
     PURGE_BATCH_SIZE.get().max(1) as i64
+}
+pub fn count_outcomes() -> bool {
+    COUNT_OUTCOMES.get() != 0
 }
 pub fn purge_interval_secs() -> u64 {
     PURGE_INTERVAL.get().max(0) as u64

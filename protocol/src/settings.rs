@@ -138,12 +138,36 @@ pub const PURGE_BATCH_SIZE: IntSetting = IntSetting {
            Smaller batches hold fewer row locks for less time.",
 };
 
+pub const COUNT_OUTCOMES: IntSetting = IntSetting {
+    name: "pg_idempotency.count_outcomes",
+    default: 1,
+    min: 0,
+    max: 1,
+    unit: Unit::Plain,
+    context: Context::Session,
+    short: "1: count each call's outcome per owner and scope (idem_metrics); 0: count nothing.",
+    long: "A session's own calls only. Counting writes one row per owner, scope and backend: \
+           0 is for measuring what counting costs.",
+};
+
+pub const METRICS_SCOPE_LIMIT: IntSetting = IntSetting {
+    name: "pg_idempotency.metrics_scope_limit",
+    default: 0,
+    min: 0,
+    max: i32::MAX,
+    unit: Unit::Plain,
+    context: Context::Session,
+    short: "Most (owner, scope) rows idem_metrics() shows; 0: every one.",
+    long: "The busiest are shown; the rest of each owner fold into one row named \
+           '(other scopes)' whose folded_scopes says how many it holds.",
+};
+
 /// The database the purge worker purges (a string setting, read at server start).
 pub const DATABASE_NAME: &str = "pg_idempotency.database";
 pub const DATABASE_DEFAULT: &str = "postgres";
 
 /// Every integer setting, in the order docs/settings.md lists them.
-pub const INT_SETTINGS: [IntSetting; 8] = [
+pub const INT_SETTINGS: [IntSetting; 10] = [
     MAX_KEY_BYTES,
     MAX_SCOPE_BYTES,
     MAX_TTL,
@@ -152,6 +176,8 @@ pub const INT_SETTINGS: [IntSetting; 8] = [
     DEFAULT_LEASE,
     PURGE_INTERVAL,
     PURGE_BATCH_SIZE,
+    COUNT_OUTCOMES,
+    METRICS_SCOPE_LIMIT,
 ];
 
 /// Microseconds in a second, for the settings kept in seconds.
