@@ -2,10 +2,7 @@
 --
 -- Hand-written; fixed once 0.8.0 is released. tests/tests/consistency/upgrade.rs installs
 -- each released version, fills it, updates, and compares every object with a fresh 0.8.0
--- install. Each change is one block, starting with a line `-- 0.8.0: <what it does>`.
-SET LOCAL search_path = pg_catalog, pg_temp;
-
--- 0.8.0: outcome counts per owner and scope in the counts table, for any number of scopes
+-- install. Each change is one block, starting with a line `-- 0.8.0: outcome counts per owner and scope in the counts table, for any number of scopes
 -- (each backend its own row), instead of 512 pairs in shared memory: _idem_counters goes
 -- (the library answers it with no rows until this update); idem_metrics gains
 -- refused_total, unrecorded_total, outcome_unknown_total and folded_scopes (last), so it is
@@ -95,10 +92,11 @@ LANGUAGE sql AS $fn$
                             + j.in_progress + j.succeeded + j.failed + j.expired DESC,
                             j.owner::text, j.scope) > now.top AS folded
         FROM joined j, now)
+    SELECT * FROM (
     SELECT owner, scope, in_progress, succeeded, failed, lapsed, expired, oldest_in_progress,
            claimed, replay, in_progress_total, mismatch, CASE WHEN NOT idempotency._idem_counting() THEN
                'this session counts no outcomes: pg_idempotency.count_outcomes = 0' END, refused, unrecorded,
-           outcome_unknown, 0::bigint
+           outcome_unknown, 0::bigint AS folded_scopes
     FROM ranked WHERE NOT folded
     UNION ALL
     SELECT owner, '(other scopes)', sum(in_progress)::bigint, sum(succeeded)::bigint,
@@ -108,8 +106,8 @@ LANGUAGE sql AS $fn$
                'this session counts no outcomes: pg_idempotency.count_outcomes = 0' END, sum(refused)::bigint, sum(unrecorded)::bigint,
            sum(outcome_unknown)::bigint, count(*)
     FROM ranked WHERE folded
-    GROUP BY owner
-    ORDER BY 1::text, 2
+    GROUP BY owner) AS m
+    ORDER BY m.owner::text, m.scope
 $fn$;
 COMMENT ON FUNCTION @extschema@.idem_metrics() IS
     'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and durable outcome counts (claims, replays, running, refusals, the client''s marks); past pg_idempotency.metrics_scope_limit rows, the rest fold into ''(other scopes)'' rows that say how many they hold';

@@ -20,7 +20,7 @@ use pgrx::callbacks::{
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::OwnedPreparedStatement;
-use pgrx::{FromDatum, IntoDatum, JsonB, PgOid};
+use pgrx::{FromDatum, JsonB, PgOid};
 
 use crate::entry::{rows, Args, Column};
 use crate::error::IdemResult;
@@ -133,9 +133,9 @@ const UPSERT_SQL: &str = "\
     INSERT INTO idempotency.counts AS c (owner, scope, slot, claimed, replay, in_progress, \
         mismatch, refused, unrecorded, outcome_unknown) \
     SELECT o::pg_catalog.oid::pg_catalog.regrole, s, $3, n1, n2, n3, n4, n5, n6, n7 \
-    FROM pg_catalog.unnest($1::pg_catalog.int8[], $2::pg_catalog.text[], $4::pg_catalog.int8[], \
-        $5::pg_catalog.int8[], $6::pg_catalog.int8[], $7::pg_catalog.int8[], $8::pg_catalog.int8[], \
-        $9::pg_catalog.int8[], $10::pg_catalog.int8[]) AS u(o, s, n1, n2, n3, n4, n5, n6, n7) \
+    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($4), \
+        pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), \
+        pg_catalog.unnest($9), pg_catalog.unnest($10)) AS u(o, s, n1, n2, n3, n4, n5, n6, n7) \
     ON CONFLICT (owner, scope, slot) DO UPDATE SET \
         claimed = c.claimed OPERATOR(pg_catalog.+) excluded.claimed, \
         replay = c.replay OPERATOR(pg_catalog.+) excluded.replay, \

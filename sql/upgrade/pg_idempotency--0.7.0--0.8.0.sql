@@ -7,24 +7,7 @@
 -- says 0.7.0. Hand-written; fixed once 0.8.0 is released. tests/tests/consistency/upgrade.rs
 -- installs 0.7.0 (the base script and the upgrades up to it), upgrades, and compares every
 -- object with a fresh 0.8.0 install. Each change is one block, starting with a line
--- `-- 0.8.0: <what it does>`.
-\ir ../include/find-install.sql
-SELECT pg_catalog.set_config('idem_upgrade.found', version, true) AS idem_found_version,
-       version OPERATOR(pg_catalog.=) '0.7.0' AS idem_from
-FROM :"storage".installed \gset
-\if :idem_from
-\else
-DO $$ BEGIN
-    RAISE EXCEPTION 'this script upgrades the portable variant from 0.7.0, not from %',
-            pg_catalog.current_setting('idem_upgrade.found')
-        USING ERRCODE = 'object_not_in_prerequisite_state',
-              DETAIL = 'The storage schema given says version '
-                       || pg_catalog.current_setting('idem_upgrade.found') || ' is installed.',
-              HINT = 'Apply the scripts of sql/upgrade/ in order, starting from the installed version.';
-END $$;
-\endif
-
--- 0.8.0: outcome counts per owner and scope in the counts table, for any number of scopes
+-- `-- 0.8.0: outcome counts per owner and scope in the counts table, for any number of scopes
 -- (each backend its own row): idem_begin, idem_begin_batch, idem_complete and
 -- idem_complete_batch count through the new _idem_count, _idem_count_outcome and
 -- _idem_mark (replaced in place: their privileges and comments stay); idem_metrics gains
@@ -432,11 +415,12 @@ LANGUAGE sql AS $fn$
                             + j.in_progress + j.succeeded + j.failed + j.expired DESC,
                             j.owner::text, j.scope) > now.top AS folded
         FROM joined j, now)
+    SELECT * FROM (
     SELECT owner, scope, in_progress, succeeded, failed, lapsed, expired, oldest_in_progress,
            claimed, replay, in_progress_total, mismatch, CASE WHEN _idem_setting('pg_idempotency.count_outcomes', 1, '', 0, 1) = 0 THEN
                'this session counts no outcomes: pg_idempotency.count_outcomes = 0'
            ELSE 'a refusal raised (IK001, IK002) is not counted: it rolls back its transaction' END, refused, unrecorded,
-           outcome_unknown, 0::bigint
+           outcome_unknown, 0::bigint AS folded_scopes
     FROM ranked WHERE NOT folded
     UNION ALL
     SELECT owner, '(other scopes)', sum(in_progress)::bigint, sum(succeeded)::bigint,
@@ -447,8 +431,8 @@ LANGUAGE sql AS $fn$
            ELSE 'a refusal raised (IK001, IK002) is not counted: it rolls back its transaction' END, sum(refused)::bigint, sum(unrecorded)::bigint,
            sum(outcome_unknown)::bigint, count(*)
     FROM ranked WHERE folded
-    GROUP BY owner
-    ORDER BY 1::text, 2
+    GROUP BY owner) AS m
+    ORDER BY m.owner::text, m.scope
 $fn$;
 COMMENT ON FUNCTION :"schema".idem_metrics() IS
     'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and durable outcome counts (claims, replays, running, refusals, the client''s marks); past pg_idempotency.metrics_scope_limit rows, the rest fold into ''(other scopes)'' rows that say how many they hold';

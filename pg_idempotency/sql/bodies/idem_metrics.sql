@@ -39,10 +39,11 @@
                             + j.in_progress + j.succeeded + j.failed + j.expired DESC,
                             j.owner::text, j.scope) > now.top AS folded
         FROM joined j, now)
+    SELECT * FROM (
     SELECT owner, scope, in_progress, succeeded, failed, lapsed, expired, oldest_in_progress,
            claimed, replay, in_progress_total, mismatch, CASE WHEN NOT idempotency._idem_counting() THEN
                'this session counts no outcomes: pg_idempotency.count_outcomes = 0' END, refused, unrecorded,
-           outcome_unknown, 0::bigint
+           outcome_unknown, 0::bigint AS folded_scopes
     FROM ranked WHERE NOT folded
     UNION ALL
     SELECT owner, '(other scopes)', sum(in_progress)::bigint, sum(succeeded)::bigint,
@@ -52,5 +53,5 @@
                'this session counts no outcomes: pg_idempotency.count_outcomes = 0' END, sum(refused)::bigint, sum(unrecorded)::bigint,
            sum(outcome_unknown)::bigint, count(*)
     FROM ranked WHERE folded
-    GROUP BY owner
-    ORDER BY 1::text, 2
+    GROUP BY owner) AS m
+    ORDER BY m.owner::text, m.scope

@@ -43,11 +43,12 @@
                             + j.in_progress + j.succeeded + j.failed + j.expired DESC,
                             j.owner::text, j.scope) > now.top AS folded
         FROM joined j, now)
+    SELECT * FROM (
     SELECT owner, scope, in_progress, succeeded, failed, lapsed, expired, oldest_in_progress,
            claimed, replay, in_progress_total, mismatch, CASE WHEN _idem_setting('pg_idempotency.count_outcomes', 1, '', 0, 1) = 0 THEN
                'this session counts no outcomes: pg_idempotency.count_outcomes = 0'
            ELSE 'a refusal raised (IK001, IK002) is not counted: it rolls back its transaction' END, refused, unrecorded,
-           outcome_unknown, 0::bigint
+           outcome_unknown, 0::bigint AS folded_scopes
     FROM ranked WHERE NOT folded
     UNION ALL
     SELECT owner, '(other scopes)', sum(in_progress)::bigint, sum(succeeded)::bigint,
@@ -58,5 +59,5 @@
            ELSE 'a refusal raised (IK001, IK002) is not counted: it rolls back its transaction' END, sum(refused)::bigint, sum(unrecorded)::bigint,
            sum(outcome_unknown)::bigint, count(*)
     FROM ranked WHERE folded
-    GROUP BY owner
-    ORDER BY 1::text, 2
+    GROUP BY owner) AS m
+    ORDER BY m.owner::text, m.scope
