@@ -1,0 +1,257 @@
+//! Outcome counts that never fold (0.8.0): idem_metrics() counts each (owner, scope) pair on
+//! its own, however many there are, on both backends; refusals and the client's marks are
+//! counted; the one bound left (pg_idempotency.metrics_scope_limit, the rows a scrape
+//! shows) folds visibly, saying how many pairs a folded row holds. Each test counts as a
+//! role of its own, whose idem_metrics() rows are its own only.
+
+use pg_idempotency_tests::attack::TestRole;
+use pg_idempotency_tests::*;
+
+const SCOPES: i64 = 100_000;
+
+/// The counts of one scope, as `owner`'s session sees them: claimed, replay, in_progress,
+/// mismatch, refused, unrecorded, outcome_unknown, folded_scopes.
+fn counts(c: &mut Client, scope: &str) -> Vec<i64> {
+    let row = c
+        .query_one(
+            "SELECT claimed_total, replay_total, in_progress_total, mismatch_total, \
+                    refused_total, unrecorded_total, outcome_unknown_total, folded_scopes \
+             FROM idem_metrics() WHERE scope = $1",
+            &[&scope],
+        )
+        .unwrap_or_else(|e| panic!("idem_metrics() of {scope}: {e}"));
+    (0..8).map(|i| row.get::<_, i64>(i)).collect()
+}
+
+fn user(name: &str) -> TestRole {
+    TestRole::create(&dsn(), name, "IN ROLE idempotency_user")
+}
+
+#[test]
+fn a_hundred_thousand_scopes_are_each_counted_with_no_fold() {
+    let role = user("counts_many");
+    let mut c = role.session();
+    let prefix = scope("many");
+    // One statement: 100,000 claims, each in a scope of its own, then a replay of each.
+    for _ in 0..2 {
+        c.execute(
+            "SELECT count(*) FROM generate_series(1, $2::bigint) AS i, \
+                 LATERAL idem_begin($1 || '/' || i, 'k') AS b",
+            &[&prefix, &SCOPES],
+        )
+        .unwrap();
+    }
+    let row = c
+        .query_one(
+            "SELECT count(*) FILTER (WHERE scope LIKE $1 || '/%'), \
+                    count(*) FILTER (WHERE scope LIKE $1 || '/%' AND claimed_total = 1 \
+                                     AND replay_total = 0 AND in_progress_total = 1 \
+                                     AND folded_scopes = 0), \
+                    count(*) FILTER (WHERE scope = '(other scopes)') \
+             FROM idem_metrics()",
+            &[&prefix],
+        )
+        .unwrap();
+    let (rows, exact, folded): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(
+        (rows, exact, folded),
+        (SCOPES, SCOPES, 0),
+        "every scope its own row, each counted once as claimed and once as running, none folded"
+    );
+}
+
+#[test]
+fn refusals_are_counted_per_scope() {
+    let role = user("counts_refusals");
+    let mut c = role.session();
+    let (a, b) = (scope("refusals-a"), scope("refusals-b"));
+    // A batch answers its refusals as items' outcomes: counted on both backends.
+    for s in [&a, &b] {
+        let f: i64 = c
+            .query_one(
+                "SELECT fence FROM idem_begin($1, 'done', '{\"n\": 1}'::jsonb)",
+                &[s],
+            )
+            .unwrap()
+            .get(0);
+        c.execute(
+            "SELECT idem_complete($1, 'done', $2, '{}'::jsonb, true)",
+            &[s, &f],
+        )
+        .unwrap();
+    }
+    c.execute(
+        "SELECT * FROM idem_begin_batch($1, ARRAY['done'], ARRAY['{\"n\": 2}'::jsonb])",
+        &[&a],
+    )
+    .unwrap();
+    for _ in 0..2 {
+        c.execute(
+            "SELECT * FROM idem_begin_batch($1, ARRAY['done'], on_cache_hit => 'fail_fast')",
+            &[&b],
+        )
+        .unwrap();
+    }
+    assert_eq!(counts(&mut c, &a)[3..5], [1, 0], "a: one mismatch refused");
+    assert_eq!(counts(&mut c, &b)[3..5], [0, 2], "b: two repeats refused");
+
+    // A single call raises its refusal (IK001, IK002), which rolls its transaction back.
+    let mismatch = c
+        .query_one(
+            "SELECT outcome FROM idem_begin($1, 'done', '{\"n\": 3}'::jsonb)",
+            &[&a],
+        )
+        .unwrap_err();
+    assert_eq!(sqlstate(&mismatch), "IK001");
+    let refused = c
+        .query_one(
+            "SELECT outcome FROM idem_begin($1, 'done', on_cache_hit => 'fail_fast')",
+            &[&b],
+        )
+        .unwrap_err();
+    assert_eq!(sqlstate(&refused), "IK002");
+    // The session's next call that succeeds writes what it counted.
+    c.execute("SELECT idem_begin($1, 'next')", &[&a]).unwrap();
+    match backend() {
+        // The extension counts the refusal in the backend's memory, out of the
+        // transaction, and writes it with the next call.
+        Backend::Extension => {
+            assert_eq!(counts(&mut c, &a)[3..5], [2, 0]);
+            assert_eq!(counts(&mut c, &b)[3..5], [0, 3]);
+        }
+        // Plain SQL keeps nothing a rollback undoes: the raised refusal is not counted,
+        // and the note says so.
+        Backend::Portable => {
+            assert_eq!(counts(&mut c, &a)[3..5], [1, 0]);
+            assert_eq!(counts(&mut c, &b)[3..5], [0, 2]);
+            let note: Option<String> = c
+                .query_one("SELECT note FROM idem_metrics() WHERE scope = $1", &[&a])
+                .unwrap()
+                .get(0);
+            assert!(
+                note.as_deref().is_some_and(|n| n.contains("not counted")),
+                "{note:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_client_s_marks_are_counted() {
+    let role = user("counts_marks");
+    let mut c = role.session();
+    let s = scope("marks");
+    let marks = [
+        ("u1", r#"{"pg_idempotency": {"unrecorded": "too large"}}"#),
+        ("u2", r#"{"pg_idempotency": {"unrecorded": "holds U+0000"}}"#),
+        ("o1", r#"{"pg_idempotency": {"outcome_unknown": "taken over"}}"#),
+        // Not marks: another member beside it, another word, a plain result.
+        ("n1", r#"{"pg_idempotency": {"unrecorded": "x"}, "id": 1}"#),
+        ("n2", r#"{"pg_idempotency": {"other": "x"}}"#),
+        ("n3", r#"{"sent": true}"#),
+    ];
+    for (key, response) in marks {
+        let f = begin(&mut c, &s, key).fence.unwrap();
+        complete(&mut c, &s, key, f, response).unwrap();
+    }
+    // The batch form: one mark among two completions.
+    let f1 = begin(&mut c, &s, "b1").fence.unwrap();
+    let f2 = begin(&mut c, &s, "b2").fence.unwrap();
+    c.execute(
+        "SELECT * FROM idem_complete_batch($1, ARRAY['b1', 'b2'], ARRAY[$2, $3]::bigint[], \
+             ARRAY['{\"pg_idempotency\": {\"outcome_unknown\": \"refused\"}}', '{}']::jsonb[])",
+        &[&s, &f1, &f2],
+    )
+    .unwrap();
+    assert_eq!(
+        counts(&mut c, &s)[5..7],
+        [2, 2],
+        "two unrecorded marks, two outcome_unknown marks"
+    );
+}
+
+#[test]
+fn the_scope_limit_folds_visibly() {
+    let role = user("counts_limit");
+    let mut c = role.session();
+    let prefix = scope("limit");
+    // Five scopes, the busiest first: scope i has 6 - i claims.
+    for i in 1..=5 {
+        for k in 0..(6 - i) {
+            begin(&mut c, &format!("{prefix}/{i}"), &format!("k{k}"));
+        }
+    }
+    c.batch_execute("SET pg_idempotency.metrics_scope_limit = 3")
+        .unwrap();
+    let mut rows: Vec<(String, i64, i64)> = c
+        .query(
+            "SELECT scope, claimed_total, folded_scopes FROM idem_metrics()",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        vec![
+            ("(other scopes)".to_string(), 2 + 1, 2),
+            (format!("{prefix}/1"), 5, 0),
+            (format!("{prefix}/2"), 4, 0),
+            (format!("{prefix}/3"), 3, 0),
+        ],
+        "the three busiest kept, the other two folded into one row that says so"
+    );
+    c.batch_execute("RESET pg_idempotency.metrics_scope_limit")
+        .unwrap();
+    let all: i64 = c
+        .query_one("SELECT count(*) FROM idem_metrics()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(all, 5, "no limit: every scope its own row");
+}
+
+#[test]
+fn a_rolled_back_claim_is_counted_by_the_extension_only() {
+    let role = user("counts_rollback");
+    let mut c = role.session();
+    let s = scope("rollback");
+    let mut t = c.transaction().unwrap();
+    t.execute("SELECT idem_begin($1, 'k')", &[&s]).unwrap();
+    t.rollback().unwrap();
+    // The same call again: claimed again, since the first claim rolled back.
+    assert_eq!(begin(&mut c, &s, "k").outcome, "claimed");
+    let claimed = counts(&mut c, &s)[0];
+    match backend() {
+        // Counted as answered: the caller was told `claimed` and may have acted on it.
+        Backend::Extension => assert_eq!(claimed, 2),
+        // Counted as committed, like the record itself.
+        Backend::Portable => assert_eq!(claimed, 1),
+    }
+}
+
+#[test]
+fn counting_off_counts_nothing() {
+    let role = user("counts_off");
+    let mut c = role.session();
+    let s = scope("off");
+    begin(&mut c, &s, "a");
+    c.batch_execute("SET pg_idempotency.count_outcomes = 0")
+        .unwrap();
+    begin(&mut c, &s, "b");
+    begin(&mut c, &s, "b");
+    let row = c
+        .query_one(
+            "SELECT claimed_total, in_progress_total, note FROM idem_metrics() WHERE scope = $1",
+            &[&s],
+        )
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 0));
+    let note: Option<String> = row.get(2);
+    assert!(
+        note.as_deref()
+            .is_some_and(|n| n.contains("count_outcomes = 0")),
+        "{note:?}"
+    );
+}
