@@ -123,7 +123,7 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
     };
     call.check_lease()?;
     let outcome = answer(&call)?;
-    metrics::flush();
+    metrics::flush(matches!(outcome, Outcome::Claimed { .. }));
     let mut full: [Column; 11] = [None; 11];
     full[..10].copy_from_slice(&columns(outcome));
     full[10] = call.key.as_str().into_datum();

@@ -82,6 +82,6 @@ pub fn idem_complete_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
             expires_at.map(pg_sys::Datum::from),
         ];
     }
-    metrics::flush();
+    metrics::flush(true);
     Ok(rows(a, &answers))
 }

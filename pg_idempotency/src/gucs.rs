@@ -18,6 +18,8 @@ static PURGE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(settings::PURGE_
 static PURGE_BATCH_SIZE: GucSetting<i32> =
     GucSetting::<i32>::new(settings::PURGE_BATCH_SIZE.default);
 static COUNT_OUTCOMES: GucSetting<i32> = GucSetting::<i32>::new(settings::COUNT_OUTCOMES.default);
+static COUNT_FLUSH_INTERVAL_MS: GucSetting<i32> =
+    GucSetting::<i32>::new(settings::COUNT_FLUSH_INTERVAL_MS.default);
 static METRICS_SCOPE_LIMIT: GucSetting<i32> =
     GucSetting::<i32>::new(settings::METRICS_SCOPE_LIMIT.default);
 
@@ -26,7 +28,7 @@ static DATABASE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
 /// Each setting with the variable that holds it, in registration order.
-fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 10] {
+fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 11] {
     [
         (&settings::MAX_KEY_BYTES, &MAX_KEY_BYTES),
         (&settings::MAX_SCOPE_BYTES, &MAX_SCOPE_BYTES),
@@ -37,6 +39,7 @@ fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 10] {
         (&settings::PURGE_INTERVAL, &PURGE_INTERVAL),
         (&settings::PURGE_BATCH_SIZE, &PURGE_BATCH_SIZE),
         (&settings::COUNT_OUTCOMES, &COUNT_OUTCOMES),
+        (&settings::COUNT_FLUSH_INTERVAL_MS, &COUNT_FLUSH_INTERVAL_MS),
         (&settings::METRICS_SCOPE_LIMIT, &METRICS_SCOPE_LIMIT),
     ]
 }
@@ -67,6 +70,9 @@ pub fn purge_batch_size() -> i64 {
 }
 pub fn count_outcomes() -> bool {
     COUNT_OUTCOMES.get() != 0
+}
+pub fn count_flush_interval() -> std::time::Duration {
+    std::time::Duration::from_millis(COUNT_FLUSH_INTERVAL_MS.get().max(0) as u64)
 }
 pub fn purge_interval_secs() -> u64 {
     PURGE_INTERVAL.get().max(0) as u64

@@ -88,7 +88,7 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
 
     let (state, expires_at) = complete(&h, response, succeeded, cache_failure)?;
     count_mark(&h, response);
-    metrics::flush();
+    metrics::flush(true);
     Ok(composite(
         a,
         &[state.into_datum(), expires_at.map(pg_sys::Datum::from)],

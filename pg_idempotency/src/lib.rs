@@ -131,9 +131,7 @@ fn warn_not_preloaded() {
         "pg_idempotency is loaded without shared_preload_libraries",
         "_PG_init",
     )
-    .set_detail(
-        "The SQL API works (idem_metrics() counts outcomes too), but no purge worker runs.",
-    )
+    .set_detail("The SQL API works (idem_metrics() counts outcomes too), but no purge worker runs.")
     .set_hint(
         "Add pg_idempotency to shared_preload_libraries in postgresql.conf and restart the \
          server, or schedule SELECT idem_purge_expired() with pg_cron.",

@@ -1,7 +1,9 @@
 //! Outcome counts per owner and scope, for `idem_metrics()`'s `*_total` columns.
 //!
-//! Each answer is counted in this backend's memory first, then written by the next call that
-//! succeeds, in its transaction, to this backend's own row of the scope in
+//! Each answer is counted in this backend's memory first, then written by a later call that
+//! succeeds (the next one that writes a record anyway: a claim or a completion; or the first
+//! one `pg_idempotency.count_flush_interval_ms` after the last write, so that a replay stays
+//! a read), in its transaction, to this backend's own row of the scope in
 //! `idempotency.counts` (the slot is the backend's number, which no other live backend has):
 //! two callers of one scope never wait on each other's row, however long their
 //! transactions. The counts are of answers given: a refusal raised (which rolls back its
@@ -14,8 +16,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use pgrx::callbacks::{
-    register_subxact_callback, register_xact_callback, PgSubXactCallbackEvent,
-    PgXactCallbackEvent,
+    register_subxact_callback, register_xact_callback, PgSubXactCallbackEvent, PgXactCallbackEvent,
 };
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -55,6 +56,8 @@ thread_local! {
         const { RefCell::new(Vec::new()) };
     /// Whether the open transaction has our end-of-transaction callbacks.
     static HOOKED: Cell<bool> = const { Cell::new(false) };
+    /// When this backend last wrote its counts.
+    static LAST_FLUSH: Cell<Option<std::time::Instant>> = const { Cell::new(None) };
     /// The saved upsert (leaked: it lives as long as the backend).
     static UPSERT: Cell<Option<&'static OwnedPreparedStatement>> = const { Cell::new(None) };
 }
@@ -176,11 +179,20 @@ fn upsert(client: &pgrx::spi::SpiClient<'_>) -> &'static OwnedPreparedStatement 
 }
 
 /// Writes what this backend has counted, in the open transaction, to its rows. Called at
-/// the end of each call that succeeded.
-pub fn flush() {
+/// the end of each call that succeeded; `wrote`: the call wrote a record (a claim, a
+/// completion), so one more row written costs it little. A call that wrote nothing writes
+/// the counts only once the flush interval has passed since the last write.
+pub fn flush(wrote: bool) {
     if PENDING.with_borrow(HashMap::is_empty) {
         return;
     }
+    let due = LAST_FLUSH
+        .get()
+        .is_none_or(|at| at.elapsed() >= gucs::count_flush_interval());
+    if !wrote && !due {
+        return;
+    }
+    LAST_FLUSH.set(Some(std::time::Instant::now()));
     let pending: Vec<(Pair, Counts)> = PENDING.with_borrow_mut(|p| p.drain().collect());
     if !counts_table() {
         return;

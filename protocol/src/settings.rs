@@ -150,6 +150,20 @@ pub const COUNT_OUTCOMES: IntSetting = IntSetting {
            0 is for measuring what counting costs.",
 };
 
+pub const COUNT_FLUSH_INTERVAL_MS: IntSetting = IntSetting {
+    name: "pg_idempotency.count_flush_interval_ms",
+    default: 1000,
+    min: 0,
+    max: 3_600_000,
+    unit: Unit::Plain,
+    context: Context::Session,
+    short: "Extension: the longest a backend keeps the counts of answers that write nothing \
+            (replays, running) before a call writes them; 0: every call.",
+    long: "Counts reach the counts table with the backend's next claim or completion, or its \
+           first call this many milliseconds after its last write. The portable variant \
+           writes every call's count in its transaction and ignores it.",
+};
+
 pub const METRICS_SCOPE_LIMIT: IntSetting = IntSetting {
     name: "pg_idempotency.metrics_scope_limit",
     default: 0,
@@ -167,7 +181,7 @@ pub const DATABASE_NAME: &str = "pg_idempotency.database";
 pub const DATABASE_DEFAULT: &str = "postgres";
 
 /// Every integer setting, in the order docs/settings.md lists them.
-pub const INT_SETTINGS: [IntSetting; 10] = [
+pub const INT_SETTINGS: [IntSetting; 11] = [
     MAX_KEY_BYTES,
     MAX_SCOPE_BYTES,
     MAX_TTL,
@@ -177,6 +191,7 @@ pub const INT_SETTINGS: [IntSetting; 10] = [
     PURGE_INTERVAL,
     PURGE_BATCH_SIZE,
     COUNT_OUTCOMES,
+    COUNT_FLUSH_INTERVAL_MS,
     METRICS_SCOPE_LIMIT,
 ];
 

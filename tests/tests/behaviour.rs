@@ -34,10 +34,10 @@ mod bounds;
 mod canonical;
 #[path = "behaviour/claim_token.rs"]
 mod claim_token;
-#[path = "behaviour/counts.rs"]
-mod counts;
 #[path = "behaviour/concurrency.rs"]
 mod concurrency;
+#[path = "behaviour/counts.rs"]
+mod counts;
 #[path = "behaviour/grant_roles.rs"]
 mod grant_roles;
 #[path = "behaviour/identity.rs"]
