@@ -21,11 +21,12 @@ use pgrx::callbacks::{
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::OwnedPreparedStatement;
-use pgrx::{FromDatum, JsonB, PgOid};
+use pgrx::PgOid;
 
 use crate::entry::{rows, Args, Column};
 use crate::error::IdemResult;
 use crate::gucs;
+use crate::request;
 
 /// What one answer counts as; the order of the `counts` table's columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,17 +99,92 @@ pub fn mark_of(response: Option<pg_sys::Datum>) -> Option<Counter> {
     if size > MARK_MAX_BYTES {
         return None;
     }
-    // SAFETY: as above; from_datum detoasts it.
-    let JsonB(value) = unsafe { JsonB::from_datum(datum, false) }?;
-    let obj = value.as_object().filter(|o| o.len() == 1)?;
-    let inner = obj.get("pg_idempotency")?.as_object()?;
-    if inner.get("unrecorded").is_some_and(|v| v.is_string()) {
+    // Read from jsonb's text form, never converted to a Rust value (pgrx's conversion panics
+    // on deep nesting and on numbers like 1e400, which any response may hold). A mark has
+    // one member, so its text is `{"pg_idempotency": {...}}`, two deep.
+    let text = request::jsonb_text(datum);
+    let inner = text
+        .strip_prefix("{\"pg_idempotency\": {")?
+        .strip_suffix("}}")?;
+    if depth(&text) != 2 {
+        return None;
+    }
+    let keys = string_members(inner)?;
+    if keys.iter().any(|k| k == "unrecorded") {
         Some(Counter::Unrecorded)
-    } else if inner.get("outcome_unknown").is_some_and(|v| v.is_string()) {
+    } else if keys.iter().any(|k| k == "outcome_unknown") {
         Some(Counter::OutcomeUnknown)
     } else {
         None
     }
+}
+
+/// The keys of the members of a flat JSON object's inside (jsonb's text form) whose values
+/// are strings; None when it is not one object's inside (a bracket outside the strings:
+/// the outer object had another member after it).
+fn string_members(inner: &str) -> Option<Vec<String>> {
+    // Strings in order: with no nesting, they alternate key, then the value when it is a
+    // string; a value that is not a string is a bare token between a ':' and a ','.
+    let mut keys = Vec::new();
+    let (mut in_string, mut escaped, mut current) = (false, false, String::new());
+    let mut key: Option<String> = None;
+    let mut after_colon = false;
+    for c in inner.chars() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => {
+                    escaped = false;
+                    current.push(c);
+                }
+                (false, '\\') => escaped = true,
+                (false, '"') => {
+                    in_string = false;
+                    match (key.take(), after_colon) {
+                        (Some(k), true) => {
+                            keys.push(k);
+                            after_colon = false;
+                        }
+                        (_, _) => key = Some(std::mem::take(&mut current)),
+                    }
+                    current.clear();
+                }
+                (false, _) => current.push(c),
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            ':' => after_colon = true,
+            ',' => {
+                key = None;
+                after_colon = false;
+            }
+            '{' | '}' | '[' | ']' => return None,
+            _ => {}
+        }
+    }
+    Some(keys)
+}
+
+/// How deep a JSON text nests its objects and arrays (brackets inside strings not counted).
+fn depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in text.bytes() {
+        match (in_string, escaped, b) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') => in_string = false,
+            (true, false, _) => {}
+            (false, _, b'"') => in_string = true,
+            (false, _, b'{' | b'[') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (false, _, b'}' | b']') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// The `counts` table, when the installed schema has it (0.8.0 on; a 0.7.0 catalogue not

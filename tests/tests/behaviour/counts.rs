@@ -294,3 +294,29 @@ fn answers_that_write_nothing_are_written_with_the_next_write() {
     begin(&mut c, &s, "b");
     assert_eq!(counts(&mut reader, &s)[..3], [2, 0, 2]);
 }
+
+#[test]
+fn only_the_client_s_marks_count_as_marks() {
+    let role = user("counts_not_marks");
+    let mut c = counted(&role);
+    let s = scope("not-marks");
+    let deep = format!(
+        "{}{}",
+        "{\"pg_idempotency\": ".repeat(200),
+        "{\"unrecorded\": \"x\"}".to_string() + &"}".repeat(200)
+    );
+    let others = [
+        // Shaped like a mark, with another member after it in the outer object.
+        r#"{"pg_idempotency": {"unrecorded": "x"}, "zzzzzzzzzzzzzzzzzzzzzzzzzz": {"a": "b"}}"#,
+        // The word in a string, a number too large for a double, deep nesting.
+        r#"{"pg_idempotency": {"note": "\"unrecorded\": \"x\"", "n": 1e400}}"#,
+        r#"{"pg_idempotency": {"unrecorded": 1}}"#,
+        deep.as_str(),
+    ];
+    for (i, response) in others.into_iter().enumerate() {
+        let key = format!("k{i}");
+        let f = begin(&mut c, &s, &key).fence.unwrap();
+        complete(&mut c, &s, &key, f, response).unwrap_or_else(|e| panic!("{response}: {e}"));
+    }
+    assert_eq!(counts(&mut c, &s)[5..7], [0, 0], "none of them is a mark");
+}
