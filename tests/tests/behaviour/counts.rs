@@ -32,9 +32,14 @@ fn user(name: &str) -> TestRole {
 /// portable variant writes each in its call's transaction and ignores the setting).
 fn counted(role: &TestRole) -> Client {
     let mut c = role.session();
-    c.batch_execute("SET pg_idempotency.count_flush_interval_ms = 0")
-        .unwrap();
+    set(&mut c, "pg_idempotency.count_flush_interval_ms", "0");
     c
+}
+
+/// Sets a setting for the session. A library that lacks it (0.7.0's, which reserves the
+/// prefix) refuses it: ignored, so that the test fails on what it checks, not here.
+fn set(c: &mut Client, name: &str, value: &str) {
+    let _ = c.execute("SELECT set_config($1, $2, false)", &[&name, &value]);
 }
 
 #[test]
@@ -51,23 +56,29 @@ fn a_hundred_thousand_scopes_are_each_counted_with_no_fold() {
         )
         .unwrap();
     }
+    // Read with the columns every release has: each scope its own row, counted exactly.
     let row = c
         .query_one(
             "SELECT count(*) FILTER (WHERE scope LIKE $1 || '/%'), \
                     count(*) FILTER (WHERE scope LIKE $1 || '/%' AND claimed_total = 1 \
-                                     AND replay_total = 0 AND in_progress_total = 1 \
-                                     AND folded_scopes = 0), \
+                                     AND replay_total = 0 AND in_progress_total = 1), \
                     count(*) FILTER (WHERE scope = '(other scopes)') \
              FROM idem_metrics()",
             &[&prefix],
         )
         .unwrap();
-    let (rows, exact, folded): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    let (rows, exact, other): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
     assert_eq!(
-        (rows, exact, folded),
+        (rows, exact, other),
         (SCOPES, SCOPES, 0),
-        "every scope its own row, each counted once as claimed and once as running, none folded"
+        "every scope its own row, each counted once as claimed and once as running, none in \
+         '(other scopes)'"
     );
+    let folded: i64 = c
+        .query_one("SELECT sum(folded_scopes)::bigint FROM idem_metrics()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(folded, 0, "no row says it folds others");
 }
 
 #[test]
@@ -197,8 +208,7 @@ fn the_scope_limit_folds_visibly() {
             begin(&mut c, &format!("{prefix}/{i}"), &format!("k{k}"));
         }
     }
-    c.batch_execute("SET pg_idempotency.metrics_scope_limit = 3")
-        .unwrap();
+    set(&mut c, "pg_idempotency.metrics_scope_limit", "3");
     let mut rows: Vec<(String, i64, i64)> = c
         .query(
             "SELECT scope, claimed_total, folded_scopes FROM idem_metrics()",
@@ -219,8 +229,7 @@ fn the_scope_limit_folds_visibly() {
         ],
         "the three busiest kept, the other two folded into one row that says so"
     );
-    c.batch_execute("RESET pg_idempotency.metrics_scope_limit")
-        .unwrap();
+    set(&mut c, "pg_idempotency.metrics_scope_limit", "0");
     let all: i64 = c
         .query_one("SELECT count(*) FROM idem_metrics()", &[])
         .unwrap()
@@ -253,8 +262,7 @@ fn counting_off_counts_nothing() {
     let mut c = counted(&role);
     let s = scope("off");
     begin(&mut c, &s, "a");
-    c.batch_execute("SET pg_idempotency.count_outcomes = 0")
-        .unwrap();
+    set(&mut c, "pg_idempotency.count_outcomes", "0");
     begin(&mut c, &s, "b");
     begin(&mut c, &s, "b");
     let row = c
@@ -276,8 +284,7 @@ fn counting_off_counts_nothing() {
 fn answers_that_write_nothing_are_written_with_the_next_write() {
     let role = user("counts_interval");
     let mut c = role.session();
-    c.batch_execute("SET pg_idempotency.count_flush_interval_ms = 3600000")
-        .unwrap();
+    set(&mut c, "pg_idempotency.count_flush_interval_ms", "3600000");
     let s = scope("interval");
     begin(&mut c, &s, "a");
     begin(&mut c, &s, "a");
