@@ -2,7 +2,11 @@
 --
 -- Hand-written; fixed once 0.8.0 is released. tests/tests/consistency/upgrade.rs installs
 -- each released version, fills it, updates, and compares every object with a fresh 0.8.0
--- install. Each change is one block, starting with a line `-- 0.8.0: outcome counts per owner and scope in the counts table, for any number of scopes
+-- install. Each change of 0.8.0 is one block below, starting with a comment line that
+-- names it.
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+-- 0.8.0: outcome counts per owner and scope in the counts table, for any number of scopes
 -- (each backend its own row), instead of 512 pairs in shared memory: _idem_counters goes
 -- (the library answers it with no rows until this update); idem_metrics gains
 -- refused_total, unrecorded_total, outcome_unknown_total and folded_scopes (last), so it is

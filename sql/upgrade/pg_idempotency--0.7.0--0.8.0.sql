@@ -6,8 +6,25 @@
 -- One transaction (however psql runs it); it changes nothing unless <storage>.installed
 -- says 0.7.0. Hand-written; fixed once 0.8.0 is released. tests/tests/consistency/upgrade.rs
 -- installs 0.7.0 (the base script and the upgrades up to it), upgrades, and compares every
--- object with a fresh 0.8.0 install. Each change is one block, starting with a line
--- `-- 0.8.0: outcome counts per owner and scope in the counts table, for any number of scopes
+-- object with a fresh 0.8.0 install. Each change of 0.8.0 is one block below, starting
+-- with a comment line that names it.
+\ir ../include/find-install.sql
+SELECT pg_catalog.set_config('idem_upgrade.found', version, true) AS idem_found_version,
+       version OPERATOR(pg_catalog.=) '0.7.0' AS idem_from
+FROM :"storage".installed \gset
+\if :idem_from
+\else
+DO $$ BEGIN
+    RAISE EXCEPTION 'this script upgrades the portable variant from 0.7.0, not from %',
+            pg_catalog.current_setting('idem_upgrade.found')
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              DETAIL = 'The storage schema given says version '
+                       || pg_catalog.current_setting('idem_upgrade.found') || ' is installed.',
+              HINT = 'Apply the scripts of sql/upgrade/ in order, starting from the installed version.';
+END $$;
+\endif
+
+-- 0.8.0: outcome counts per owner and scope in the counts table, for any number of scopes
 -- (each backend its own row): idem_begin, idem_begin_batch, idem_complete and
 -- idem_complete_batch count through the new _idem_count, _idem_count_outcome and
 -- _idem_mark (replaced in place: their privileges and comments stay); idem_metrics gains
