@@ -457,3 +457,7 @@ REVOKE EXECUTE ON FUNCTION :"schema".idem_metrics() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION :"schema".idem_metrics() TO idempotency_user;
 
 UPDATE :"storage".installed SET version = '0.8.0';
+
+\if :_idem_own_transaction
+COMMIT;
+\endif
