@@ -2,7 +2,8 @@
 //! (`idem_metrics()`) with many scopes and records, beside plain counts of the tables it
 //! reads; and the hot path (`idem_begin`, claims and replays) with counting on beside
 //! counting off (`pg_idempotency.count_outcomes`), on the extension and on the portable
-//! variant. Every session of the hot path calls in one scope, so sessions that shared a
+//! variant: a new key's claim, and a duplicate of a running claim (`in_progress`, an
+//! answer that writes no record). Every session of the hot path calls in one scope, so sessions that shared a
 //! counter row would queue on it.
 
 use std::sync::Arc;
@@ -65,7 +66,7 @@ fn query(sql: &'static str) -> Op {
 }
 
 /// `idem_begin` in one scope with counting set to `on` (each call sets it, both sides
-/// alike): a new key (claim) or the one stored key (replay).
+/// alike): a new key (claim) or the one running key (in_progress).
 fn begin(on: &'static str, claim: bool) -> Op {
     Arc::new(move |client, _| {
         Box::pin(async move {
@@ -147,7 +148,10 @@ pub async fn run(
         let c = connect(d).await?;
         c.batch_execute("SELECT idem_begin('cnt-hot', 'stored')")
             .await?;
-        for (call, claim) in [("new key (claim)", true), ("stored key (replay)", false)] {
+        for (call, claim) in [
+            ("new key (claim)", true),
+            ("running key (in_progress)", false),
+        ] {
             let (on, off) =
                 compare_across(d, d, hot_plan, begin("1", claim), begin("0", claim)).await?;
             hot.push((backend.to_string(), call.to_string(), on, off));
