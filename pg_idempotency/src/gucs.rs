@@ -20,6 +20,7 @@ static PURGE_BATCH_SIZE: GucSetting<i32> =
 static COUNT_OUTCOMES: GucSetting<i32> = GucSetting::<i32>::new(settings::COUNT_OUTCOMES.default);
 static COUNT_FLUSH_INTERVAL_MS: GucSetting<i32> =
     GucSetting::<i32>::new(settings::COUNT_FLUSH_INTERVAL_MS.default);
+static METRICS_RECORDS: GucSetting<i32> = GucSetting::<i32>::new(settings::METRICS_RECORDS.default);
 static METRICS_SCOPE_LIMIT: GucSetting<i32> =
     GucSetting::<i32>::new(settings::METRICS_SCOPE_LIMIT.default);
 
@@ -28,7 +29,7 @@ static DATABASE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
 /// Each setting with the variable that holds it, in registration order.
-fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 11] {
+fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 12] {
     [
         (&settings::MAX_KEY_BYTES, &MAX_KEY_BYTES),
         (&settings::MAX_SCOPE_BYTES, &MAX_SCOPE_BYTES),
@@ -40,6 +41,7 @@ fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 11] {
         (&settings::PURGE_BATCH_SIZE, &PURGE_BATCH_SIZE),
         (&settings::COUNT_OUTCOMES, &COUNT_OUTCOMES),
         (&settings::COUNT_FLUSH_INTERVAL_MS, &COUNT_FLUSH_INTERVAL_MS),
+        (&settings::METRICS_RECORDS, &METRICS_RECORDS),
         (&settings::METRICS_SCOPE_LIMIT, &METRICS_SCOPE_LIMIT),
     ]
 }

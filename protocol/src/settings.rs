@@ -164,6 +164,18 @@ pub const COUNT_FLUSH_INTERVAL_MS: IntSetting = IntSetting {
            writes every call's count in its transaction and ignores it.",
 };
 
+pub const METRICS_RECORDS: IntSetting = IntSetting {
+    name: "pg_idempotency.metrics_records",
+    default: 1,
+    min: 0,
+    max: 1,
+    unit: Unit::Plain,
+    context: Context::Session,
+    short: "1: idem_metrics() reads the records (live, lapsed, expired); 0: the counts only.",
+    long: "0 makes a scrape of the counts cheap however many records are stored: the \
+           records' columns are NULL and the note says why.",
+};
+
 pub const METRICS_SCOPE_LIMIT: IntSetting = IntSetting {
     name: "pg_idempotency.metrics_scope_limit",
     default: 0,
@@ -181,7 +193,7 @@ pub const DATABASE_NAME: &str = "pg_idempotency.database";
 pub const DATABASE_DEFAULT: &str = "postgres";
 
 /// Every integer setting, in the order docs/settings.md lists them.
-pub const INT_SETTINGS: [IntSetting; 11] = [
+pub const INT_SETTINGS: [IntSetting; 12] = [
     MAX_KEY_BYTES,
     MAX_SCOPE_BYTES,
     MAX_TTL,
@@ -192,6 +204,7 @@ pub const INT_SETTINGS: [IntSetting; 11] = [
     PURGE_BATCH_SIZE,
     COUNT_OUTCOMES,
     COUNT_FLUSH_INTERVAL_MS,
+    METRICS_RECORDS,
     METRICS_SCOPE_LIMIT,
 ];
 

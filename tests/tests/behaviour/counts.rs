@@ -327,3 +327,30 @@ fn only_the_client_s_marks_count_as_marks() {
     }
     assert_eq!(counts(&mut c, &s)[5..7], [0, 0], "none of them is a mark");
 }
+
+#[test]
+fn a_scrape_of_the_counts_alone_reads_no_record() {
+    let role = user("counts_records_off");
+    let mut c = counted(&role);
+    let s = scope("records-off");
+    begin(&mut c, &s, "a");
+    begin(&mut c, &s, "a");
+    set(&mut c, "pg_idempotency.metrics_records", "0");
+    let row = c
+        .query_one(
+            "SELECT in_progress, expired, claimed_total, in_progress_total, note \
+             FROM idem_metrics() WHERE scope = $1",
+            &[&s],
+        )
+        .unwrap();
+    let live: (Option<i64>, Option<i64>) = (row.get(0), row.get(1));
+    let counted: (i64, i64) = (row.get(2), row.get(3));
+    let note: Option<String> = row.get(4);
+    assert_eq!(live, (None, None), "the records' columns are not read");
+    assert_eq!(counted, (1, 1), "the counts are");
+    assert!(
+        note.as_deref()
+            .is_some_and(|n| n.contains("metrics_records = 0")),
+        "{note:?}"
+    );
+}
