@@ -151,6 +151,26 @@ CREATE TABLE :"storage".policies (
 );
 COMMENT ON TABLE :"storage".policies IS 'pg_idempotency: per-scope defaults';
 
+-- Outcome counts per owner and scope, for idem_metrics()'s *_total columns: durable, with
+-- no bound on the number of scopes (docs/decisions.md, "Counts that never fold"). Each
+-- backend adds to its own row of a scope (slot: the backend's process id), so callers of one scope never
+-- wait on each other's row, however long the transactions they count in.
+CREATE TABLE :"storage".counts (
+    owner           regrole NOT NULL,
+    scope           text    NOT NULL,
+    slot            integer NOT NULL,
+    claimed         bigint  NOT NULL DEFAULT 0,
+    replay          bigint  NOT NULL DEFAULT 0,
+    in_progress     bigint  NOT NULL DEFAULT 0,
+    mismatch        bigint  NOT NULL DEFAULT 0,
+    refused         bigint  NOT NULL DEFAULT 0,
+    unrecorded      bigint  NOT NULL DEFAULT 0,
+    outcome_unknown bigint  NOT NULL DEFAULT 0,
+    PRIMARY KEY (owner, scope, slot)
+) WITH (fillfactor = 70);
+COMMENT ON TABLE :"storage".counts IS
+    'pg_idempotency: outcome counts per owner, scope and backend, summed by idem_metrics()';
+
 -- The limits that bound what a call may store (the extension's superuser-only settings of
 -- the same names). A custom setting would be any role's to SET for its own session, so
 -- they live here, out of reach of the roles that call the API: the table's owner (the
@@ -466,6 +486,37 @@ VALUES (
     justify_hours(_idem_setting('pg_idempotency.max_ttl', 2592000, 's', 1, 2147483647)
                   * interval '1 second'),
     _idem_setting('pg_idempotency.max_response_bytes', 1048576, 'B', 0, 2147483647));
+
+-- Adds a call's outcomes to its owner's counts of the scope (idem_metrics' *_total), in this
+-- backend's own row (its process id): two callers of one scope never wait on each other's
+-- row, however long their transactions. The counts are the transaction's: what rolls back
+-- (a refusal raised, the caller's ROLLBACK) is not counted. pg_idempotency.count_outcomes
+-- = 0 counts nothing (docs/decisions.md, "Counts that never fold").
+CREATE FUNCTION :"storage"._idem_count(owner regrole, scope text, claimed bigint,
+    replay bigint, in_progress bigint, mismatch bigint, refused bigint, unrecorded bigint,
+    outcome_unknown bigint)
+RETURNS void
+LANGUAGE sql VOLATILE AS $fn$
+    INSERT INTO counts AS c (owner, scope, slot, claimed, replay, in_progress, mismatch,
+                             refused, unrecorded, outcome_unknown)
+    SELECT $1, $2, pg_backend_pid(), $3, $4, $5, $6, $7, $8, $9
+    WHERE _idem_setting('pg_idempotency.count_outcomes', 1, '', 0, 1) = 1
+    ON CONFLICT (owner, scope, slot) DO UPDATE
+    SET claimed = c.claimed + excluded.claimed, replay = c.replay + excluded.replay,
+        in_progress = c.in_progress + excluded.in_progress,
+        mismatch = c.mismatch + excluded.mismatch, refused = c.refused + excluded.refused,
+        unrecorded = c.unrecorded + excluded.unrecorded,
+        outcome_unknown = c.outcome_unknown + excluded.outcome_unknown
+$fn$;
+
+-- Counts one idem_begin outcome ('claimed', 'replay', 'in_progress', 'mismatch', 'refused').
+CREATE FUNCTION :"storage"._idem_count_outcome(owner regrole, scope text, outcome text)
+RETURNS void
+LANGUAGE sql VOLATILE AS $fn$
+    SELECT _idem_count($1, $2, ($3 = 'claimed')::integer, ($3 = 'replay')::integer,
+                       ($3 = 'in_progress')::integer, ($3 = 'mismatch')::integer,
+                       ($3 = 'refused')::integer, 0, 0)
+$fn$;
 
 -- ---------------------------------------------------------------------------------------
 -- Arguments: checked before anything is read or written, with the extension's messages.
@@ -1455,7 +1506,9 @@ $fn$;
 SET LOCAL search_path = pg_catalog, pg_temp;
 
 -- unresolved_ttl NULL: pg_idempotency.unresolved_ttl. How long past its ttl a record whose outcome is unknown (a lapsed claim, a mark) is kept for an operator.
--- The claim is _idem_begin_one's (sql/src/claims.sql), shared with idem_begin_batch.
+-- The claim is _idem_begin_one's (sql/src/claims.sql), shared with idem_begin_batch. Its
+-- outcome is counted in the call's transaction; a refusal raised is not (docs/decisions.md,
+-- "Counts that never fold").
 CREATE FUNCTION :"schema".idem_begin(
     scope          text,
     key            text,
@@ -1471,17 +1524,22 @@ RETURNS :"storage".begin_result
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE plpgsql AS $fn$
+DECLARE
+    res begin_result;
 BEGIN
-    RETURN _idem_begin_one(idem_begin.scope, idem_begin.key, idem_begin.request, NULL,
+    res := _idem_begin_one(idem_begin.scope, idem_begin.key, idem_begin.request, NULL,
         idem_begin.ttl, idem_begin.lease, idem_begin.on_cache_hit, idem_begin.on_mismatch,
         idem_begin.wait, idem_begin.claim_token, idem_begin.unresolved_ttl, false);
+    PERFORM _idem_count_outcome(_idem_caller(), idem_begin.scope, res.outcome);
+    RETURN res;
 END
 $fn$;
 COMMENT ON FUNCTION :"schema".idem_begin(text, text, jsonb, interval, interval, text, text, interval, uuid, interval) IS
     'Claim a call (outcome claimed, with a fence), or learn it is running (in_progress), or get its remembered result (replay)';
 
 -- The completion is _idem_complete_one's (sql/src/claims.sql), shared with
--- idem_complete_batch.
+-- idem_complete_batch. A completion with the client's mark (unrecorded, outcome_unknown)
+-- is counted.
 CREATE FUNCTION :"schema".idem_complete(
     scope         text,
     key           text,
@@ -1499,6 +1557,11 @@ DECLARE
 BEGIN
     done := _idem_complete_one(idem_complete.scope, idem_complete.key, idem_complete.fence,
         idem_complete.response, idem_complete.succeeded, idem_complete.cache_failure, false);
+    IF _idem_mark(idem_complete.response) IS NOT NULL THEN
+        PERFORM _idem_count(_idem_caller(), idem_complete.scope, 0, 0, 0, 0, 0,
+            (_idem_mark(idem_complete.response) = 'unrecorded')::integer,
+            (_idem_mark(idem_complete.response) = 'outcome_unknown')::integer);
+    END IF;
     res.state := done.state;
     res.expires_at := done.expires_at;
     RETURN res;
@@ -1602,6 +1665,12 @@ BEGIN
             idem_begin_batch.ttl, idem_begin_batch.lease, idem_begin_batch.on_cache_hit,
             idem_begin_batch.on_mismatch, '0', v_tokens[it.i], NULL, true);
     END LOOP;
+    PERFORM _idem_count(_idem_caller(), c_scope,
+        count(*) FILTER (WHERE a.outcome = 'claimed'), count(*) FILTER (WHERE a.outcome = 'replay'),
+        count(*) FILTER (WHERE a.outcome = 'in_progress'),
+        count(*) FILTER (WHERE a.outcome = 'mismatch'), count(*) FILTER (WHERE a.outcome = 'refused'),
+        0, 0)
+    FROM unnest(answers) AS a;
     RETURN QUERY
         SELECT items[s], (answers[s]).outcome, (answers[s]).fence, (answers[s]).attempt,
                (answers[s]).recovered, (answers[s]).upstream_key, (answers[s]).succeeded,
@@ -1691,6 +1760,12 @@ BEGIN
         expiries := expiries || done.expires_at;
         lost := lost || done.lost;
     END LOOP;
+    PERFORM _idem_count(_idem_caller(), c_scope, 0, 0, 0, 0, 0,
+        count(*) FILTER (WHERE _idem_mark(v_responses[items[s]]) = 'unrecorded'),
+        count(*) FILTER (WHERE _idem_mark(v_responses[items[s]]) = 'outcome_unknown'))
+    FROM generate_subscripts(items, 1) AS s
+    WHERE NOT lost[s] AND _idem_mark(v_responses[items[s]]) IS NOT NULL
+    HAVING count(*) > 0;
     RETURN QUERY
         SELECT items[s], ks[items[s]],
                CASE WHEN lost[s] THEN 'lease_lost' ELSE 'completed' END,
@@ -1997,45 +2072,100 @@ COMMENT ON FUNCTION :"schema".idem_policies() IS
     'Every scope''s policy';
 
 -- Per owner and scope: a role sees its own rows, a role with idempotency_admin's privileges
--- every owner's. The outcome counters live in the extension's shared memory; the portable
--- variant has none, so they are NULL here (as in the extension when it is not preloaded).
+-- every owner's. The outcome counts are the counts table's (sql/src/helpers.sql,
+-- _idem_count): what committed; a refusal raised rolls back with its transaction, so the
+-- note says it is not counted (the extension counts it).
 CREATE FUNCTION :"schema".idem_metrics()
 RETURNS TABLE (
-    owner              regrole,
-    scope              text,
-    in_progress        bigint,
-    succeeded          bigint,
-    failed             bigint,
-    lapsed             bigint,
-    expired            bigint,
-    oldest_in_progress interval,
-    claimed_total      bigint,
-    replay_total       bigint,
-    in_progress_total  bigint,
-    mismatch_total     bigint,
-    note               text)
+    owner                 regrole,
+    scope                 text,
+    in_progress           bigint,
+    succeeded             bigint,
+    failed                bigint,
+    lapsed                bigint,
+    expired               bigint,
+    oldest_in_progress    interval,
+    claimed_total         bigint,
+    replay_total          bigint,
+    in_progress_total     bigint,
+    mismatch_total        bigint,
+    note                  text,
+    refused_total         bigint,
+    unrecorded_total      bigint,
+    outcome_unknown_total bigint,
+    folded_scopes         bigint)
 VOLATILE CALLED ON NULL INPUT PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, :"storage", pg_temp
 LANGUAGE sql AS $fn$
-    WITH now AS (SELECT clock_timestamp() AS t, _idem_visible_owner() AS visible)
-    SELECT r.owner, r.scope,
-           count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'in_progress'),
-           count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'succeeded'),
-           count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'failed'),
-           count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'in_progress'
-                              AND r.lease_until <= now.t),
-           count(*) FILTER (WHERE r.expires_at <= now.t AND coalesce(r.unresolved_until <= now.t, true)),
-           now.t - min(r.created_at) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t)
-                                              AND r.state = 'in_progress'),
-           NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
-           'outcome counters are off: the portable variant keeps none (the extension, preloaded, counts them)'
-    FROM records r, now
-    WHERE now.visible IS NULL OR r.owner = now.visible
-    GROUP BY r.owner, r.scope, now.t
-    ORDER BY r.owner::text, r.scope
+    WITH now AS (SELECT clock_timestamp() AS t, _idem_visible_owner() AS visible,
+                        _idem_setting('pg_idempotency.metrics_scope_limit', 0, '', 0, 2147483647) AS top,
+                        _idem_setting('pg_idempotency.metrics_records', 1, '', 0, 1) = 1 AS scan),
+    stored AS (
+        SELECT r.owner, r.scope,
+               count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'in_progress') AS in_progress,
+               count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'succeeded') AS succeeded,
+               count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'failed') AS failed,
+               count(*) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t) AND r.state = 'in_progress'
+                                  AND r.lease_until <= now.t) AS lapsed,
+               count(*) FILTER (WHERE r.expires_at <= now.t AND coalesce(r.unresolved_until <= now.t, true)) AS expired,
+               now.t - min(r.created_at) FILTER (WHERE (r.expires_at > now.t OR r.unresolved_until > now.t)
+                                                  AND r.state = 'in_progress') AS oldest_in_progress
+        FROM records r, now
+        -- A one-time filter: with metrics_records = 0 the records are not read at all.
+        WHERE _idem_setting('pg_idempotency.metrics_records', 1, '', 0, 1) = 1
+          AND (now.visible IS NULL OR r.owner = now.visible)
+        GROUP BY r.owner, r.scope, now.t),
+    counted AS (
+        SELECT c.owner, c.scope, sum(c.claimed)::bigint AS claimed, sum(c.replay)::bigint AS replay,
+               sum(c.in_progress)::bigint AS in_progress, sum(c.mismatch)::bigint AS mismatch,
+               sum(c.refused)::bigint AS refused, sum(c.unrecorded)::bigint AS unrecorded,
+               sum(c.outcome_unknown)::bigint AS outcome_unknown
+        FROM counts c, now
+        WHERE now.visible IS NULL OR c.owner = now.visible
+        GROUP BY c.owner, c.scope),
+    joined AS (
+        SELECT coalesce(s.owner, c.owner) AS owner, coalesce(s.scope, c.scope) AS scope,
+               CASE WHEN now.scan THEN coalesce(s.in_progress, 0) END AS in_progress, CASE WHEN now.scan THEN coalesce(s.succeeded, 0) END AS succeeded,
+               CASE WHEN now.scan THEN coalesce(s.failed, 0) END AS failed, CASE WHEN now.scan THEN coalesce(s.lapsed, 0) END AS lapsed,
+               CASE WHEN now.scan THEN coalesce(s.expired, 0) END AS expired, s.oldest_in_progress,
+               coalesce(c.claimed, 0) AS claimed, coalesce(c.replay, 0) AS replay,
+               coalesce(c.in_progress, 0) AS in_progress_total, coalesce(c.mismatch, 0) AS mismatch,
+               coalesce(c.refused, 0) AS refused, coalesce(c.unrecorded, 0) AS unrecorded,
+               coalesce(c.outcome_unknown, 0) AS outcome_unknown
+        FROM stored s FULL JOIN counted c ON c.owner = s.owner AND c.scope = s.scope, now),
+    -- With metrics_scope_limit set, the busiest pairs keep their rows; the rest of each
+    -- owner fold into one row, '(other scopes)', whose folded_scopes says how many.
+    ranked AS (
+        SELECT j.*, now.top > 0 AND row_number() OVER (
+                   ORDER BY j.claimed + j.replay + j.in_progress_total + j.mismatch + j.refused
+                            + coalesce(j.in_progress + j.succeeded + j.failed + j.expired, 0) DESC,
+                            j.owner::text, j.scope) > now.top AS folded
+        FROM joined j, now)
+    SELECT * FROM (
+    SELECT owner, scope, in_progress, succeeded, failed, lapsed, expired, oldest_in_progress,
+           claimed, replay, in_progress_total, mismatch, CASE WHEN _idem_setting('pg_idempotency.count_outcomes', 1, '', 0, 1) = 0 THEN
+               'this session counts no outcomes: pg_idempotency.count_outcomes = 0'
+           WHEN NOT (SELECT scan FROM now) THEN
+               'records not read (pg_idempotency.metrics_records = 0): their columns are NULL'
+           ELSE 'a refusal raised (IK001, IK002) is not counted: it rolls back its transaction' END, refused, unrecorded,
+           outcome_unknown, 0::bigint AS folded_scopes
+    FROM ranked WHERE NOT folded
+    UNION ALL
+    SELECT owner, '(other scopes)', sum(in_progress)::bigint, sum(succeeded)::bigint,
+           sum(failed)::bigint, sum(lapsed)::bigint, sum(expired)::bigint, max(oldest_in_progress),
+           sum(claimed)::bigint, sum(replay)::bigint, sum(in_progress_total)::bigint,
+           sum(mismatch)::bigint, CASE WHEN _idem_setting('pg_idempotency.count_outcomes', 1, '', 0, 1) = 0 THEN
+               'this session counts no outcomes: pg_idempotency.count_outcomes = 0'
+           WHEN NOT (SELECT scan FROM now) THEN
+               'records not read (pg_idempotency.metrics_records = 0): their columns are NULL'
+           ELSE 'a refusal raised (IK001, IK002) is not counted: it rolls back its transaction' END, sum(refused)::bigint, sum(unrecorded)::bigint,
+           sum(outcome_unknown)::bigint, count(*)
+    FROM ranked WHERE folded
+    GROUP BY owner) AS m
+    ORDER BY m.owner::text, m.scope
 $fn$;
 COMMENT ON FUNCTION :"schema".idem_metrics() IS
-    'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)';
+    'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and durable outcome counts (claims, replays, running, refusals, the client''s marks); past pg_idempotency.metrics_scope_limit rows, the rest fold into ''(other scopes)'' rows that say how many they hold';
 
 -- owner NULL: the caller's own records (an admin: every owner's). Naming another role needs idempotency_admin.
 CREATE FUNCTION :"schema".idem_unresolved(

@@ -37,7 +37,7 @@ struct Options {
 }
 
 const WORKLOADS: &str =
-    "calls, fsync, hot_key, hashing, portable, client, http, mcp, mcp_flood, peers, batch, sharding, sharding_fsync, growth, churn";
+    "calls, fsync, hot_key, hashing, portable, client, http, mcp, mcp_flood, peers, batch, sharding, sharding_fsync, growth, churn, counts";
 
 fn options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
@@ -424,6 +424,32 @@ async fn run(o: &Options) -> BenchResult<()> {
             return Err("the churn run completed no call".into());
         }
         markdown.push_str(&report::churn(ttl, cycles, &churned));
+    }
+    if wanted("counts") {
+        let (scopes, records) = if o.smoke {
+            (100, 1_000)
+        } else {
+            (100_000, 10_000_000)
+        };
+        let scrape_plan = Plan {
+            clients: 1,
+            warmup: plan.warmup,
+            duration: plan.duration,
+            rounds: 2.min(plan.rounds),
+        };
+        let counted = workloads::counts::run(
+            &o.dsn,
+            o.portable_dsn.as_deref(),
+            scrape_plan,
+            Plan {
+                clients: if o.smoke { 1 } else { 4 },
+                ..plan
+            },
+            scopes,
+            records,
+        )
+        .await?;
+        markdown.push_str(&report::counts(&counted));
     }
     match &o.out {
         Some(path) => std::fs::write(path, markdown)?,

@@ -149,6 +149,44 @@ pub fn hot_key(r: &crate::workloads::hot_key::HotKeyReport) -> String {
     s
 }
 
+/// The counts section: the scrape beside plain counts, the hot path with counting on
+/// beside off.
+pub fn counts(r: &crate::workloads::counts::CountsReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "\n## Outcome counts\n");
+    let _ = writeln!(s, "The scrape, `idem_metrics()` as an admin (every owner's rows), with {} scopes and {} records ({:.0} s to load), one client, beside plain counts of the tables it reads, alternating in the same run. Then `idem_begin` from {} clients in one scope, each call setting `pg_idempotency.count_outcomes` (1: counting on; 0: off; both sides pay the `set_config`), alternating.\n", r.scopes, r.records, r.load_seconds, r.clients);
+    let _ = writeln!(
+        s,
+        "| scrape | ours | p50 ms | baseline | p50 ms | ratio of times |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    for (what, ours, base, on, bn) in &r.scrape {
+        let ratio = ours.p50.as_secs_f64() / base.p50.as_secs_f64().max(1e-9);
+        let _ = writeln!(
+            s,
+            "| {what} | {on} | {} | {bn} | {} | {ratio:.1}x |",
+            ms(ours.p50),
+            ms(base.p50)
+        );
+    }
+    let _ = writeln!(s, "\n| backend | `idem_begin` | counting on: calls/s | p50 ms | p99 ms | off: calls/s | p50 ms | p99 ms | on / off throughput |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
+    for (backend, call, on, off) in &r.hot {
+        let ratio = on.ops_per_sec() / off.ops_per_sec().max(1e-9);
+        let _ = writeln!(
+            s,
+            "| {backend} | {call} | {:.0} | {} | {} | {:.0} | {} | {} | {ratio:.2} |",
+            on.ops_per_sec(),
+            ms(on.p50),
+            ms(on.p99),
+            off.ops_per_sec(),
+            ms(off.p50),
+            ms(off.p99)
+        );
+    }
+    s
+}
+
 /// The growth section: latency with a large table over latency with a small one.
 pub fn growth(r: &crate::workloads::growth::GrowthReport) -> String {
     let mut s = String::new();

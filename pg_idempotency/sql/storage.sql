@@ -96,10 +96,31 @@ CREATE TABLE idempotency.policies (
 );
 COMMENT ON TABLE idempotency.policies IS 'pg_idempotency: per-scope defaults';
 
+-- Outcome counts per owner and scope, for idem_metrics()'s *_total columns: durable, with
+-- no bound on the number of scopes (docs/decisions.md, "Counts that never fold"). Each
+-- backend adds to its own row of a scope (slot: the backend's number), so callers of one scope never
+-- wait on each other's row, however long the transactions they count in.
+CREATE TABLE idempotency.counts (
+    owner           regrole NOT NULL,
+    scope           text    NOT NULL,
+    slot            integer NOT NULL,
+    claimed         bigint  NOT NULL DEFAULT 0,
+    replay          bigint  NOT NULL DEFAULT 0,
+    in_progress     bigint  NOT NULL DEFAULT 0,
+    mismatch        bigint  NOT NULL DEFAULT 0,
+    refused         bigint  NOT NULL DEFAULT 0,
+    unrecorded      bigint  NOT NULL DEFAULT 0,
+    outcome_unknown bigint  NOT NULL DEFAULT 0,
+    PRIMARY KEY (owner, scope, slot)
+) WITH (fillfactor = 70);
+COMMENT ON TABLE idempotency.counts IS
+    'pg_idempotency: outcome counts per owner, scope and backend, summed by idem_metrics()';
+
 -- Records, policies and fences come back with pg_dump / pg_restore.
 SELECT pg_catalog.pg_extension_config_dump('idempotency.policies', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.records', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.fence_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('idempotency.counts', '');
 
 -- Roles that the docs name: members of idempotency_user may call the API on their own
 -- records; members of idempotency_admin may also see and forget every role's records,

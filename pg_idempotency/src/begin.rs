@@ -132,6 +132,7 @@ pub fn idem_begin(a: &Args) -> IdemResult<pg_sys::Datum> {
     };
     call.check_lease()?;
     let outcome = answer(&call)?;
+    metrics::flush(matches!(outcome, Outcome::Claimed { .. }));
     let mut full: [Column; 11] = [None; 11];
     full[..10].copy_from_slice(&columns(outcome));
     full[10] = call.key.as_str().into_datum();
@@ -151,7 +152,8 @@ pub(crate) fn key_of(given: Option<String>, fingerprint: &Option<[u8; 32]>) -> I
     }
 }
 
-/// Decides the call and counts its outcome (a mismatch too) in the scope's metrics.
+/// Decides the call and counts its outcome (a refusal too) in the scope's metrics; the
+/// caller writes the counts ([`metrics::flush`]) once it has answered.
 pub(crate) fn answer(call: &Call) -> IdemResult<Outcome> {
     let outcome = decide(call);
     let counter = match &outcome {
@@ -159,6 +161,7 @@ pub(crate) fn answer(call: &Call) -> IdemResult<Outcome> {
         Ok(Outcome::Replay { .. }) => Some(Counter::Replay),
         Ok(Outcome::InProgress { .. }) => Some(Counter::InProgress),
         Err(e) if e.kind == ErrorKind::Mismatch => Some(Counter::Mismatch),
+        Err(e) if e.kind == ErrorKind::RepeatRefused => Some(Counter::Refused),
         Err(_) => None,
     };
     if let Some(c) = counter {

@@ -16,6 +16,7 @@ use crate::begin::{self, Call};
 use crate::call_args::BeginBatchArgs;
 use crate::entry::{rows, Args, Column};
 use crate::error::{ErrorKind, IdemResult};
+use crate::metrics;
 use crate::request;
 use crate::roles;
 
@@ -74,10 +75,14 @@ pub fn idem_begin_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&x, &y| calls[x].key.cmp(&calls[y].key).then(x.cmp(&y)));
     let mut answers: Vec<Vec<Column>> = vec![Vec::new(); n];
+    let mut claimed = false;
     for i in order {
         let call = &calls[i];
         let columns: [Column; 10] = match begin::answer(call) {
-            Ok(outcome) => begin::columns(outcome),
+            Ok(outcome) => {
+                claimed |= matches!(outcome, begin::Outcome::Claimed { .. });
+                begin::columns(outcome)
+            }
             Err(e) if e.kind == ErrorKind::Mismatch => refused(BatchOutcome::Mismatch),
             Err(e) if e.kind == ErrorKind::RepeatRefused => refused(BatchOutcome::Refused),
             Err(e) => return Err(e),
@@ -88,6 +93,7 @@ pub fn idem_begin_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
         row.push(call.key.as_str().into_datum());
         answers[i] = row;
     }
+    metrics::flush(claimed);
     Ok(rows(a, &answers))
 }
 

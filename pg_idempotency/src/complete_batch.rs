@@ -14,6 +14,7 @@ use crate::call_args::CompleteBatchArgs;
 use crate::entry::{rows, Args, Column};
 use crate::error::{ErrorKind, IdemResult};
 use crate::holder::{self, Held};
+use crate::metrics;
 use crate::request;
 
 struct Item {
@@ -64,7 +65,10 @@ pub fn idem_complete_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
         let it = &items[i];
         let (outcome, state, expires_at) =
             match holder::complete(&it.held, it.response, it.succeeded, it.cache_failure) {
-                Ok((state, expires_at)) => (BatchCompletion::Completed, Some(state), expires_at),
+                Ok((state, expires_at)) => {
+                    holder::count_mark(&it.held, it.response);
+                    (BatchCompletion::Completed, Some(state), expires_at)
+                }
                 Err(e) if e.kind == ErrorKind::LeaseLost => {
                     (BatchCompletion::LeaseLost, None, None)
                 }
@@ -78,5 +82,6 @@ pub fn idem_complete_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
             expires_at.map(pg_sys::Datum::from),
         ];
     }
+    metrics::flush(true);
     Ok(rows(a, &answers))
 }

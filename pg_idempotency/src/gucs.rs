@@ -18,13 +18,19 @@ static UNRESOLVED_TTL: GucSetting<i32> = GucSetting::<i32>::new(settings::UNRESO
 static PURGE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(settings::PURGE_INTERVAL.default);
 static PURGE_BATCH_SIZE: GucSetting<i32> =
     GucSetting::<i32>::new(settings::PURGE_BATCH_SIZE.default);
+static COUNT_OUTCOMES: GucSetting<i32> = GucSetting::<i32>::new(settings::COUNT_OUTCOMES.default);
+static COUNT_FLUSH_INTERVAL_MS: GucSetting<i32> =
+    GucSetting::<i32>::new(settings::COUNT_FLUSH_INTERVAL_MS.default);
+static METRICS_RECORDS: GucSetting<i32> = GucSetting::<i32>::new(settings::METRICS_RECORDS.default);
+static METRICS_SCOPE_LIMIT: GucSetting<i32> =
+    GucSetting::<i32>::new(settings::METRICS_SCOPE_LIMIT.default);
 
 /// The database whose records the purge worker reclaims.
 static DATABASE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
 /// Each setting with the variable that holds it, in registration order.
-fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 9] {
+fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 13] {
     [
         (&settings::MAX_KEY_BYTES, &MAX_KEY_BYTES),
         (&settings::MAX_SCOPE_BYTES, &MAX_SCOPE_BYTES),
@@ -35,6 +41,10 @@ fn int_settings() -> [(&'static IntSetting, &'static GucSetting<i32>); 9] {
         (&settings::UNRESOLVED_TTL, &UNRESOLVED_TTL),
         (&settings::PURGE_INTERVAL, &PURGE_INTERVAL),
         (&settings::PURGE_BATCH_SIZE, &PURGE_BATCH_SIZE),
+        (&settings::COUNT_OUTCOMES, &COUNT_OUTCOMES),
+        (&settings::COUNT_FLUSH_INTERVAL_MS, &COUNT_FLUSH_INTERVAL_MS),
+        (&settings::METRICS_RECORDS, &METRICS_RECORDS),
+        (&settings::METRICS_SCOPE_LIMIT, &METRICS_SCOPE_LIMIT),
     ]
 }
 
@@ -65,6 +75,12 @@ pub fn unresolved_ttl_micros() -> i64 {
 
 pub fn purge_batch_size() -> i64 {
     PURGE_BATCH_SIZE.get().max(1) as i64
+}
+pub fn count_outcomes() -> bool {
+    COUNT_OUTCOMES.get() != 0
+}
+pub fn count_flush_interval() -> std::time::Duration {
+    std::time::Duration::from_millis(COUNT_FLUSH_INTERVAL_MS.get().max(0) as u64)
 }
 pub fn purge_interval_secs() -> u64 {
     PURGE_INTERVAL.get().max(0) as u64

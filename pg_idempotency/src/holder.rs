@@ -17,6 +17,7 @@ use crate::durability;
 use crate::entry::{composite, Args};
 use crate::error::{IdemError, IdemResult};
 use crate::estimates;
+use crate::metrics;
 use crate::policy_cache::ScopePolicy;
 use crate::request;
 use crate::roles;
@@ -86,10 +87,19 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
     let cache_failure = given.cache_failure;
 
     let (state, expires_at) = complete(&h, response, succeeded, cache_failure)?;
+    count_mark(&h, response);
+    metrics::flush(true);
     Ok(composite(
         a,
         &[state.into_datum(), expires_at.map(pg_sys::Datum::from)],
     ))
+}
+
+/// Counts a completion that records the client's mark (unrecorded, outcome_unknown).
+pub(crate) fn count_mark(h: &Held, response: Option<pg_sys::Datum>) {
+    if let Some(mark) = metrics::mark_of(response) {
+        metrics::count(h.owner, &h.scope, mark);
+    }
 }
 
 /// Records the result; returns the state left and its expiry.

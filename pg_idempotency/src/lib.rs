@@ -113,7 +113,6 @@ pub extern "C-unwind" fn _PG_init() {
     // SAFETY: as above.
     let parallel_worker = unsafe { pg_sys::ParallelWorkerNumber } >= 0;
     if preloading {
-        metrics::init();
         estimates::init();
         worker::register();
     } else if !parallel_worker {
@@ -122,7 +121,7 @@ pub extern "C-unwind" fn _PG_init() {
 }
 
 /// Loaded by a session's first call (or CREATE EXTENSION, or LOAD) rather than at server
-/// start: the API works, but nothing purges in the background and no outcome is counted.
+/// start: the API works (outcomes are counted too), but nothing purges in the background.
 /// Said once per backend, as a WARNING the session sees (pg_cron refuses to load at all;
 /// the SQL API does not need preloading, so this only warns). Parallel workers load the
 /// library too: their leader has warned already.
@@ -132,10 +131,7 @@ fn warn_not_preloaded() {
         "pg_idempotency is loaded without shared_preload_libraries",
         "_PG_init",
     )
-    .set_detail(
-        "The SQL API works, but no purge worker runs and idem_metrics() counts no outcomes \
-         (its note column says so).",
-    )
+    .set_detail("The SQL API works (idem_metrics() counts outcomes too), but no purge worker runs.")
     .set_hint(
         "Add pg_idempotency to shared_preload_libraries in postgresql.conf and restart the \
          server, or schedule SELECT idem_purge_expired() with pg_cron.",

@@ -1,78 +1,70 @@
-//! Outcome counters per owner and scope, in shared memory, since the server started.
+//! Outcome counts per owner and scope, for `idem_metrics()`'s `*_total` columns.
 //!
-//! They exist only when the library is preloaded (shared memory is sized at server start);
-//! otherwise counting is off and `idem_metrics()` shows NULL counters. Owner and scope pairs
-//! beyond SLOTS share one overflow slot, shown as the scope `(other scopes)` with no owner
-//! (only admins see it).
+//! Each answer is counted in this backend's memory first, then written by a later call that
+//! succeeds (the next one that writes a record anyway: a claim or a completion; or the first
+//! one `pg_idempotency.count_flush_interval_ms` after the last write, so that a replay stays
+//! a read), in its transaction, to this backend's own row of the scope in
+//! `idempotency.counts` (the slot is the backend's number, which no other live backend has):
+//! two callers of one scope never wait on each other's row, however long their
+//! transactions. The counts are of answers given: a refusal raised (which rolls back its
+//! transaction) stays in memory until the backend's next call writes it, and counts written
+//! by a transaction or savepoint that rolls back come back into memory and are written
+//! again. A backend that ends before its next call loses what it held (its refusals only).
+//! No bound on the number of scopes: see docs/decisions.md, "Counts that never fold".
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 
-use pgrx::lwlock::PgLwLock;
+use pgrx::callbacks::{
+    register_subxact_callback, register_xact_callback, PgSubXactCallbackEvent, PgXactCallbackEvent,
+};
+use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
-use pgrx::shmem::PGRXSharedMemory;
-use pgrx::{pg_shmem_init, IntoDatum};
+use pgrx::spi::OwnedPreparedStatement;
+use pgrx::PgOid;
 
 use crate::entry::{rows, Args, Column};
 use crate::error::IdemResult;
+use crate::gucs;
+use crate::request;
 
-const SLOTS: usize = 512;
-const NAME_BYTES: usize = 128;
-pub const OVERFLOW: &str = "(other scopes)";
-
+/// What one answer counts as; the order of the `counts` table's columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counter {
     Claimed = 0,
     Replay = 1,
     InProgress = 2,
+    /// IK001 (a batch's item: `mismatch`).
     Mismatch = 3,
+    /// IK002 (a batch's item: `refused`).
+    Refused = 4,
+    /// A completion with the client's `unrecorded` mark.
+    Unrecorded = 5,
+    /// A completion with the client's `outcome_unknown` mark.
+    OutcomeUnknown = 6,
 }
 
-pub struct Slot {
-    /// 0: free. Otherwise a hash of the owner and the whole scope, never 0.
-    hash: u64,
-    owner: u32,
-    len: u16,
-    name: [u8; NAME_BYTES],
-    counts: [AtomicU64; 4],
+const KINDS: usize = 7;
+type Counts = [i64; KINDS];
+type Pair = (u32, String);
+
+thread_local! {
+    /// Counted and not yet written.
+    static PENDING: RefCell<HashMap<Pair, Counts>> = RefCell::new(HashMap::new());
+    /// Written in the open transaction, with the subtransaction that wrote them: a rollback
+    /// of it puts them back into PENDING.
+    static WRITTEN: RefCell<Vec<(pg_sys::SubTransactionId, Pair, Counts)>> =
+        const { RefCell::new(Vec::new()) };
+    /// Whether the open transaction has our end-of-transaction callbacks.
+    static HOOKED: Cell<bool> = const { Cell::new(false) };
+    /// When this backend last wrote its counts.
+    static LAST_FLUSH: Cell<Option<std::time::Instant>> = const { Cell::new(None) };
+    /// The saved upsert (leaked: it lives as long as the backend).
+    static UPSERT: Cell<Option<&'static OwnedPreparedStatement>> = const { Cell::new(None) };
 }
 
-pub struct Table {
-    slots: [Slot; SLOTS],
-    overflow: [AtomicU64; 4],
-}
-
-impl Default for Table {
-    fn default() -> Self {
-        Table {
-            slots: std::array::from_fn(|_| Slot {
-                hash: 0,
-                owner: 0,
-                len: 0,
-                name: [0; NAME_BYTES],
-                counts: Default::default(),
-            }),
-            overflow: Default::default(),
-        }
-    }
-}
-
-// SAFETY: plain data and atomics, no pointers: the table means the same in every process
-// that maps the segment, and a zeroed or default-built one is valid.
-unsafe impl PGRXSharedMemory for Table {}
-
-// SAFETY: the lock's name is the only one this library registers, and carries its prefix,
-// so it cannot clash with another library's shared memory.
-static COUNTERS: PgLwLock<Table> = unsafe { PgLwLock::new(c"pg_idempotency_counters") };
-static ENABLED: AtomicBool = AtomicBool::new(false);
-
-/// Called from `_PG_init` while the library is being preloaded.
-pub fn init() {
-    pg_shmem_init!(COUNTERS);
-    ENABLED.store(true, Ordering::Relaxed);
-}
-
+/// FNV-1a of the owner and the scope, never 0 (the estimates' table keys on it).
 pub fn hash(owner: u32, scope: &str) -> u64 {
-    // FNV-1a; 0 marks a free slot.
     let h = owner
         .to_le_bytes()
         .into_iter()
@@ -83,103 +75,283 @@ pub fn hash(owner: u32, scope: &str) -> u64 {
     h.max(1)
 }
 
-fn bump(counts: &[AtomicU64; 4], c: Counter) {
-    counts[c as usize].fetch_add(1, Ordering::Relaxed);
-}
-
-/// Runs `f` on the slot of `owner` and `scope`, taking a free one if it has none (None:
-/// the table is full and the scope has no slot).
-fn with_slot<R>(owner: u32, scope: &str, f: impl Fn(&Slot) -> R) -> Option<R> {
-    let h = hash(owner, scope);
-    let start = (h as usize) % SLOTS;
-    {
-        // The common case: the scope has its slot already, found under a shared lock.
-        let table = COUNTERS.share();
-        for i in 0..SLOTS {
-            let slot = &table.slots[(start + i) % SLOTS];
-            if slot.hash == h {
-                return Some(f(slot));
-            }
-            if slot.hash == 0 {
-                break;
-            }
-        }
-    }
-    let mut table = COUNTERS.exclusive();
-    for i in 0..SLOTS {
-        let idx = (start + i) % SLOTS;
-        if table.slots[idx].hash == h {
-            return Some(f(&table.slots[idx]));
-        }
-        if table.slots[idx].hash == 0 {
-            let slot = &mut table.slots[idx];
-            let bytes = scope.as_bytes();
-            // Cut at a character boundary, so the name stays valid UTF-8.
-            let mut n = bytes.len().min(NAME_BYTES);
-            while !scope.is_char_boundary(n) {
-                n -= 1;
-            }
-            slot.name[..n].copy_from_slice(&bytes[..n]);
-            slot.len = n as u16;
-            slot.owner = owner;
-            slot.hash = h;
-            return Some(f(slot));
-        }
-    }
-    None
-}
-
-/// Counts one outcome of `owner` for `scope`.
+/// Counts one answer of `owner` for `scope` (written by the next [`flush`]).
 pub fn count(owner: pg_sys::Oid, scope: &str, c: Counter) {
-    if !ENABLED.load(Ordering::Relaxed) {
+    if !gucs::count_outcomes() {
         return;
     }
-    if with_slot(u32::from(owner), scope, |slot| bump(&slot.counts, c)).is_none() {
-        bump(&COUNTERS.share().overflow, c);
+    PENDING.with_borrow_mut(|p| {
+        p.entry((u32::from(owner), scope.to_string()))
+            .or_insert([0; KINDS])[c as usize] += 1
+    });
+}
+
+/// Responses this large are no mark (a mark is a short object): not read at all.
+const MARK_MAX_BYTES: usize = 4096;
+
+/// The client's mark a completion's response is (client/src/marks.rs), if it is one:
+/// `{"pg_idempotency": {"unrecorded": "<why>"}}` or `{"pg_idempotency": {"outcome_unknown":
+/// "<why>"}}`, with no other member.
+pub fn mark_of(response: Option<pg_sys::Datum>) -> Option<Counter> {
+    let datum = response?;
+    // SAFETY: a non-NULL jsonb argument: a varlena, possibly toasted, which this only sizes.
+    let size = unsafe { pg_sys::toast_raw_datum_size(datum) };
+    if size > MARK_MAX_BYTES {
+        return None;
+    }
+    // Read from jsonb's text form, never converted to a Rust value (pgrx's conversion panics
+    // on deep nesting and on numbers like 1e400, which any response may hold). A mark has
+    // one member, so its text is `{"pg_idempotency": {...}}`, two deep.
+    let text = request::jsonb_text(datum);
+    let inner = text
+        .strip_prefix("{\"pg_idempotency\": {")?
+        .strip_suffix("}}")?;
+    if depth(&text) != 2 {
+        return None;
+    }
+    let keys = string_members(inner)?;
+    if keys.iter().any(|k| k == "unrecorded") {
+        Some(Counter::Unrecorded)
+    } else if keys.iter().any(|k| k == "outcome_unknown") {
+        Some(Counter::OutcomeUnknown)
+    } else {
+        None
     }
 }
 
-fn counts_of(counts: &[AtomicU64; 4]) -> [i64; 4] {
-    std::array::from_fn(|i| counts[i].load(Ordering::Relaxed) as i64)
+/// The keys of the members of a flat JSON object's inside (jsonb's text form) whose values
+/// are strings; None when it is not one object's inside (a bracket outside the strings:
+/// the outer object had another member after it).
+fn string_members(inner: &str) -> Option<Vec<String>> {
+    // Strings in order: with no nesting, they alternate key, then the value when it is a
+    // string; a value that is not a string is a bare token between a ':' and a ','.
+    let mut keys = Vec::new();
+    let (mut in_string, mut escaped, mut current) = (false, false, String::new());
+    let mut key: Option<String> = None;
+    let mut after_colon = false;
+    for c in inner.chars() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => {
+                    escaped = false;
+                    current.push(c);
+                }
+                (false, '\\') => escaped = true,
+                (false, '"') => {
+                    in_string = false;
+                    match (key.take(), after_colon) {
+                        (Some(k), true) => {
+                            keys.push(k);
+                            after_colon = false;
+                        }
+                        (_, _) => key = Some(std::mem::take(&mut current)),
+                    }
+                    current.clear();
+                }
+                (false, _) => current.push(c),
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            ':' => after_colon = true,
+            ',' => {
+                key = None;
+                after_colon = false;
+            }
+            '{' | '}' | '[' | ']' => return None,
+            _ => {}
+        }
+    }
+    Some(keys)
 }
 
-/// Every slot in use: owner (None for the overflow slot), scope, counts.
-fn snapshot() -> Vec<(Option<pg_sys::Oid>, String, [i64; 4])> {
-    let mut out = Vec::new();
-    if !ENABLED.load(Ordering::Relaxed) {
-        return out;
+/// How deep a JSON text nests its objects and arrays (brackets inside strings not counted).
+fn depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in text.bytes() {
+        match (in_string, escaped, b) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') => in_string = false,
+            (true, false, _) => {}
+            (false, _, b'"') => in_string = true,
+            (false, _, b'{' | b'[') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (false, _, b'}' | b']') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
     }
-    let table = COUNTERS.share();
-    for slot in table.slots.iter().filter(|s| s.hash != 0) {
-        let name = String::from_utf8_lossy(&slot.name[..slot.len as usize]).into_owned();
-        out.push((
-            Some(pg_sys::Oid::from(slot.owner)),
-            name,
-            counts_of(&slot.counts),
-        ));
-    }
-    let overflow = counts_of(&table.overflow);
-    if overflow.iter().any(|&c| c > 0) {
-        out.push((None, OVERFLOW.to_string(), overflow));
-    }
-    out
+    deepest
 }
 
-/// `idempotency._idem_counters()` (0.2.0 on): owner, scope, claimed, replay, in_progress,
-/// mismatch.
-pub fn idem_owner_counters(a: &Args) -> IdemResult<pg_sys::Datum> {
-    let out: Vec<Vec<Column>> = snapshot()
-        .into_iter()
-        .map(|(owner, scope, counts)| {
-            let mut row = vec![owner.map(pg_sys::Datum::from), scope.into_datum()];
-            row.extend(counts.iter().map(|c| c.into_datum()));
-            row
+/// The `counts` table, when the installed schema has it (0.8.0 on; a 0.7.0 catalogue not
+/// yet updated counts nothing).
+fn counts_table() -> bool {
+    // SAFETY: syscache lookups by name, in a transaction (we are inside a SQL call).
+    unsafe {
+        let ns = pg_sys::get_namespace_oid(c"idempotency".as_ptr(), true);
+        ns != pg_sys::InvalidOid
+            && pg_sys::get_relname_relid(c"counts".as_ptr(), ns) != pg_sys::InvalidOid
+    }
+}
+
+/// This backend's row of a scope: its number, unique among the live backends.
+fn slot() -> i32 {
+    // SAFETY: a plain variable of this process, set at backend start.
+    #[cfg(any(feature = "pg17", feature = "pg18"))]
+    let n = unsafe { pg_sys::MyProcNumber };
+    #[cfg(not(any(feature = "pg17", feature = "pg18")))]
+    let n = unsafe { pg_sys::MyBackendId };
+    n as i32
+}
+
+const UPSERT_SQL: &str = "\
+    INSERT INTO idempotency.counts AS c (owner, scope, slot, claimed, replay, in_progress, \
+        mismatch, refused, unrecorded, outcome_unknown) \
+    SELECT o::pg_catalog.oid::pg_catalog.regrole, s, $3, n1, n2, n3, n4, n5, n6, n7 \
+    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($4), \
+        pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), \
+        pg_catalog.unnest($9), pg_catalog.unnest($10)) AS u(o, s, n1, n2, n3, n4, n5, n6, n7) \
+    ON CONFLICT (owner, scope, slot) DO UPDATE SET \
+        claimed = c.claimed OPERATOR(pg_catalog.+) excluded.claimed, \
+        replay = c.replay OPERATOR(pg_catalog.+) excluded.replay, \
+        in_progress = c.in_progress OPERATOR(pg_catalog.+) excluded.in_progress, \
+        mismatch = c.mismatch OPERATOR(pg_catalog.+) excluded.mismatch, \
+        refused = c.refused OPERATOR(pg_catalog.+) excluded.refused, \
+        unrecorded = c.unrecorded OPERATOR(pg_catalog.+) excluded.unrecorded, \
+        outcome_unknown = c.outcome_unknown OPERATOR(pg_catalog.+) excluded.outcome_unknown";
+
+fn upsert(client: &pgrx::spi::SpiClient<'_>) -> &'static OwnedPreparedStatement {
+    if let Some(plan) = UPSERT.get() {
+        return plan;
+    }
+    use pg_sys::{INT4OID, INT8ARRAYOID, TEXTARRAYOID};
+    let types: Vec<PgOid> = [
+        INT8ARRAYOID,
+        TEXTARRAYOID,
+        INT4OID,
+        INT8ARRAYOID,
+        INT8ARRAYOID,
+        INT8ARRAYOID,
+        INT8ARRAYOID,
+        INT8ARRAYOID,
+        INT8ARRAYOID,
+        INT8ARRAYOID,
+    ]
+    .into_iter()
+    .map(PgOid::from)
+    .collect();
+    let plan: &'static OwnedPreparedStatement = Box::leak(Box::new(
+        client
+            .prepare_mut(UPSERT_SQL, &types)
+            .unwrap_or_else(|e| panic!("pg_idempotency: cannot prepare statement: {e}"))
+            .keep(),
+    ));
+    UPSERT.set(Some(plan));
+    plan
+}
+
+/// Writes what this backend has counted, in the open transaction, to its rows. Called at
+/// the end of each call that succeeded; `wrote`: the call wrote a record (a claim, a
+/// completion), so one more row written costs it little. A call that wrote nothing writes
+/// the counts only once the flush interval has passed since the last write.
+pub fn flush(wrote: bool) {
+    if PENDING.with_borrow(HashMap::is_empty) {
+        return;
+    }
+    let due = LAST_FLUSH
+        .get()
+        .is_none_or(|at| at.elapsed() >= gucs::count_flush_interval());
+    if !wrote && !due {
+        return;
+    }
+    LAST_FLUSH.set(Some(std::time::Instant::now()));
+    let pending: Vec<(Pair, Counts)> = PENDING.with_borrow_mut(|p| p.drain().collect());
+    if !counts_table() {
+        return;
+    }
+    let owners: Vec<i64> = pending.iter().map(|((o, _), _)| *o as i64).collect();
+    let scopes: Vec<String> = pending.iter().map(|((_, s), _)| s.clone()).collect();
+    let column = |k: usize| -> Vec<i64> { pending.iter().map(|(_, n)| n[k]).collect() };
+    let args: Vec<DatumWithOid<'_>> = vec![
+        owners.into(),
+        scopes.into(),
+        slot().into(),
+        column(0).into(),
+        column(1).into(),
+        column(2).into(),
+        column(3).into(),
+        column(4).into(),
+        column(5).into(),
+        column(6).into(),
+    ];
+    Spi::connect_mut(|client| {
+        let plan = upsert(client);
+        client
+            .update(plan, None, &args)
+            .unwrap_or_else(|e| panic!("pg_idempotency: statement failed: {e}"));
+    });
+    // SAFETY: we are in a transaction (inside a SQL call).
+    let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    WRITTEN.with_borrow_mut(|w| w.extend(pending.into_iter().map(|(p, n)| (sub, p, n))));
+    hook();
+}
+
+/// Puts written counts back into PENDING.
+fn unwrite(which: impl Fn(pg_sys::SubTransactionId) -> bool) {
+    let back: Vec<(Pair, Counts)> = WRITTEN.with_borrow_mut(|w| {
+        let (back, keep): (Vec<_>, Vec<_>) = w.drain(..).partition(|(s, _, _)| which(*s));
+        *w = keep;
+        back.into_iter().map(|(_, p, n)| (p, n)).collect()
+    });
+    PENDING.with_borrow_mut(|p| {
+        for (pair, n) in back {
+            let to = p.entry(pair).or_insert([0; KINDS]);
+            for k in 0..KINDS {
+                to[k] += n[k];
+            }
+        }
+    });
+}
+
+/// Once per transaction that wrote counts: at its end, what it wrote is kept (commit) or
+/// comes back into memory (abort); a savepoint rolled back gives back what it wrote, one
+/// released hands it to its parent.
+fn hook() {
+    if HOOKED.replace(true) {
+        return;
+    }
+    register_xact_callback(PgXactCallbackEvent::Commit, || {
+        WRITTEN.with_borrow_mut(Vec::clear);
+        HOOKED.set(false);
+    });
+    register_xact_callback(PgXactCallbackEvent::Abort, || {
+        unwrite(|_| true);
+        HOOKED.set(false);
+    });
+    register_subxact_callback(PgSubXactCallbackEvent::AbortSub, |sub, _parent| {
+        unwrite(|s| s == sub);
+    });
+    register_subxact_callback(PgSubXactCallbackEvent::CommitSub, |sub, parent| {
+        WRITTEN.with_borrow_mut(|w| {
+            for (s, _, _) in w.iter_mut().filter(|(s, _, _)| *s == sub) {
+                *s = parent;
+            }
         })
-        .collect();
-    Ok(rows(a, &out))
+    });
 }
 
-/// Whether counting is on (the library was preloaded).
+/// `idempotency._idem_counters()` (0.2.0 to 0.7.0): the shared-memory counters of those
+/// releases, gone. No rows, for a 0.7.0 catalogue run by this library before its update.
+pub fn idem_owner_counters(a: &Args) -> IdemResult<pg_sys::Datum> {
+    let none: Vec<Vec<Column>> = Vec::new();
+    Ok(rows(a, &none))
+}
+
+/// Whether this session counts outcomes (pg_idempotency.count_outcomes).
 pub fn idem_counting(_a: &Args) -> IdemResult<pg_sys::Datum> {
-    Ok(pg_sys::Datum::from(ENABLED.load(Ordering::Relaxed)))
+    Ok(pg_sys::Datum::from(gucs::count_outcomes()))
 }

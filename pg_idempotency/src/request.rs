@@ -13,7 +13,7 @@ use crate::error::{ErrorKind, IdemError, IdemResult};
 use crate::gucs;
 
 /// The jsonb's text, as UTF-8 whatever the database encoding.
-fn jsonb_text(jsonb: pg_sys::Datum) -> String {
+pub(crate) fn jsonb_text(jsonb: pg_sys::Datum) -> String {
     // SAFETY: `jsonb` is the datum of an argument declared jsonb, and jsonb_out takes one
     // jsonb and uses neither flinfo nor a collation. It returns a NUL-terminated string
     // palloc'd in the current memory context, which lives until after this function has

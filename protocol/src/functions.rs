@@ -435,7 +435,9 @@ pub const IDEM_POLICIES: Function = Function {
     ..API
 };
 
-/// Internal: the outcome counters in shared memory (only when preloaded).
+/// Internal, up to 0.7.0: the outcome counters in shared memory (only when preloaded). The
+/// library keeps its symbol, answering no rows, for a 0.7.0 catalogue not yet updated;
+/// 0.8.0 drops the function (the counts are the `counts` table's).
 pub const IDEM_OWNER_COUNTERS: Function = Function {
     name: "_idem_counters",
     schema: Schema::Storage,
@@ -460,7 +462,8 @@ pub const IDEM_OWNER_COUNTERS: Function = Function {
     ..API
 };
 
-/// Internal: whether outcomes are counted (the library was preloaded).
+/// Internal: whether this session counts outcomes (pg_idempotency.count_outcomes; up to
+/// 0.7.0: whether the library was preloaded).
 pub const IDEM_COUNTING: Function = Function {
     name: "_idem_counting",
     schema: Schema::Storage,
@@ -507,10 +510,15 @@ pub const IDEM_METRICS: Function = Function {
         arg("in_progress_total", Bigint),
         arg("mismatch_total", Bigint),
         arg("note", Text),
+        // 0.8.0: refusals and the client's marks, and how many pairs a folded row holds.
+        arg("refused_total", Bigint),
+        arg("unrecorded_total", Bigint),
+        arg("outcome_unknown_total", Bigint),
+        arg("folded_scopes", Bigint),
     ]),
     parallel_safe: true,
     comment: Some(
-        "Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)",
+        "Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and durable outcome counts (claims, replays, running, refusals, the client's marks); past pg_idempotency.metrics_scope_limit rows, the rest fold into '(other scopes)' rows that say how many they hold",
     ),
     portable: Portable::Sql,
     proxy: Proxy::All,
@@ -673,7 +681,6 @@ pub const FUNCTIONS: &[Function] = &[
     IDEM_SET_POLICY,
     IDEM_DROP_POLICY,
     IDEM_POLICIES,
-    IDEM_OWNER_COUNTERS,
     IDEM_COUNTING,
     IDEM_VISIBLE_OWNER,
     IDEM_METRICS,

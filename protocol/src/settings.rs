@@ -149,12 +149,62 @@ pub const PURGE_BATCH_SIZE: IntSetting = IntSetting {
            Smaller batches hold fewer row locks for less time.",
 };
 
+pub const COUNT_OUTCOMES: IntSetting = IntSetting {
+    name: "pg_idempotency.count_outcomes",
+    default: 1,
+    min: 0,
+    max: 1,
+    unit: Unit::Plain,
+    context: Context::Session,
+    short: "1: count each call's outcome per owner and scope (idem_metrics); 0: count nothing.",
+    long: "A session's own calls only. Counting writes one row per owner, scope and backend: \
+           0 is for measuring what counting costs.",
+};
+
+pub const COUNT_FLUSH_INTERVAL_MS: IntSetting = IntSetting {
+    name: "pg_idempotency.count_flush_interval_ms",
+    default: 1000,
+    min: 0,
+    max: 3_600_000,
+    unit: Unit::Plain,
+    context: Context::Session,
+    short: "Extension: the longest a backend keeps the counts of answers that write nothing \
+            (replays, running) before a call writes them; 0: every call.",
+    long: "Counts reach the counts table with the backend's next claim or completion, or its \
+           first call this many milliseconds after its last write. The portable variant \
+           writes every call's count in its transaction and ignores it.",
+};
+
+pub const METRICS_RECORDS: IntSetting = IntSetting {
+    name: "pg_idempotency.metrics_records",
+    default: 1,
+    min: 0,
+    max: 1,
+    unit: Unit::Plain,
+    context: Context::Session,
+    short: "1: idem_metrics() reads the records (live, lapsed, expired); 0: the counts only.",
+    long: "0 makes a scrape of the counts cheap however many records are stored: the \
+           records' columns are NULL and the note says why.",
+};
+
+pub const METRICS_SCOPE_LIMIT: IntSetting = IntSetting {
+    name: "pg_idempotency.metrics_scope_limit",
+    default: 0,
+    min: 0,
+    max: i32::MAX,
+    unit: Unit::Plain,
+    context: Context::Session,
+    short: "Most (owner, scope) rows idem_metrics() shows; 0: every one.",
+    long: "The busiest are shown; the rest of each owner fold into one row named \
+           '(other scopes)' whose folded_scopes says how many it holds.",
+};
+
 /// The database the purge worker purges (a string setting, read at server start).
 pub const DATABASE_NAME: &str = "pg_idempotency.database";
 pub const DATABASE_DEFAULT: &str = "postgres";
 
 /// Every integer setting, in the order docs/settings.md lists them.
-pub const INT_SETTINGS: [IntSetting; 9] = [
+pub const INT_SETTINGS: [IntSetting; 13] = [
     MAX_KEY_BYTES,
     MAX_SCOPE_BYTES,
     MAX_TTL,
@@ -164,6 +214,10 @@ pub const INT_SETTINGS: [IntSetting; 9] = [
     UNRESOLVED_TTL,
     PURGE_INTERVAL,
     PURGE_BATCH_SIZE,
+    COUNT_OUTCOMES,
+    COUNT_FLUSH_INTERVAL_MS,
+    METRICS_RECORDS,
+    METRICS_SCOPE_LIMIT,
 ];
 
 /// Microseconds in a second, for the settings kept in seconds.

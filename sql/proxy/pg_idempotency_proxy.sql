@@ -651,19 +651,23 @@ $fn$;
 
 CREATE FUNCTION idempotency._idem_metrics_all()
 RETURNS TABLE (
-    owner              regrole,
-    scope              text,
-    in_progress        bigint,
-    succeeded          bigint,
-    failed             bigint,
-    lapsed             bigint,
-    expired            bigint,
-    oldest_in_progress interval,
-    claimed_total      bigint,
-    replay_total       bigint,
-    in_progress_total  bigint,
-    mismatch_total     bigint,
-    note               text,
+    owner                 regrole,
+    scope                 text,
+    in_progress           bigint,
+    succeeded             bigint,
+    failed                bigint,
+    lapsed                bigint,
+    expired               bigint,
+    oldest_in_progress    interval,
+    claimed_total         bigint,
+    replay_total          bigint,
+    in_progress_total     bigint,
+    mismatch_total        bigint,
+    note                  text,
+    refused_total         bigint,
+    unrecorded_total      bigint,
+    outcome_unknown_total bigint,
+    folded_scopes         bigint,
     server timestamptz)
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 LANGUAGE plproxy AS $fn$
@@ -1042,66 +1046,58 @@ COMMENT ON FUNCTION public.idem_policies() IS
     'Every scope''s policy';
 
 -- Each partition's rows, added up per owner and scope (a scope's keys are spread over
--- every partition): the live counts summed, the oldest running call the oldest of all.
--- The outcome counters are each server's (shared memory): partitions on one server report
--- the same ones, so they are added up once per server. A counter NULL everywhere (the
--- portable variant keeps none) stays NULL. Whose rows the partitions show is the caller's,
--- checked first as every keyed call's (idempotency._idem_proxied_caller, a one-time filter).
+-- every partition): the live counts and the outcome counts summed (from 0.8.0 each
+-- partition keeps its own outcome counts, in its counts table), the oldest running call
+-- the oldest of all. A partition's '(other scopes)' rows (its metrics_scope_limit) add up
+-- like any scope's. Whose rows the partitions show is the caller's, checked first as
+-- every keyed call's (idempotency._idem_proxied_caller, a one-time filter).
 CREATE FUNCTION public.idem_metrics()
 RETURNS TABLE (
-    owner              regrole,
-    scope              text,
-    in_progress        bigint,
-    succeeded          bigint,
-    failed             bigint,
-    lapsed             bigint,
-    expired            bigint,
-    oldest_in_progress interval,
-    claimed_total      bigint,
-    replay_total       bigint,
-    in_progress_total  bigint,
-    mismatch_total     bigint,
-    note               text)
+    owner                 regrole,
+    scope                 text,
+    in_progress           bigint,
+    succeeded             bigint,
+    failed                bigint,
+    lapsed                bigint,
+    expired               bigint,
+    oldest_in_progress    interval,
+    claimed_total         bigint,
+    replay_total          bigint,
+    in_progress_total     bigint,
+    mismatch_total        bigint,
+    note                  text,
+    refused_total         bigint,
+    unrecorded_total      bigint,
+    outcome_unknown_total bigint,
+    folded_scopes         bigint)
 VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 LANGUAGE sql AS $fn$
     WITH parts AS (
         SELECT * FROM idempotency._idem_metrics_all() WHERE idempotency._idem_proxied_caller()
-    ), per_server AS (
-        SELECT DISTINCT ON (p.owner, p.scope, p.server)
-               p.owner, p.scope, p.claimed_total, p.replay_total, p.in_progress_total,
-               p.mismatch_total
-        FROM parts AS p
-        ORDER BY p.owner, p.scope, p.server
-    ), counters AS (
-        SELECT c.owner, c.scope,
-               pg_catalog.sum(c.claimed_total)::bigint AS claimed_total,
-               pg_catalog.sum(c.replay_total)::bigint AS replay_total,
-               pg_catalog.sum(c.in_progress_total)::bigint AS in_progress_total,
-               pg_catalog.sum(c.mismatch_total)::bigint AS mismatch_total
-        FROM per_server AS c
-        GROUP BY c.owner, c.scope
-    ), live AS (
-        SELECT m.owner, m.scope,
-               pg_catalog.sum(m.in_progress)::bigint AS in_progress,
-               pg_catalog.sum(m.succeeded)::bigint AS succeeded,
-               pg_catalog.sum(m.failed)::bigint AS failed,
-               pg_catalog.sum(m.lapsed)::bigint AS lapsed,
-               pg_catalog.sum(m.expired)::bigint AS expired,
-               pg_catalog.max(m.oldest_in_progress) AS oldest_in_progress,
-               pg_catalog.max(m.note) AS note
-        FROM parts AS m
-        GROUP BY m.owner, m.scope
     )
-    SELECT l.owner, l.scope, l.in_progress, l.succeeded, l.failed, l.lapsed, l.expired,
-           l.oldest_in_progress, c.claimed_total, c.replay_total, c.in_progress_total,
-           c.mismatch_total, l.note
-    FROM live AS l
-    JOIN counters AS c ON c.owner IS NOT DISTINCT FROM l.owner AND c.scope = l.scope
-    ORDER BY l.owner::text, l.scope
+    SELECT m.owner, m.scope,
+           pg_catalog.sum(m.in_progress)::bigint,
+           pg_catalog.sum(m.succeeded)::bigint,
+           pg_catalog.sum(m.failed)::bigint,
+           pg_catalog.sum(m.lapsed)::bigint,
+           pg_catalog.sum(m.expired)::bigint,
+           pg_catalog.max(m.oldest_in_progress),
+           pg_catalog.sum(m.claimed_total)::bigint,
+           pg_catalog.sum(m.replay_total)::bigint,
+           pg_catalog.sum(m.in_progress_total)::bigint,
+           pg_catalog.sum(m.mismatch_total)::bigint,
+           pg_catalog.max(m.note),
+           pg_catalog.sum(m.refused_total)::bigint,
+           pg_catalog.sum(m.unrecorded_total)::bigint,
+           pg_catalog.sum(m.outcome_unknown_total)::bigint,
+           pg_catalog.sum(m.folded_scopes)::bigint
+    FROM parts AS m
+    GROUP BY m.owner, m.scope
+    ORDER BY m.owner::text, m.scope
 $fn$;
 COMMENT ON FUNCTION public.idem_metrics() IS
-    'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and outcome counters since the server started (note says why they are NULL)';
+    'Per owner and scope (a role: its own; an admin: every owner): live records by state, lapsed leases, expired rows not yet purged, the oldest running claim, and durable outcome counts (claims, replays, running, refusals, the client''s marks); past pg_idempotency.metrics_scope_limit rows, the rest fold into ''(other scopes)'' rows that say how many they hold';
 
 -- ---------------------------------------------------------------------------------------
 -- Privileges: execute is granted deliberately, never to PUBLIC.

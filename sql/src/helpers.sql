@@ -277,3 +277,35 @@ VALUES (
     justify_hours(_idem_setting('pg_idempotency.max_ttl', 2592000, 's', 1, 2147483647)
                   * interval '1 second'),
     _idem_setting('pg_idempotency.max_response_bytes', 1048576, 'B', 0, 2147483647));
+
+-- Adds a call's outcomes to its owner's counts of the scope (idem_metrics' *_total), in this
+-- backend's own row (its process id): two callers of one scope never wait on each other's
+-- row, however long their transactions. The counts are the transaction's: what rolls back
+-- (a refusal raised, the caller's ROLLBACK) is not counted. pg_idempotency.count_outcomes
+-- = 0 counts nothing (docs/decisions.md, "Counts that never fold").
+CREATE FUNCTION :"storage"._idem_count(owner regrole, scope text, claimed bigint,
+    replay bigint, in_progress bigint, mismatch bigint, refused bigint, unrecorded bigint,
+    outcome_unknown bigint)
+RETURNS void
+LANGUAGE sql VOLATILE AS $fn$
+    INSERT INTO counts AS c (owner, scope, slot, claimed, replay, in_progress, mismatch,
+                             refused, unrecorded, outcome_unknown)
+    SELECT $1, $2, pg_backend_pid(), $3, $4, $5, $6, $7, $8, $9
+    WHERE _idem_setting('pg_idempotency.count_outcomes', 1, '', 0, 1) = 1
+    ON CONFLICT (owner, scope, slot) DO UPDATE
+    SET claimed = c.claimed + excluded.claimed, replay = c.replay + excluded.replay,
+        in_progress = c.in_progress + excluded.in_progress,
+        mismatch = c.mismatch + excluded.mismatch, refused = c.refused + excluded.refused,
+        unrecorded = c.unrecorded + excluded.unrecorded,
+        outcome_unknown = c.outcome_unknown + excluded.outcome_unknown
+$fn$;
+
+-- Counts one idem_begin outcome ('claimed', 'replay', 'in_progress', 'mismatch', 'refused').
+CREATE FUNCTION :"storage"._idem_count_outcome(owner regrole, scope text, outcome text)
+RETURNS void
+LANGUAGE sql VOLATILE AS $fn$
+    SELECT _idem_count($1, $2, ($3 = 'claimed')::integer, ($3 = 'replay')::integer,
+                       ($3 = 'in_progress')::integer, ($3 = 'mismatch')::integer,
+                       ($3 = 'refused')::integer, 0, 0)
+$fn$;
+

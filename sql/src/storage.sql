@@ -90,6 +90,26 @@ CREATE TABLE :"storage".policies (
 );
 COMMENT ON TABLE :"storage".policies IS 'pg_idempotency: per-scope defaults';
 
+-- Outcome counts per owner and scope, for idem_metrics()'s *_total columns: durable, with
+-- no bound on the number of scopes (docs/decisions.md, "Counts that never fold"). Each
+-- backend adds to its own row of a scope (slot: the backend's process id), so callers of one scope never
+-- wait on each other's row, however long the transactions they count in.
+CREATE TABLE :"storage".counts (
+    owner           regrole NOT NULL,
+    scope           text    NOT NULL,
+    slot            integer NOT NULL,
+    claimed         bigint  NOT NULL DEFAULT 0,
+    replay          bigint  NOT NULL DEFAULT 0,
+    in_progress     bigint  NOT NULL DEFAULT 0,
+    mismatch        bigint  NOT NULL DEFAULT 0,
+    refused         bigint  NOT NULL DEFAULT 0,
+    unrecorded      bigint  NOT NULL DEFAULT 0,
+    outcome_unknown bigint  NOT NULL DEFAULT 0,
+    PRIMARY KEY (owner, scope, slot)
+) WITH (fillfactor = 70);
+COMMENT ON TABLE :"storage".counts IS
+    'pg_idempotency: outcome counts per owner, scope and backend, summed by idem_metrics()';
+
 -- The limits that bound what a call may store (the extension's superuser-only settings of
 -- the same names). A custom setting would be any role's to SET for its own session, so
 -- they live here, out of reach of the roles that call the API: the table's owner (the

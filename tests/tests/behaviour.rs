@@ -6,6 +6,8 @@
 //! - bounds: interval bounds that only some PostgreSQL versions can express
 //! - canonical: canonical JSON in SQL is byte for byte the canon crate's
 //! - claim_token: a repeated idem_begin with its claim_token gets its lost claim back
+//! - counts: idem_metrics() counts any number of scopes with no fold, refusals and the
+//!   client's marks included; its one bound folds visibly
 //! - concurrency: many sessions on one key: exactly one claims, nobody errors
 //! - grant_roles: the grant roles own no records: a call made as one is refused (IK006),
 //!   and the grants the refusal's hint gives keep each tenant its own key space
@@ -36,6 +38,8 @@ mod canonical;
 mod claim_token;
 #[path = "behaviour/concurrency.rs"]
 mod concurrency;
+#[path = "behaviour/counts.rs"]
+mod counts;
 #[path = "behaviour/grant_roles.rs"]
 mod grant_roles;
 #[path = "behaviour/identity.rs"]

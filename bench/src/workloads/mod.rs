@@ -4,6 +4,7 @@ pub mod batch;
 pub mod calls;
 pub mod churn;
 pub mod client_overhead;
+pub mod counts;
 pub mod growth;
 pub mod hashing;
 pub mod hot_key;

@@ -151,15 +151,9 @@ impl Harness {
         }
     }
 
-    /// Whether the store counts `begin`'s outcomes: all but the portable SQL variant, which
-    /// has no shared memory to count in (the test clusters preload the extension).
     /// Whether an uncached failure is a sample of the scope's estimate: not on the PL/pgSQL
     /// variant, whose estimate is read from the records an uncached failure does not leave.
     pub fn samples_uncached_failures(&self) -> bool {
-        self.counts_outcomes()
-    }
-
-    pub fn counts_outcomes(&self) -> bool {
         match &self.backend {
             Backend::Postgres(_) => {
                 pg_idempotency_tests::backend() == pg_idempotency_tests::Backend::Extension
@@ -168,35 +162,11 @@ impl Harness {
         }
     }
 
-    /// Whether `scope`, which has made claims, got none of the extension's shared-memory
-    /// slots for its counters (512 owner and scope pairs per server run, which the suites'
-    /// unique scopes fill on a server that ran long enough): its counters then read 0 and
-    /// its calls count in the overflow row `(other scopes)`. Recorded as a skip.
-    pub async fn without_a_slot(&self, scope: &str) -> bool {
-        let Backend::Postgres(pool) = &self.backend else {
-            return false;
-        };
-        if !self.counts_outcomes() {
-            return false;
-        }
-        let c = pool.get().await.expect("a connection");
-        let rows = c
-            .query_typed(
-                "SELECT coalesce((SELECT sum(claimed_total) FROM idem_metrics() WHERE scope = $1), 0) = 0 \
-                        AND EXISTS (SELECT FROM idem_metrics() WHERE scope = '(other scopes)' AND owner IS NULL)",
-                &[(&scope, Type::TEXT)],
-            )
-            .await
-            .expect("idem_metrics");
-        let without: bool = rows[0].get(0);
-        if without {
-            pg_idempotency_tests::skip(
-                pg_idempotency_tests::Skip::NotApplicable,
-                "the extension's 512 counter slots are taken since the server started \
-                 (the scope counts in `(other scopes)`): restart the server to run this test",
-            );
-        }
-        without
+    /// Whether a refusal that `begin` raises (a mismatch) is counted: all but the portable
+    /// SQL variant, whose counts are its transactions' and the refusal rolls its back
+    /// (docs/decisions.md, "Counts that never fold"; idem_metrics' note says so).
+    pub fn counts_raised_refusals(&self) -> bool {
+        self.samples_uncached_failures()
     }
 
     /// Whether a scope's duration estimate (retry_after) is kept where its calls' keys

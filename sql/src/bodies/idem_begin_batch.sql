@@ -67,6 +67,12 @@ BEGIN
             idem_begin_batch.ttl, idem_begin_batch.lease, idem_begin_batch.on_cache_hit,
             idem_begin_batch.on_mismatch, '0', v_tokens[it.i], NULL, true);
     END LOOP;
+    PERFORM _idem_count(_idem_caller(), c_scope,
+        count(*) FILTER (WHERE a.outcome = 'claimed'), count(*) FILTER (WHERE a.outcome = 'replay'),
+        count(*) FILTER (WHERE a.outcome = 'in_progress'),
+        count(*) FILTER (WHERE a.outcome = 'mismatch'), count(*) FILTER (WHERE a.outcome = 'refused'),
+        0, 0)
+    FROM unnest(answers) AS a;
     RETURN QUERY
         SELECT items[s], (answers[s]).outcome, (answers[s]).fence, (answers[s]).attempt,
                (answers[s]).recovered, (answers[s]).upstream_key, (answers[s]).succeeded,

@@ -1,6 +1,6 @@
--- Extension only: idem_metrics' outcome counters, kept in shared memory while the library is
--- preloaded (the portable variant has no shared memory: its counters are NULL). Counters
--- run since the server started, so this file uses a scope no earlier run used.
+-- Extension only: idem_metrics' outcome counts, the raised mismatch included (the portable
+-- variant counts what commits, so not the mismatch it raises: tests/tests/behaviour/counts.rs
+-- covers both). Counts are durable, so this file uses a scope no earlier run used.
 \set VERBOSITY verbose
 \set SHOW_CONTEXT never
 SELECT 'counters-' || md5(clock_timestamp()::text) AS s \gset

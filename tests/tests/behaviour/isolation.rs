@@ -259,8 +259,8 @@ fn metrics_rows(c: &mut Client) -> Vec<(String, String)> {
         "owner",
         "owner is the first column"
     );
-    // Not the overflow row `(other scopes)`: it has no owner, and is there once the
-    // server's counter slots are taken (by the time a full run reaches this test).
+    // Not a folded row `(other scopes)`, which a session's metrics_scope_limit makes (none
+    // here: each pair its own row).
     c.query(
         "SELECT pg_get_userbyid(owner)::text, scope FROM idem_metrics() \
          WHERE scope <> '(other scopes)'",

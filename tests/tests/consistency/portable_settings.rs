@@ -49,6 +49,9 @@ fn each_setting_the_variant_reads_has_the_protocol_s_default_and_range() {
         if s.name.ends_with("purge_interval") {
             continue; // no worker in the variant
         }
+        if s.name.ends_with("count_flush_interval_ms") {
+            continue; // the variant writes each count in its call's transaction
+        }
         assert!(read.contains(&s.name), "the variant never reads {}", s.name);
     }
 }
