@@ -238,8 +238,14 @@ impl Dispatcher {
         tracing::debug!(key = %key, "idempotency key");
         // A holder of this call alive in this process is joined, never raced through the
         // store (whose lease for it may have lapsed in an outage).
+        // (A store whose duplicates must wait through it opts out: joins_live_holders.)
         let identity = live_holders::identity_of(&self.store);
-        if let Some(joined) = live_holders::find(&identity, &spec.name, &key) {
+        let live = self
+            .store
+            .joins_live_holders()
+            .then(|| live_holders::find(&identity, &spec.name, &key))
+            .flatten();
+        if let Some(joined) = live {
             if let Some(answer) = join::join(spec, idem, joined, deadline).await? {
                 return Ok(answer);
             }

@@ -115,6 +115,15 @@ pub trait IdempotencyStore: Send + Sync {
         None
     }
 
+    /// Whether a call whose holder is alive in this process joins that holder instead of
+    /// asking the store (docs/client.md, "A retry in the holder's process"): true unless the
+    /// store's duplicates must wait through the store itself, as the MCP proxy's do (its
+    /// gate caps the duplicates that wait per principal, mcp/src/waiters.rs; a joined wait
+    /// would pass it by).
+    fn joins_live_holders(&self) -> bool {
+        true
+    }
+
     /// Whether what the store remembers survives a crash and is shared between processes.
     fn durable(&self) -> bool {
         true

@@ -142,6 +142,13 @@ impl IdempotencyStore for SplitStore {
         self.calls.durable()
     }
 
+    /// The gate caps the duplicates that wait per principal (waiters.rs): a duplicate
+    /// joining the proxy's own holder in memory would pass it by, so duplicates wait
+    /// through the store, as before 0.8.0 (docs/mcp.md, "Waiting duplicates").
+    fn joins_live_holders(&self) -> bool {
+        false
+    }
+
     /// Both pools call the API in one schema (store.rs): the calls' pool's answers for both.
     fn api_schema(&self) -> Option<&ApiSchema> {
         self.calls.api_schema()
