@@ -244,6 +244,12 @@ pub struct Idempotent {
     pub wait: Option<Duration>,
     /// What a takeover of a call whose earlier attempt may have acted does. None: Rerun.
     pub on_unknown_outcome: Option<OnUnknownOutcome>,
+    /// How long past its lease's end (or its mark's completion) a call whose outcome is
+    /// unknown stays unresolved: a crashed claim is taken over as recovered, a mark is
+    /// replayed, until an operator resolves it or this passes (docs/client.md, "When a key
+    /// can be used again"). None: the scope's policy, else the server's
+    /// pg_idempotency.unresolved_ttl (7 days).
+    pub unresolved_ttl: Option<Duration>,
     /// Whether the fields these settings leave unset come from the level below (a tool's
     /// from its toolkit's, a toolkit's from the dispatcher's defaults), field by field.
     /// False (the default): these settings replace the lower level's whole.
@@ -294,6 +300,10 @@ impl Idempotent {
     }
     pub fn lease(mut self, lease: Duration) -> Idempotent {
         self.lease = Some(lease);
+        self
+    }
+    pub fn unresolved_ttl(mut self, unresolved_ttl: Duration) -> Idempotent {
+        self.unresolved_ttl = Some(unresolved_ttl);
         self
     }
     pub fn timeout(mut self, timeout: Duration) -> Idempotent {
@@ -354,6 +364,7 @@ impl Idempotent {
                 .on_unknown_outcome
                 .clone()
                 .or_else(|| fallback.on_unknown_outcome.clone()),
+            unresolved_ttl: self.unresolved_ttl.or(fallback.unresolved_ttl),
             inherit: self.inherit && fallback.inherit,
         }
     }

@@ -129,8 +129,8 @@ pub(crate) fn begin_options(
         on_mismatch: idem.on_mismatch,
         wait: idem.wait.unwrap_or(Duration::ZERO),
         claim_token: None,
-        // The scope's policy, else pg_idempotency.unresolved_ttl (7 days).
-        unresolved_ttl: None,
+        // None: the scope's policy, else pg_idempotency.unresolved_ttl (7 days).
+        unresolved_ttl: idem.unresolved_ttl,
     }
 }
 

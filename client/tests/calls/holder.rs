@@ -575,6 +575,53 @@ async fn a_crashed_call_retried_after_its_ttl_is_still_unknown(store: Arc<dyn Id
     ));
 }
 
+/// A tool's own `unresolved_ttl` bounds how long its unknown outcome is kept: the refused
+/// mark of a crashed call is replayed until the bound passes, then the key runs again.
+/// (Under the server's 7 days it would stay refused: the loop below would time out.)
+async fn a_tools_unresolved_ttl_bounds_its_unknown_outcome(store: Arc<dyn IdempotencyStore>) {
+    let (tool, sent) = (unique("place_order"), Arc::new(AtomicU32::new(0)));
+    let input = json!({"order": 18});
+    let key = hash_key(&input);
+    let ttl = Duration::from_millis(300);
+    let crashed = BeginOptions {
+        request: Some(input.clone()),
+        ttl: Some(ttl),
+        lease: Some(Duration::from_millis(100)),
+        ..BeginOptions::default()
+    };
+    let Begin::Claimed(dead) = store.begin(&tool, &key, &crashed).await.unwrap() else {
+        panic!("no claim")
+    };
+    let mut deadline = Deadline::new(
+        "the crashed claim's lease to lapse",
+        Duration::from_secs(10),
+    );
+    while SystemTime::now() <= dead.lease_until {
+        deadline.tick().await;
+    }
+    let d = Dispatcher::new(store.clone());
+    let settings = Idempotent::new()
+        .ttl(ttl)
+        .unresolved_ttl(Duration::from_millis(500))
+        .on_unknown_outcome(OnUnknownOutcome::Refuse);
+    d.register(ToolSpec::new(&tool, counting(sent.clone())).idempotent(settings))
+        .unwrap();
+    let e = d.dispatch(&tool, input.clone()).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::OutcomeUnknown, "{e:?}");
+    let mut deadline = Deadline::new(
+        "the tool's unresolved_ttl to end its refused mark",
+        Duration::from_secs(20),
+    );
+    loop {
+        match d.dispatch(&tool, input.clone()).await {
+            Ok(Dispatched::Ran(_)) => break,
+            Err(e) if e.kind == ErrorKind::OutcomeUnknown => deadline.tick().await,
+            other => panic!("neither the mark nor a run: {other:?}"),
+        }
+    }
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
+}
+
 /// A tool without settings anywhere is not deduplicated: every call runs, nothing is
 /// stored. `KeyStrategy::None` says the same explicitly; the dispatcher's defaults or a
 /// toolkit's settings turn deduplication on.
@@ -734,6 +781,12 @@ macro_rules! suite {
             async fn unknown_after_the_ttl() {
                 if let Some(s) = store().await {
                     a_crashed_call_retried_after_its_ttl_is_still_unknown(s).await
+                }
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn tools_unresolved_ttl() {
+                if let Some(s) = store().await {
+                    a_tools_unresolved_ttl_bounds_its_unknown_outcome(s).await
                 }
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
