@@ -1986,6 +1986,26 @@ BEGIN
         EXIT WHEN deleted < n;
         done_upto := greatest(done_upto, batch_end);
     END LOOP;
+    -- The counts of backends that have exited fold into one row per pair (slot 0, which
+    -- no process id is), so the counts table keeps a row per pair and live backend, not
+    -- one per process that ever counted. A live backend's rows are left alone; a new
+    -- backend that takes a gone one's id waits on the row lock and starts a row anew.
+    WITH gone AS (
+        DELETE FROM counts AS c
+        WHERE c.slot <> 0
+          AND NOT EXISTS (SELECT FROM pg_stat_activity AS a WHERE a.pid = c.slot)
+        RETURNING c.*)
+    INSERT INTO counts AS c (owner, scope, slot, claimed, replay, in_progress, mismatch,
+                             refused, unrecorded, outcome_unknown)
+    SELECT g.owner, g.scope, 0, sum(g.claimed), sum(g.replay), sum(g.in_progress),
+           sum(g.mismatch), sum(g.refused), sum(g.unrecorded), sum(g.outcome_unknown)
+    FROM gone AS g GROUP BY g.owner, g.scope
+    ON CONFLICT (owner, scope, slot) DO UPDATE
+    SET claimed = c.claimed + excluded.claimed, replay = c.replay + excluded.replay,
+        in_progress = c.in_progress + excluded.in_progress,
+        mismatch = c.mismatch + excluded.mismatch, refused = c.refused + excluded.refused,
+        unrecorded = c.unrecorded + excluded.unrecorded,
+        outcome_unknown = c.outcome_unknown + excluded.outcome_unknown;
     RETURN total;
 END
 $fn$;

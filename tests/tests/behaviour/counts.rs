@@ -354,3 +354,48 @@ fn a_scrape_of_the_counts_alone_reads_no_record() {
         "{note:?}"
     );
 }
+
+/// The portable variant counts in a row per pair and process id: when the purge runs, the
+/// rows of backends that have exited fold into one row per pair (slot 0), their sums
+/// kept, so the table does not grow with every connection a pool ever opened. (The
+/// extension's slots are its backends' numbers, bounded by max_connections.)
+#[test]
+fn the_counts_of_exited_backends_fold_into_one_row_at_purge() {
+    if matches!(backend(), Backend::Extension) {
+        skip(
+            Skip::NotApplicable,
+            "the extension counts in a row per backend number (bounded by max_connections): it has no rows of exited processes to fold",
+        );
+        return;
+    }
+    let role = user("counts_exited");
+    let s = scope("exited");
+    let mut pids: Vec<i32> = Vec::new();
+    for i in 0..3 {
+        let mut c = counted(&role);
+        pids.push(c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0));
+        assert_eq!(begin(&mut c, &s, &format!("k{i}")).outcome, "claimed");
+    }
+    let mut admin = connect();
+    let rows = |admin: &mut Client| -> (i64, i64) {
+        let row = admin
+            .query_one(
+                "SELECT count(*), coalesce(sum(claimed), 0)::bigint FROM idempotency.counts WHERE scope = $1",
+                &[&s],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(rows(&mut admin), (3, 3), "a row per process that counted");
+    wait_until("the three sessions to exit", std::time::Duration::from_secs(30), || {
+        let gone: i64 = admin
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)", &[&pids])
+            .unwrap()
+            .get(0);
+        gone == 0
+    });
+    admin.execute("SELECT idem_purge_expired()", &[]).unwrap();
+    assert_eq!(rows(&mut admin), (1, 3), "one row per pair, the sums kept");
+    let mut c = counted(&role);
+    assert_eq!(counts(&mut c, &s)[0], 3);
+}
