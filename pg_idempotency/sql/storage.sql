@@ -189,6 +189,9 @@ CREATE TYPE idempotency.unresolved_record AS (
     response     jsonb);
 COMMENT ON TYPE idempotency.unresolved_record IS 'A record awaiting an operator''s decision, as idem_unresolved lists it';
 
+-- End of the result types (the PL/Proxy layer declares them too; what follows is the
+-- partitions' own).
+
 -- Whether a stored response is one of the client's marks (client/src/marks.rs): an object
 -- whose only member pg_idempotency holds a string `outcome_unknown` (an earlier attempt may
 -- have had its effect, the tool refused to run again) or `unrecorded` (the effect happened,

@@ -52,6 +52,8 @@ pub const HEADER: &str = "\
 /// Where the result types begin in the extension's storage.sql: the proxy declares the
 /// same types, so that its functions' results are the partitions'.
 const TYPES_FROM: &str = "-- Result rows are named composite types";
+/// Where they end: what follows is the partitions' own (the operators' helpers over records).
+const TYPES_UNTIL: &str = "-- End of the result types";
 
 /// The functions the layer declares, in install order.
 pub fn rendered() -> impl Iterator<Item = &'static Function> {
@@ -333,7 +335,13 @@ fn result_types(storage_sql: &str) -> std::io::Result<String> {
             "pg_idempotency/sql/storage.sql: no '{TYPES_FROM}' section"
         ))
     })?;
-    Ok(storage_sql[at..].to_string())
+    let types = &storage_sql[at..];
+    let end = types.find(TYPES_UNTIL).ok_or_else(|| {
+        std::io::Error::other(format!(
+            "pg_idempotency/sql/storage.sql: no '{TYPES_UNTIL}' line after the result types"
+        ))
+    })?;
+    Ok(types[..end].trim_end().to_string() + "\n")
 }
 
 /// The whole layer: `part` gives a hand-written part by name, `body` a fan-out function's

@@ -387,13 +387,20 @@ fn the_counts_of_exited_backends_fold_into_one_row_at_purge() {
         (row.get(0), row.get(1))
     };
     assert_eq!(rows(&mut admin), (3, 3), "a row per process that counted");
-    wait_until("the three sessions to exit", std::time::Duration::from_secs(30), || {
-        let gone: i64 = admin
-            .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)", &[&pids])
-            .unwrap()
-            .get(0);
-        gone == 0
-    });
+    wait_until(
+        "the three sessions to exit",
+        std::time::Duration::from_secs(30),
+        || {
+            let gone: i64 = admin
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)",
+                    &[&pids],
+                )
+                .unwrap()
+                .get(0);
+            gone == 0
+        },
+    );
     admin.execute("SELECT idem_purge_expired()", &[]).unwrap();
     assert_eq!(rows(&mut admin), (1, 3), "one row per pair, the sums kept");
     let mut c = counted(&role);
