@@ -394,7 +394,7 @@ async fn a_duplicate_waits_for_the_running_call(store: Arc<dyn IdempotencyStore>
     // (holder.rs, `a_retry_in_the_holders_process_joins_it`).
     let from = match kind {
         "postgres" => Arc::new(dispatcher(
-            Arc::new(PgStore::new(pool())),
+            Arc::new(pg_store(pool())),
             &tool,
             sent.clone(),
             Idempotent::new().wait(BOUND),
