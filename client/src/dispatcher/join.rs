@@ -27,11 +27,12 @@ pub(super) async fn join(
     deadline: Option<(Instant, Duration)>,
 ) -> Result<Option<Dispatched>> {
     let Joined { mut stage, lease } = joined;
-    loop {
+    let seen = loop {
         // A running tool is waited for as long as the call's own `wait` (as the store makes
         // a duplicate wait); a result being recorded as long as the lease, as the holder's
         // own dispatch waits for it.
-        let bound = match &*stage.borrow_and_update() {
+        let seen = stage.borrow_and_update().clone();
+        let bound = match &seen {
             Stage::Settled => return Ok(None),
             Stage::Running => idem.wait.unwrap_or_default(),
             Stage::Ran(_) => lease.max(idem.wait.unwrap_or_default()),
@@ -42,11 +43,14 @@ pub(super) async fn join(
             Ok(Ok(())) => continue,
             // The holder ended (its entry with it).
             Ok(Err(_)) => return Ok(None),
-            Err(_) => break,
+            // The stage moved on as the bound ran out (a tool that returned just then):
+            // the new stage has its own bound (a result being recorded is waited for).
+            Err(_) if stage.has_changed().unwrap_or(true) => continue,
+            // The answer is the stage the bound was for, not a later one.
+            Err(_) => break seen,
         }
-    }
-    let now = stage.borrow().clone();
-    match now {
+    };
+    match seen {
         Stage::Settled => Ok(None),
         Stage::Ran(ran @ (Ran::Ok(_) | Ran::Found(_))) => {
             Err(unrecorded(spec, &ran, NOT_YET_RECORDED))

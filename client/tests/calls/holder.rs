@@ -870,3 +870,90 @@ async fn handles_over_one_pool_are_one_store() {
         assert_eq!(RedisStore::new(conn, "idem:").identity(), None);
     }
 }
+
+/// A store whose completions take a while: a holder's result stays "being recorded" long
+/// enough for a joining call to meet it there.
+struct SlowCompletions(Arc<dyn IdempotencyStore>);
+
+#[async_trait]
+impl IdempotencyStore for SlowCompletions {
+    async fn begin(&self, s: &str, k: &str, o: &BeginOptions) -> Result<Begin> {
+        self.0.begin(s, k, o).await
+    }
+    async fn complete(
+        &self,
+        s: &str,
+        k: &str,
+        f: i64,
+        r: Option<&Value>,
+        ok: bool,
+        c: Option<bool>,
+    ) -> Result<Completed> {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        self.0.complete(s, k, f, r, ok, c).await
+    }
+    async fn release(&self, s: &str, k: &str, f: i64) -> Result<()> {
+        self.0.release(s, k, f).await
+    }
+    async fn extend(&self, s: &str, k: &str, f: i64, l: Option<Duration>) -> Result<SystemTime> {
+        self.0.extend(s, k, f, l).await
+    }
+    async fn lookup(&self, s: &str, k: &str) -> Result<Option<Record>> {
+        self.0.lookup(s, k).await
+    }
+    async fn purge(&self) -> Result<u64> {
+        self.0.purge().await
+    }
+}
+
+/// A retry that joins its holder just as the tool returns (its own wait, 0, ran out while
+/// the holder ran) waits for the recording like any joiner of a result being recorded: it
+/// is told "in progress" or replayed, never "not recorded" while the store takes the
+/// result in time. Many rounds, since the two meet at a random point.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_meeting_its_holder_as_the_tool_returns_waits_for_the_record() {
+    let store: Arc<dyn IdempotencyStore> = Arc::new(SlowCompletions(Arc::new(MemoryStore::new())));
+    let (tool, sent) = (unique("send_email"), Arc::new(AtomicU32::new(0)));
+    let d = Arc::new(Dispatcher::new(store));
+    let quick = {
+        let sent = sent.clone();
+        tool_fn(move |input: Value| {
+            let sent = sent.clone();
+            async move {
+                // Returns after a varying number of turns of the scheduler.
+                for _ in 0..input["n"].as_u64().unwrap_or(0) % 7 {
+                    tokio::task::yield_now().await;
+                }
+                Ok(json!({"email_id": sent.fetch_add(1, Ordering::SeqCst) + 1}))
+            }
+        })
+    };
+    d.register(ToolSpec::new(&tool, quick).idempotent(Idempotent::new()))
+        .unwrap();
+    for n in 0..400u64 {
+        let input = json!({"n": n});
+        let first = {
+            let (d, tool, input) = (d.clone(), tool.clone(), input.clone());
+            tokio::spawn(async move { d.dispatch(&tool, input).await })
+        };
+        for _ in 0..n % 5 {
+            tokio::task::yield_now().await;
+        }
+        let retry = d.dispatch(&tool, input).await;
+        let first = first.await.unwrap();
+        // Whichever claimed ran; the other was told "in progress" or replayed.
+        let (ran, other) = match first {
+            Ok(Dispatched::Ran(_)) => (first, retry),
+            _ => (retry, first),
+        };
+        assert!(matches!(ran, Ok(Dispatched::Ran(_))), "round {n}: {ran:?}");
+        assert!(
+            matches!(
+                other,
+                Ok(Dispatched::InProgress { .. } | Dispatched::Replayed(_))
+            ),
+            "round {n}: {other:?}"
+        );
+    }
+    assert_eq!(sent.load(Ordering::SeqCst), 400);
+}
