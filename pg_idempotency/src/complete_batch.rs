@@ -65,10 +65,7 @@ pub fn idem_complete_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
         let it = &items[i];
         let (outcome, state, expires_at) =
             match holder::complete(&it.held, it.response, it.succeeded, it.cache_failure) {
-                Ok((state, expires_at)) => {
-                    holder::count_mark(&it.held, it.response);
-                    (BatchCompletion::Completed, Some(state), expires_at)
-                }
+                Ok((state, expires_at)) => (BatchCompletion::Completed, Some(state), expires_at),
                 Err(e) if e.kind == ErrorKind::LeaseLost => {
                     (BatchCompletion::LeaseLost, None, None)
                 }

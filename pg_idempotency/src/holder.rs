@@ -87,7 +87,6 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
     let cache_failure = given.cache_failure;
 
     let (state, expires_at) = complete(&h, response, succeeded, cache_failure)?;
-    count_mark(&h, response);
     metrics::flush(true);
     Ok(composite(
         a,
@@ -95,14 +94,9 @@ pub fn idem_complete(a: &Args) -> IdemResult<pg_sys::Datum> {
     ))
 }
 
-/// Counts a completion that records the client's mark (unrecorded, outcome_unknown).
-pub(crate) fn count_mark(h: &Held, response: Option<pg_sys::Datum>) {
-    if let Some(mark) = metrics::mark_of(response) {
-        metrics::count(h.owner, &h.scope, mark);
-    }
-}
-
-/// Records the result; returns the state left and its expiry.
+/// Records the result; returns the state left and its expiry. A completion that writes the
+/// client's mark (unrecorded, outcome_unknown) counts it; one repeated under its fence, which
+/// writes nothing, does not count it again.
 pub(crate) fn complete(
     h: &Held,
     response: Option<pg_sys::Datum>,
@@ -135,7 +129,10 @@ pub(crate) fn complete(
             completed_at: now,
             expires_at,
         };
-        if store::complete(&h.id(), h.fence, &stored, record.tid) {
+        if let Some(written) = store::complete(&h.id(), h.fence, &stored, record.tid) {
+            if let Some(mark) = written.mark {
+                metrics::count(h.owner, &h.scope, mark);
+            }
             took(h, &record, now);
             return Ok((completion.as_sql(), Some(expires_at)));
         }

@@ -26,7 +26,6 @@ use pgrx::PgOid;
 use crate::entry::{rows, Args, Column};
 use crate::error::IdemResult;
 use crate::gucs;
-use crate::request;
 
 /// What one answer counts as; the order of the `counts` table's columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +41,17 @@ pub enum Counter {
     Unrecorded = 5,
     /// A completion with the client's `outcome_unknown` mark.
     OutcomeUnknown = 6,
+}
+
+impl Counter {
+    /// The counter of a mark, as the SQL's `_idem_mark` names it.
+    pub fn of_mark(mark: &str) -> Option<Counter> {
+        match mark {
+            "unrecorded" => Some(Counter::Unrecorded),
+            "outcome_unknown" => Some(Counter::OutcomeUnknown),
+            _ => None,
+        }
+    }
 }
 
 const KINDS: usize = 7;
@@ -84,107 +94,6 @@ pub fn count(owner: pg_sys::Oid, scope: &str, c: Counter) {
         p.entry((u32::from(owner), scope.to_string()))
             .or_insert([0; KINDS])[c as usize] += 1
     });
-}
-
-/// Responses this large are no mark (a mark is a short object): not read at all.
-const MARK_MAX_BYTES: usize = 4096;
-
-/// The client's mark a completion's response is (client/src/marks.rs), if it is one:
-/// `{"pg_idempotency": {"unrecorded": "<why>"}}` or `{"pg_idempotency": {"outcome_unknown":
-/// "<why>"}}`, with no other member.
-pub fn mark_of(response: Option<pg_sys::Datum>) -> Option<Counter> {
-    let datum = response?;
-    // SAFETY: a non-NULL jsonb argument: a varlena, possibly toasted, which this only sizes.
-    let size = unsafe { pg_sys::toast_raw_datum_size(datum) };
-    if size > MARK_MAX_BYTES {
-        return None;
-    }
-    // Read from jsonb's text form, never converted to a Rust value (pgrx's conversion panics
-    // on deep nesting and on numbers like 1e400, which any response may hold). A mark has
-    // one member, so its text is `{"pg_idempotency": {...}}`, two deep.
-    let text = request::jsonb_text(datum);
-    let inner = text
-        .strip_prefix("{\"pg_idempotency\": {")?
-        .strip_suffix("}}")?;
-    if depth(&text) != 2 {
-        return None;
-    }
-    let keys = string_members(inner)?;
-    if keys.iter().any(|k| k == "unrecorded") {
-        Some(Counter::Unrecorded)
-    } else if keys.iter().any(|k| k == "outcome_unknown") {
-        Some(Counter::OutcomeUnknown)
-    } else {
-        None
-    }
-}
-
-/// The keys of the members of a flat JSON object's inside (jsonb's text form) whose values
-/// are strings; None when it is not one object's inside (a bracket outside the strings:
-/// the outer object had another member after it).
-fn string_members(inner: &str) -> Option<Vec<String>> {
-    // Strings in order: with no nesting, they alternate key, then the value when it is a
-    // string; a value that is not a string is a bare token between a ':' and a ','.
-    let mut keys = Vec::new();
-    let (mut in_string, mut escaped, mut current) = (false, false, String::new());
-    let mut key: Option<String> = None;
-    let mut after_colon = false;
-    for c in inner.chars() {
-        if in_string {
-            match (escaped, c) {
-                (true, _) => {
-                    escaped = false;
-                    current.push(c);
-                }
-                (false, '\\') => escaped = true,
-                (false, '"') => {
-                    in_string = false;
-                    match (key.take(), after_colon) {
-                        (Some(k), true) => {
-                            keys.push(k);
-                            after_colon = false;
-                        }
-                        (_, _) => key = Some(std::mem::take(&mut current)),
-                    }
-                    current.clear();
-                }
-                (false, _) => current.push(c),
-            }
-            continue;
-        }
-        match c {
-            '"' => in_string = true,
-            ':' => after_colon = true,
-            ',' => {
-                key = None;
-                after_colon = false;
-            }
-            '{' | '}' | '[' | ']' => return None,
-            _ => {}
-        }
-    }
-    Some(keys)
-}
-
-/// How deep a JSON text nests its objects and arrays (brackets inside strings not counted).
-fn depth(text: &str) -> usize {
-    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for b in text.bytes() {
-        match (in_string, escaped, b) {
-            (true, true, _) => escaped = false,
-            (true, false, b'\\') => escaped = true,
-            (true, false, b'"') => in_string = false,
-            (true, false, _) => {}
-            (false, _, b'"') => in_string = true,
-            (false, _, b'{' | b'[') => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            (false, _, b'}' | b']') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
 }
 
 /// The `counts` table, when the installed schema has it (0.8.0 on; a 0.7.0 catalogue not

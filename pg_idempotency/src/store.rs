@@ -14,6 +14,7 @@ use pgrx::{pg_sys, PgOid};
 
 use crate::args::micros_interval;
 use crate::clock::Micros;
+use crate::metrics::Counter;
 use crate::policy_cache::{self, ScopePolicy};
 use crate::record_columns::{self, Statement, Values};
 use crate::relations::SchemaVersion;
@@ -157,11 +158,18 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
     } else {
         ("", "", "")
     };
-    let completed_bound = if unresolved {
-        ", unresolved_until = CASE WHEN idempotency._idem_mark($5) IS NOT NULL \
-             THEN $6 OPERATOR(pg_catalog.+) (unresolved_until OPERATOR(pg_catalog.-) lease_until) END"
+    // The client's mark (unrecorded, outcome_unknown) is recognised once, by the SQL's own
+    // `_idem_mark`, and answered (RETURNING) so that the completion counts it; before 0.8.0
+    // there is neither the function nor a table to count marks in.
+    let (completed_bound, mark_from, mark_returned) = if unresolved {
+        (
+            ", unresolved_until = CASE WHEN m.mark IS NOT NULL \
+                 THEN $6 OPERATOR(pg_catalog.+) (unresolved_until OPERATOR(pg_catalog.-) lease_until) END",
+            " FROM (SELECT idempotency._idem_mark($5) AS mark) AS m",
+            " RETURNING m.mark",
+        )
     } else {
-        ""
+        ("", "", " RETURNING NULL::pg_catalog.text")
     };
     let extended_bound = if unresolved {
         ", unresolved_until = $4 OPERATOR(pg_catalog.+) (unresolved_until OPERATOR(pg_catalog.-) lease_until)"
@@ -215,7 +223,7 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
             client,
             &format!(
                 "UPDATE idempotency.records SET state = $4, response = $5, completed_at = $6, \
-                     lease_until = NULL, expires_at = $7{completed_bound} WHERE {}",
+                     lease_until = NULL, expires_at = $7{completed_bound}{mark_from} WHERE {}{mark_returned}",
                 where_held(8)
             ),
             &[TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID],
@@ -226,8 +234,8 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
             client,
             &format!(
                 "UPDATE idempotency.records SET state = $4, response = $5, completed_at = $6, \
-                     lease_until = NULL, expires_at = $7{completed_bound} \
-                 WHERE ctid OPERATOR(pg_catalog.=) $9 AND {}",
+                     lease_until = NULL, expires_at = $7{completed_bound}{mark_from} \
+                 WHERE ctid OPERATOR(pg_catalog.=) $9 AND {}{mark_returned}",
                 where_held(8)
             ),
             &[TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, TIDOID],
@@ -474,14 +482,19 @@ pub struct Completion {
     pub expires_at: Micros,
 }
 
-/// Records the result if `fence` still holds the record (read at `tid`, if known): true
-/// when it did.
+/// What a completion wrote: whether the response is the client's mark, and which.
+pub struct Completed {
+    pub mark: Option<Counter>,
+}
+
+/// Records the result if `fence` still holds the record (read at `tid`, if known): None
+/// when it did not.
 pub fn complete(
     id: &Id<'_>,
     fence: i64,
     c: &Completion,
     tid: Option<pg_sys::ItemPointerData>,
-) -> bool {
+) -> Option<Completed> {
     let response = match c.response {
         // SAFETY: `d` is idem_complete's response argument, declared jsonb, valid for the
         // call.
@@ -499,13 +512,26 @@ pub fn complete(
         ts(c.expires_at),
         owner(id.owner),
     ];
-    match tid {
+    let pick: fn(&Plans) -> &OwnedPreparedStatement = match tid {
         Some(tid) => {
             args.push(DatumWithOid::from(tid));
-            written(|p| &p.complete_at, &args) == 1
+            |p| &p.complete_at
         }
-        None => written(|p| &p.complete, &args) == 1,
-    }
+        None => |p| &p.complete,
+    };
+    Spi::connect_mut(|client| {
+        let t = run(client, pick, &args);
+        if t.len() != 1 {
+            return None;
+        }
+        let mark: Option<String> = t
+            .first()
+            .get(1)
+            .unwrap_or_else(|e| panic!("pg_idempotency: unexpected result shape: {e}"));
+        Some(Completed {
+            mark: mark.as_deref().and_then(Counter::of_mark),
+        })
+    })
 }
 
 pub fn delete_held(id: &Id<'_>, fence: i64) -> bool {

@@ -438,6 +438,9 @@ DECLARE
     new_state text;
     now timestamptz;
     written integer;
+    -- The client's mark, if the response is one (unrecorded, outcome_unknown): kept past
+    -- the ttl and counted when it is written, not when a repeat finds it written.
+    c_mark text := _idem_mark(_idem_complete_one.response);
 BEGIN
     lost := false;
     PERFORM _idem_check_response(_idem_complete_one.response, lim.max_response_bytes);
@@ -483,12 +486,16 @@ BEGIN
         SET state = new_state, response = _idem_complete_one.response, completed_at = now,
             lease_until = NULL, expires_at = now + held.ttl,
             -- A mark's outcome is unknown: it is kept for the claim's unresolved bound.
-            unresolved_until = CASE WHEN _idem_mark(_idem_complete_one.response) IS NOT NULL
+            unresolved_until = CASE WHEN c_mark IS NOT NULL
                                     THEN now + (r.unresolved_until - r.lease_until) END
         WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
           AND r.state = 'in_progress';
         GET DIAGNOSTICS written = ROW_COUNT;
         IF written = 1 THEN
+            IF c_mark IS NOT NULL THEN
+                PERFORM _idem_count(c_owner, c_scope, 0, 0, 0, 0, 0,
+                    (c_mark = 'unrecorded')::integer, (c_mark = 'outcome_unknown')::integer);
+            END IF;
             state := new_state;
             expires_at := now + held.ttl;
             RETURN;
@@ -1304,8 +1311,8 @@ END
 $fn$;
 
 -- The completion is _idem_complete_one's (sql/src/claims.sql), shared with
--- idem_complete_batch. A completion with the client's mark (unrecorded, outcome_unknown)
--- is counted.
+-- idem_complete_batch; it counts a completion that writes the client's mark (unrecorded,
+-- outcome_unknown).
 CREATE OR REPLACE FUNCTION "public".idem_complete(
     scope         text,
     key           text,
@@ -1323,11 +1330,6 @@ DECLARE
 BEGIN
     done := _idem_complete_one(idem_complete.scope, idem_complete.key, idem_complete.fence,
         idem_complete.response, idem_complete.succeeded, idem_complete.cache_failure, false);
-    IF _idem_mark(idem_complete.response) IS NOT NULL THEN
-        PERFORM _idem_count(_idem_caller(), idem_complete.scope, 0, 0, 0, 0, 0,
-            (_idem_mark(idem_complete.response) = 'unrecorded')::integer,
-            (_idem_mark(idem_complete.response) = 'outcome_unknown')::integer);
-    END IF;
     res.state := done.state;
     res.expires_at := done.expires_at;
     RETURN res;
@@ -1522,12 +1524,6 @@ BEGIN
         expiries := expiries || done.expires_at;
         lost := lost || done.lost;
     END LOOP;
-    PERFORM _idem_count(_idem_caller(), c_scope, 0, 0, 0, 0, 0,
-        count(*) FILTER (WHERE _idem_mark(v_responses[items[s]]) = 'unrecorded'),
-        count(*) FILTER (WHERE _idem_mark(v_responses[items[s]]) = 'outcome_unknown'))
-    FROM generate_subscripts(items, 1) AS s
-    WHERE NOT lost[s] AND _idem_mark(v_responses[items[s]]) IS NOT NULL
-    HAVING count(*) > 0;
     RETURN QUERY
         SELECT items[s], ks[items[s]],
                CASE WHEN lost[s] THEN 'lease_lost' ELSE 'completed' END,

@@ -275,6 +275,9 @@ DECLARE
     new_state text;
     now timestamptz;
     written integer;
+    -- The client's mark, if the response is one (unrecorded, outcome_unknown): kept past
+    -- the ttl and counted when it is written, not when a repeat finds it written.
+    c_mark text := _idem_mark(_idem_complete_one.response);
 BEGIN
     lost := false;
     PERFORM _idem_check_response(_idem_complete_one.response, lim.max_response_bytes);
@@ -320,12 +323,16 @@ BEGIN
         SET state = new_state, response = _idem_complete_one.response, completed_at = now,
             lease_until = NULL, expires_at = now + held.ttl,
             -- A mark's outcome is unknown: it is kept for the claim's unresolved bound.
-            unresolved_until = CASE WHEN _idem_mark(_idem_complete_one.response) IS NOT NULL
+            unresolved_until = CASE WHEN c_mark IS NOT NULL
                                     THEN now + (r.unresolved_until - r.lease_until) END
         WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
           AND r.state = 'in_progress';
         GET DIAGNOSTICS written = ROW_COUNT;
         IF written = 1 THEN
+            IF c_mark IS NOT NULL THEN
+                PERFORM _idem_count(c_owner, c_scope, 0, 0, 0, 0, 0,
+                    (c_mark = 'unrecorded')::integer, (c_mark = 'outcome_unknown')::integer);
+            END IF;
             state := new_state;
             expires_at := now + held.ttl;
             RETURN;

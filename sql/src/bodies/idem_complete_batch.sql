@@ -58,12 +58,6 @@ BEGIN
         expiries := expiries || done.expires_at;
         lost := lost || done.lost;
     END LOOP;
-    PERFORM _idem_count(_idem_caller(), c_scope, 0, 0, 0, 0, 0,
-        count(*) FILTER (WHERE _idem_mark(v_responses[items[s]]) = 'unrecorded'),
-        count(*) FILTER (WHERE _idem_mark(v_responses[items[s]]) = 'outcome_unknown'))
-    FROM generate_subscripts(items, 1) AS s
-    WHERE NOT lost[s] AND _idem_mark(v_responses[items[s]]) IS NOT NULL
-    HAVING count(*) > 0;
     RETURN QUERY
         SELECT items[s], ks[items[s]],
                CASE WHEN lost[s] THEN 'lease_lost' ELSE 'completed' END,
