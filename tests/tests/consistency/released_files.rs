@@ -192,17 +192,17 @@ fn the_check_reports_a_changed_a_missing_and_an_unlisted_file() {
     let full_copy = "sql/released/pg_idempotency--0.2.0.sql";
     write(full_copy);
     write("sql/released/README.md");
-    let unlisted = "sql/upgrade/pg_idempotency--0.7.0--0.8.0.sql";
+    let unlisted = "sql/upgrade/pg_idempotency--0.8.0--0.9.0.sql";
     write(unlisted);
-    // Reaches 0.7.0, which the manifest shows released: reported even while 0.7.0 is the
+    // Reaches 0.8.0, which the manifest shows released: reported even while 0.8.0 is the
     // version under development.
-    let to_released = "pg_idempotency/sql/pg_idempotency--0.3.0--0.7.0.sql";
+    let to_released = "pg_idempotency/sql/pg_idempotency--0.3.0--0.8.0.sql";
     write(to_released);
-    let dev_script = "pg_idempotency/sql/pg_idempotency--0.7.0--9.9.9.sql";
+    let dev_script = "pg_idempotency/sql/pg_idempotency--0.8.0--9.9.9.sql";
     write(dev_script);
     write("pg_idempotency/sql/not-an-upgrade.sql");
 
-    for developing in ["9.9.9", "0.7.0"] {
+    for developing in ["9.9.9", "0.8.0"] {
         let found = problems(&copy, &manifest, developing);
         let mut expected = vec![
             format!("{changed}: changed after its release"),
