@@ -33,8 +33,13 @@ pub async fn check(State(max_body): State<usize>, request: Request, next: Next) 
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max_body as u64) {
-        return answer(too_large(max_body));
+    if declared.is_some_and(|n| n > 2 * max_body as u64) {
+        // Not worth reading even to drop it: the connection is closed after the answer.
+        let mut refused = answer(too_large(max_body));
+        refused
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return refused;
     }
     let (parts, body) = request.into_parts();
     let bytes = match bounded(body, max_body).await {
@@ -114,17 +119,30 @@ enum Unread {
     Broken(axum::Error),
 }
 
-/// The body, read frame by frame and given up as soon as it is over `max` bytes.
+/// The body, read frame by frame; past `max` bytes it is no longer kept. The rest is
+/// still read and dropped, up to `max` bytes more, so that the caller, still sending,
+/// reads the answer: a connection closed with bytes unread is reset, and a reset can
+/// discard the answer before the caller reads it.
 async fn bounded(mut body: Body, max: usize) -> Result<Bytes, Unread> {
     let mut collected = Vec::new();
+    let mut dropped = 0usize;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(Unread::Broken)?;
-        if let Ok(data) = frame.into_data() {
-            if collected.len() + data.len() > max {
-                return Err(Unread::TooLarge);
-            }
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if dropped == 0 && collected.len() + data.len() <= max {
             collected.extend_from_slice(&data);
+            continue;
         }
+        dropped += data.len();
+        collected = Vec::new();
+        if dropped > max {
+            break;
+        }
+    }
+    if dropped > 0 {
+        return Err(Unread::TooLarge);
     }
     Ok(Bytes::from(collected))
 }
