@@ -192,3 +192,37 @@ impl Transport<RoleServer> for StdioFront {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(mut input: &[u8], max: usize) -> Vec<Result<String, &'static str>> {
+        let mut out = Vec::new();
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match bounded_line(&mut input, &mut line, max).await.unwrap() {
+                Line::End => return out,
+                Line::TooLong => out.push(Err("too long")),
+                Line::Whole => out.push(Ok(String::from_utf8_lossy(&line).into_owned())),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_bound_is_skipped_to_its_newline() {
+        let got = lines(b"short\nxxxxxxxxxxxxxxxxxxxx\nnext\nlast", 8).await;
+        assert_eq!(
+            got,
+            vec![
+                Ok("short\n".to_string()),
+                Err("too long"),
+                Ok("next\n".to_string()),
+                // A last line without its newline is still a line.
+                Ok("last".to_string()),
+            ]
+        );
+        assert_eq!(lines(b"xxxxxxxxxxxx", 4).await, vec![Err("too long")]);
+    }
+}
