@@ -195,7 +195,18 @@ fn failed(e: Error, name: &str, scope: &str, key: &str) -> Result<CallToolRespon
         how,
     };
     let error = |code: i32, kind: &str, message: String, detail: Option<&str>, hint: &str| {
-        tracing::warn!(tool = name, scope, key, kind, error = %e, detail = e.detail(), "a call refused");
+        // The store's message, its detail and its hint once each (the error's own
+        // rendering repeats its detail); a hint in SQL's spelling is told in the proxy's.
+        tracing::warn!(
+            tool = name,
+            scope,
+            key,
+            kind,
+            error = %e.message,
+            detail = e.detail(),
+            hint = operator_hint(&e),
+            "a call refused"
+        );
         Err(ProxyError {
             code,
             kind,
@@ -216,7 +227,7 @@ fn failed(e: Error, name: &str, scope: &str, key: &str) -> Result<CallToolRespon
             "key_reused",
             format!("this {name} call's key was used before with other arguments"),
             Some("The record under this key was made by a call with other arguments. This call was not sent upstream."),
-            "Use a new key for a new call; repeat the first call's arguments to get its result.",
+            MISMATCH_HINT,
         ),
         ErrorKind::RepeatRefused => error(
             code::FAILED_BEFORE,
@@ -284,5 +295,18 @@ fn failed(e: Error, name: &str, scope: &str, key: &str) -> Result<CallToolRespon
                 Some(json!({"kind": "proxy_error", "hint": "Retry the call with the same key; the proxy's operator finds the cause in its log."})),
             ))
         }
+    }
+}
+
+/// What a tenant whose key was reused is told to do, in the proxy's own words: the store's
+/// hint names the SQL API's argument (`on_mismatch => 'ignore'`), not the proxy's setting.
+pub const MISMATCH_HINT: &str = "Use a new key for a new call; repeat the first call's arguments to get its result. If only some arguments name the call, the proxy's operator sets on_mismatch = \"ignore\" in the tool's [tools.<name>] policy, and a repeat gets the first call's result.";
+
+/// The hint the operator's log shows for a refusal: the store's, except where it names
+/// the SQL API's arguments, which the proxy's configuration spells otherwise.
+fn operator_hint(e: &Error) -> Option<&str> {
+    match e.kind {
+        ErrorKind::Mismatch => Some(MISMATCH_HINT),
+        _ => e.hint(),
     }
 }

@@ -11,22 +11,31 @@ use rmcp::ServiceExt;
 
 use crate::auth::{self, Auth};
 use crate::listener;
+use crate::malformed_http;
 use crate::origin::{self, Origins};
 use crate::proxy::Proxy;
 use crate::session::Session;
 use crate::sessions::{self, Sessions};
+use crate::stdio_front;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8931";
 pub const DEFAULT_PATH: &str = "/mcp";
 
 /// Serves one client over this process's stdin and stdout until it goes away.
 pub async fn serve_stdio(proxy: Arc<Proxy>) -> Result<()> {
-    let running = Session::new(proxy)
-        .serve(rmcp::transport::stdio())
-        .await
-        .context("the MCP client did not initialize")?;
-    running.waiting().await?;
-    Ok(())
+    let (transport, written) = stdio_front::open();
+    let served = async {
+        let running = Session::new(proxy)
+            .serve(transport)
+            .await
+            .context("the MCP client did not initialize")?;
+        running.waiting().await?;
+        Ok(())
+    }
+    .await;
+    // The answers to the last lines reach stdout before the process ends.
+    let _ = written.await;
+    served
 }
 
 /// Serves Streamable HTTP until the process is stopped. `ready` is told the bound address.
@@ -44,6 +53,7 @@ pub async fn serve_http(
     // An answer stream pings more often than a quiet connection is closed.
     let ping = (limits.connection_idle_timeout / 3).min(Duration::from_secs(15));
     let mut config = StreamableHttpServerConfig::default().with_sse_keep_alive(Some(ping));
+    let max_body = config.max_request_body_bytes;
     if let Some(hosts) = &front.allowed_hosts {
         config = config.with_allowed_hosts(hosts.clone());
     }
@@ -56,12 +66,17 @@ pub async fn serve_http(
     );
     // The last layer runs first: a foreign Origin is refused before its credential is
     // looked at, the principal is named before the session guard looks, and MCP sees only
-    // requests with a principal.
+    // requests with a principal. A malformed body is answered before a session is looked
+    // for or a place reserved for one.
     let auth = Arc::new(Auth::of(&front)?);
     let origins = Arc::new(Origins::of(&front)?);
     let app = axum::Router::new()
         .nest_service(&path, service)
         .layer(middleware::from_fn_with_state(sessions, sessions::guard))
+        .layer(middleware::from_fn_with_state(
+            max_body,
+            malformed_http::check,
+        ))
         .layer(middleware::from_fn_with_state(auth, auth::authenticate))
         .layer(middleware::from_fn_with_state(origins, origin::check));
     let listener = tokio::net::TcpListener::bind(&listen)

@@ -113,13 +113,19 @@ fn check(key: &str, from: &str) -> Result<(), KeyError> {
             hint: "Name every call with a non-blank key (a uuid made once per call and kept across its retries).".into(),
         });
     }
-    if key.len() > KEY_MAX || key.contains('\0') {
+    if key.len() > KEY_MAX {
         return Err(KeyError {
             message: format!(
-                "the key from the {from} is {} bytes long or holds U+0000",
+                "the key from the {from} is {} bytes long, over the {KEY_MAX} a key may have",
                 key.len()
             ),
-            hint: format!("Keys are 1 to {KEY_MAX} bytes of text; hash a longer one."),
+            hint: format!("Keys are 1 to {KEY_MAX} bytes of text; send a hash of a longer one (SHA-256 in hex is 64 bytes)."),
+        });
+    }
+    if let Some(at) = key.find('\0') {
+        return Err(KeyError {
+            message: format!("the key from the {from} holds U+0000 (a NUL character) at byte {at}"),
+            hint: "PostgreSQL text cannot hold U+0000: leave it out of the key, or send a hex or base64 encoding or a hash of a key that has one.".into(),
         });
     }
     Ok(())
@@ -172,6 +178,37 @@ mod tests {
             choose(&meta(json!({})), None, Strategy::Uuid, None, &args).unwrap(),
             Key::None
         );
+    }
+
+    /// Each bad key is told which rule it breaks, with the hint for that rule.
+    #[test]
+    fn a_long_key_and_a_key_with_nul_are_told_apart() {
+        let args = json!({});
+        let refused = |key: &str| {
+            choose(
+                &meta(json!({META_KEY: key})),
+                None,
+                Strategy::HashInput,
+                None,
+                &args,
+            )
+            .unwrap_err()
+        };
+        let nul = refused("ab\0cd");
+        assert_eq!(
+            nul.message,
+            "the key from the _meta holds U+0000 (a NUL character) at byte 2"
+        );
+        assert!(nul.hint.contains("U+0000"), "{}", nul.hint);
+        assert!(!nul.hint.contains("longer"), "{}", nul.hint);
+        assert!(!nul.message.contains("bytes long"), "{}", nul.message);
+        let long = refused(&"k".repeat(513));
+        assert_eq!(
+            long.message,
+            "the key from the _meta is 513 bytes long, over the 512 a key may have"
+        );
+        assert!(long.hint.contains("hash"), "{}", long.hint);
+        assert!(!long.hint.contains("U+0000"), "{}", long.hint);
     }
 
     #[test]

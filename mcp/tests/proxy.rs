@@ -20,6 +20,10 @@
 //!   scope, tools never listed, tool names outside the rules, records of the old scope form
 //! - proxy/attack_exposure.rs: what a tenant is told when the store or the upstream fails:
 //!   no database text, no upstream address, no fingerprints
+//! - proxy/attack_malformed.rs: malformed messages as raw bytes on both fronts (garbage,
+//!   JSON that is no message, batches, empty bodies, a wrong Content-Type, lines and bodies
+//!   over the bound): each answered with a JSON-RPC error, and the session goes on; a
+//!   session's DELETE answered 200; a bad key's and a reused key's words
 //! - proxy/attack_flood.rs: a flood of waiting duplicates: the running call's heartbeat
 //!   goes on, the caps answer at once, another principal's calls go on, a pool with no
 //!   free connection answers store_unavailable
@@ -31,6 +35,7 @@ mod proxy {
     pub mod attack_exposure;
     pub mod attack_flood;
     pub mod attack_limits;
+    pub mod attack_malformed;
     pub mod attack_scope;
     pub mod dedupe;
     pub mod faults;

@@ -249,7 +249,7 @@ async fn per_principal_session_cap_is_429_naming_the_limit() {
     // Another principal is not starved by tenant-a's sessions.
     let _theirs = f.session(TOKEN_B).await;
     // A session ended gives its place back.
-    assert_eq!(f.delete(TOKEN_A, &first).await.status, 202);
+    assert_eq!(f.delete(TOKEN_A, &first).await.status, 200);
     let _again = f.session(TOKEN_A).await;
     f.stop().await;
 }
@@ -348,7 +348,7 @@ async fn upstream_process_bound_refuses_clearly() {
     assert_eq!(error["data"]["limit"], "limits.max_upstream_processes");
     assert!(error["data"]["hint"].is_string());
     assert_eq!(f.children().len(), 1, "no process started past the bound");
-    assert_eq!(f.delete(TOKEN_A, &first).await.status, 202);
+    assert_eq!(f.delete(TOKEN_A, &first).await.status, 200);
     until("the ended session's process to be gone", PATIENCE, || {
         f.children().is_empty()
     })
@@ -562,7 +562,7 @@ async fn another_principals_session_id_is_404_on_delete() {
     assert!(alive.reply(1)["result"].is_object(), "{}", alive.body);
     assert_eq!(f.children(), pids);
     // Its owner can end it: its process goes with it.
-    assert_eq!(f.delete(TOKEN_A, &victim).await.status, 202);
+    assert_eq!(f.delete(TOKEN_A, &victim).await.status, 200);
     until("the ended session's process to be gone", PATIENCE, || {
         f.children().is_empty()
     })

@@ -224,6 +224,44 @@ async fn python_sdk_over_http() {
     counting(Caller::Python, Front::Http).await
 }
 
+/// The official Python SDK's client ends its HTTP session with a DELETE as it closes, and
+/// takes only 200 or 204 as the session ended: anything else (rmcp answers 202) makes it
+/// log "Session termination failed" on every close.
+#[tokio::test]
+async fn python_sdk_closes_its_http_session_without_a_warning() {
+    let Some((parts, command)) = caller_command(Caller::Python) else {
+        return;
+    };
+    let Some((_, python)) = Parts::python_or_skip() else {
+        return;
+    };
+    let c = Counting::new(&parts, &python, "sdk-python-close");
+    let name = pg_idempotency_tests::scope("mail");
+    let config = write_config(
+        &c.dir,
+        &format!("{}{}", token_front(), c.upstream_stdio(&name)),
+    );
+    let proxy = HttpProxy::start(&config, &c.env()).await;
+    let send = json!({"tool": "send_email", "args": {"to": "a@x", "subject": "s"}, "meta": {"pg-idempotency/key": "close-1"}});
+    let (ok, lines, stderr) = try_calls(
+        &command,
+        None,
+        &["--http".into(), proxy.url.clone()],
+        &[&auth_header()],
+        &[send],
+        &c.dir,
+        &c.env(),
+    )
+    .await;
+    assert!(ok, "the caller failed: {lines:?}\n{stderr}");
+    assert_eq!(wire_mark(&lines[0])["replayed"], false, "{lines:?}");
+    assert!(
+        !stderr.contains("Session termination failed"),
+        "the SDK did not take the DELETE's answer as the session ended:\n{stderr}"
+    );
+    drop(proxy);
+}
+
 fn node_bin_tool(bin: &Path, name: &str) -> String {
     bin.join(name).display().to_string()
 }
