@@ -31,6 +31,38 @@ async fn an_unannotated_read_sees_fresh_data_and_a_write_is_deduplicated() {
     );
     let client = stdio_client(&config, &env).await;
 
+    let count = |r: &rmcp::model::CallToolResult| structured(r)["count"].clone();
+    let before = call(&client, "count_emails", json!({}), None)
+        .await
+        .unwrap();
+    assert_eq!(count(&before), 0);
+    let args = json!({"to": "ada@example.com", "subject": "hello"});
+    let sent = call(&client, "send_email", args.clone(), None)
+        .await
+        .unwrap();
+    assert_eq!(mark(&sent)["replayed"], false);
+    let after = call(&client, "count_emails", json!({}), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        count(&after),
+        1,
+        "the read was answered from the past: {after:?}"
+    );
+    // Neither read went through the store.
+    assert!(mark(&before).is_null(), "{before:?}");
+    assert!(mark(&after).is_null(), "{after:?}");
+    // The write's repeat is a replay: no second email, and the read says so.
+    let again = call(&client, "send_email", args, None).await.unwrap();
+    assert_eq!(mark(&again)["replayed"], true);
+    assert_eq!(unmarked(&again), unmarked(&sent));
+    let last = call(&client, "count_emails", json!({}), None)
+        .await
+        .unwrap();
+    assert_eq!(count(&last), 1);
+    assert_eq!(c.count("send_email"), 1);
+
+    // The listing says why, and how old an answer can be.
     let tools = client.list_all_tools().await.unwrap();
     let bare = tools.iter().find(|t| t.name == "count_emails").unwrap();
     assert!(bare.annotations.is_none(), "{bare:?}");
@@ -50,35 +82,6 @@ async fn an_unannotated_read_sees_fresh_data_and_a_write_is_deduplicated() {
         })
     );
 
-    let count = |r: &rmcp::model::CallToolResult| structured(r)["count"].clone();
-    let before = call(&client, "count_emails", json!({}), None)
-        .await
-        .unwrap();
-    assert_eq!(count(&before), 0);
-    assert!(mark(&before).is_null(), "{before:?}");
-    let args = json!({"to": "ada@example.com", "subject": "hello"});
-    let sent = call(&client, "send_email", args.clone(), None)
-        .await
-        .unwrap();
-    assert_eq!(mark(&sent)["replayed"], false);
-    let after = call(&client, "count_emails", json!({}), None)
-        .await
-        .unwrap();
-    assert_eq!(
-        count(&after),
-        1,
-        "the read was answered from the past: {after:?}"
-    );
-    assert!(mark(&after).is_null(), "{after:?}");
-    // The write's repeat is a replay: no second email, and the read says so.
-    let again = call(&client, "send_email", args, None).await.unwrap();
-    assert_eq!(mark(&again)["replayed"], true);
-    assert_eq!(unmarked(&again), unmarked(&sent));
-    let last = call(&client, "count_emails", json!({}), None)
-        .await
-        .unwrap();
-    assert_eq!(count(&last), 1);
-    assert_eq!(c.count("send_email"), 1);
     client.cancel().await.unwrap();
 }
 
