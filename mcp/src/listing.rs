@@ -219,7 +219,7 @@ fn warn_unprotected(name: &str) {
     if warned.insert(name.to_string()) {
         tracing::warn!(
             tool = name,
-            "the upstream server lists this tool with no annotations: its calls pass through, not deduplicated; if it has an effect, name it: [tools.{name}] mode = \"dedupe\" (or [defaults] mode = \"dedupe\" with mode = \"pass\" for its reads)"
+            "the upstream server lists this tool with no annotations: its calls pass through, not deduplicated; if it has an effect, name it: [tools.{name:?}] mode = \"dedupe\" (or [defaults] mode = \"dedupe\" with mode = \"pass\" for its reads)"
         );
     }
 }
