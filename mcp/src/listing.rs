@@ -189,7 +189,7 @@ fn written(d: Duration) -> String {
         ("m", 60_000),
         ("s", 1000),
     ] {
-        if ms >= size && ms % size == 0 {
+        if ms >= size && ms.is_multiple_of(size) {
             return format!("{}{unit}", ms / size);
         }
     }
