@@ -69,6 +69,35 @@ for line in open(sys.argv[1], encoding="utf-8"):
     print(f"    email #{e['n']} to {e['to']}: {e['subject']!r} (the call's key: {key})")
 EOF
 }
+# show_policies <url>: each tool's decision as the proxy lists it.
+show_policies() {
+    "$MCP_PYTHON" - "$1" <<'EOF'
+import anyio, logging, sys
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+# The proxy answers a session's DELETE with 202, which the SDK warns about (the agent too).
+logging.getLogger("mcp.client.streamable_http").addFilter(
+    lambda r: not r.getMessage().startswith("Session termination failed: 202"))
+
+async def main():
+    async with create_mcp_http_client() as http:
+        async with streamable_http_client(sys.argv[1], http_client=http) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                for tool in (await session.list_tools()).tools:
+                    p = (tool.meta or {}).get("pg-idempotency/policy", {})
+                    if p.get("deduplicated"):
+                        how = (f"deduplicated ({p['decidedBy']}), answers repeats for up to {p['replaysFor']}; "
+                               f"a dead holder's call: {p['onUnknownOutcome']} ({p['onUnknownOutcomeDecidedBy']})")
+                    else:
+                        how = f"passed ({p.get('decidedBy')}): every call runs"
+                    print(f"    {tool.name}: {how}")
+
+anyio.run(main)
+EOF
+}
 say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 
 say "1. Without the proxy: the agent calls the MCP server straight, over a flaky network"
@@ -109,14 +138,22 @@ args = ["$server"]
 env = { COUNTING_LOG = "$proxied_log" }
 
 [tools.send_email]
-# The tool is not read-only, so "auto" (the default) would deduplicate it too.
+# The server annotates send_email readOnlyHint: false, so "auto" (the default) would
+# deduplicate it too. A server that annotates nothing has its writes named like this: by
+# default a tool without annotations passes through, so that a read answers the present.
 mode = "dedupe"
+# If a holder dies after the email went out, its retry is refused (-32073) and the record
+# waits for an operator (idem_unresolved, idem_resolve): the default, "refuse". A server
+# that deduplicates on the upstreamKey the proxy sends it would say "rerun".
+# on_unknown_outcome = "refuse"
 EOF
 echo "  The proxy: ${proxy_bin#"$ROOT"/} --config target/mcp-demo/proxy.toml"
 echo "  (Streamable HTTP on 127.0.0.1:$proxy_port; the server behind it over stdio)"
 "$proxy_bin" --config "$work/proxy.toml" > "$work/proxy.log" 2>&1 &
 pids+=($!)
 wait_listening "$proxy_port" "${pids[-1]}" "$work/proxy.log"
+echo "  What the proxy decided for each tool (tools/list, _meta \"pg-idempotency/policy\"):"
+show_policies "http://127.0.0.1:$proxy_port/mcp"
 "${agent[@]}" --url "http://127.0.0.1:$proxy_port/mcp" --record "$work/record.tsv"
 proxied=$(emails "$proxied_log")
 echo "  The server's log of emails sent:"

@@ -136,8 +136,9 @@ pub struct Upstream {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ToolConfig {
-    /// `pass` (forwarded as is), `dedupe`, or `auto` (the tool's annotations decide:
-    /// `readOnlyHint` true passes, anything else is deduplicated).
+    /// `pass` (forwarded as is), `dedupe`, or `auto` (the tool's annotations decide: a
+    /// write, `readOnlyHint: false` or a `destructiveHint` without `idempotentHint: true`, is
+    /// deduplicated; a read, an idempotent tool, or a tool without annotations passes).
     pub mode: Option<Mode>,
     /// `hash_input` (the default), `explicit` (`key_field` names the call), `uuid` (every
     /// call new: not deduplicated unless the client names a key).
@@ -158,7 +159,9 @@ pub struct ToolConfig {
     /// happened; the default) or `release` (the claim is released: a retry runs again).
     pub oversize: Option<Oversize>,
     /// A call taken over from an attempt that may have acted: `rerun`, `refuse`, or a
-    /// table naming a read tool (`{ reconcile = { tool = ..., ... } }`).
+    /// table naming a read tool (`{ reconcile = { tool = ..., ... } }`). Unset: `refuse`
+    /// (the record waits for an operator), or `rerun` for a tool annotated
+    /// `idempotentHint: true`.
     pub on_unknown_outcome: Option<UnknownOutcome>,
 }
 

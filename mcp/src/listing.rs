@@ -1,18 +1,21 @@
 //! `tools/list` as the front client sees it: each tool as the upstream server listed it,
-//! with the proxy's decision in its `_meta` (`pg-idempotency/policy`), and a sentence at the
-//! end of a deduplicated tool's description, so that a model knows a retry is safe.
+//! with the proxy's decision in its `_meta` (`pg-idempotency/policy`: whether it is
+//! deduplicated and why, how old a result it can be answered with, what a takeover of a
+//! call that may have acted does), and a sentence at the end of a deduplicated tool's
+//! description, so that a model knows a retry is safe.
 //!
 //! And the tools a session may call: those the upstream server listed. A name it never
 //! listed is refused before the store is touched, so that a client cannot make records,
 //! registrations or scopes for tools that do not exist.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{ErrorData, Tool};
 use serde_json::json;
 
-use crate::policy::{Decision, Why};
+use crate::policy::{Decision, Hints, Policy, Unknown, UnknownBy, Why};
 
 pub const POLICY: &str = "pg-idempotency/policy";
 pub const SUFFIX: &str = " (Safe to retry: a repeat of the same call, same arguments or same idempotency key, returns the first call's result instead of running again.)";
@@ -33,27 +36,25 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// The tools the upstream server listed to one session, with each one's read-only hint.
+/// The tools the upstream server listed to one session, with each one's hints.
 #[derive(Default)]
 pub struct Listed {
-    tools: HashMap<String, Option<bool>>,
+    tools: HashMap<String, Hints>,
     /// When the session last listed again (or started to) for a name it did not know.
     relisted: Option<Instant>,
 }
 
 impl Listed {
-    /// The tool's read-only hint (None inside: listed without one); None: not listed.
-    pub fn hint(&self, name: &str) -> Option<Option<bool>> {
-        self.tools.get(name).cloned()
+    /// The tool's hints; None: not listed.
+    pub fn hint(&self, name: &str) -> Option<Hints> {
+        self.tools.get(name).copied()
     }
 
     /// Adds tools as a page of `tools/list` showed them.
     pub fn remember(&mut self, tools: &[Tool]) {
         for t in tools {
-            self.tools.insert(
-                t.name.to_string(),
-                t.annotations.as_ref().and_then(|a| a.read_only_hint),
-            );
+            self.tools
+                .insert(t.name.to_string(), Hints::of(t.annotations.as_ref()));
         }
     }
 
@@ -109,21 +110,46 @@ pub fn invalid_tool_name(name: &str) -> ErrorData {
     )
 }
 
+/// What a deduplicated tool without a configured `ttl` is answered with at most: the
+/// store decides (the scope's policy, else the server's setting), which the proxy does not
+/// read, so the listing names where the bound comes from.
+pub const STORE_TTL: &str =
+    "the store's ttl: the scope's policy (idem_set_policy), else pg_idempotency.default_ttl (1h unless changed)";
+
 pub fn show(tool: &mut Tool, decision: &Decision) {
-    let (deduplicated, why) = match decision {
-        Decision::Pass { why } => (false, *why),
-        Decision::Dedupe { why, .. } => (true, *why),
+    let shown = match decision {
+        Decision::Pass { why } => {
+            if *why == Why::NoAnnotations {
+                warn_unprotected(&tool.name);
+            }
+            json!({
+                "deduplicated": false,
+                "decidedBy": why_of(*why),
+                // Every call runs: no answer is older than the call.
+                "replaysFor": "0s",
+            })
+        }
+        Decision::Dedupe { policy, why } => {
+            let mut shown = json!({
+                "deduplicated": true,
+                "decidedBy": why_of(*why),
+                "replaysFor": replays_for(policy),
+                "onUnknownOutcome": unknown_of(&policy.on_unknown_outcome),
+                "onUnknownOutcomeDecidedBy": match policy.on_unknown_outcome_by {
+                    UnknownBy::Config => "config",
+                    UnknownBy::IdempotentHint => "idempotentHint",
+                    UnknownBy::Default => "default",
+                },
+            });
+            if let Unknown::Reconcile(rule) = &policy.on_unknown_outcome {
+                shown["reconcileWith"] = json!(rule.tool);
+            }
+            shown
+        }
     };
-    let why = match why {
-        Why::Config => "config",
-        Why::ReadOnlyHint => "readOnlyHint",
-        Why::NoReadOnlyHint => "no readOnlyHint",
-    };
+    let deduplicated = matches!(decision, Decision::Dedupe { .. });
     let mut meta = tool.meta.take().unwrap_or_default();
-    meta.0.insert(
-        POLICY.into(),
-        json!({"deduplicated": deduplicated, "decidedBy": why}),
-    );
+    meta.0.insert(POLICY.into(), shown);
     tool.meta = Some(meta);
     if deduplicated {
         let description = tool.description.take().unwrap_or_default();
@@ -132,6 +158,68 @@ pub fn show(tool: &mut Tool, decision: &Decision) {
                 .trim_start()
                 .to_string()
                 .into(),
+        );
+    }
+}
+
+fn why_of(why: Why) -> &'static str {
+    match why {
+        Why::Config => "config",
+        Why::ReadOnlyHint => "readOnlyHint",
+        Why::IdempotentHint => "idempotentHint",
+        Why::AnnotatedEffect => "annotated effect",
+        Why::NoAnnotations => "no annotations",
+    }
+}
+
+/// How old a result a repeat can be answered with: the record's ttl.
+fn replays_for(policy: &Policy) -> String {
+    match policy.ttl {
+        Some(ttl) => written(ttl),
+        None => STORE_TTL.into(),
+    }
+}
+
+/// A duration in the configuration's units, the largest that writes it whole.
+fn written(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+    ] {
+        if ms >= size && ms.is_multiple_of(size) {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
+}
+
+fn unknown_of(unknown: &Unknown) -> &'static str {
+    match unknown {
+        Unknown::Rerun => "rerun",
+        Unknown::Refuse => "refuse",
+        Unknown::Reconcile(_) => "reconcile",
+    }
+}
+
+/// Tool names already warned about, so that every session's listing does not repeat it.
+static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+/// At most this many names are remembered: a server listing more is warned about again.
+const WARNED_MAX: usize = 4096;
+
+/// A tool passed because its server said nothing of its effects: the operator is told
+/// once, since a write among them runs again on every retry until it is named.
+fn warn_unprotected(name: &str) {
+    let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
+    if warned.len() >= WARNED_MAX {
+        warned.clear();
+    }
+    if warned.insert(name.to_string()) {
+        tracing::warn!(
+            tool = name,
+            "the upstream server lists this tool with no annotations: its calls pass through, not deduplicated; if it has an effect, name it: [tools.{name:?}] mode = \"dedupe\" (or [defaults] mode = \"dedupe\" with mode = \"pass\" for its reads)"
         );
     }
 }
@@ -163,6 +251,14 @@ mod tests {
         ] {
             assert!(!valid_name(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn ttls_written_as_configured() {
+        assert_eq!(written(Duration::from_secs(7 * 86_400)), "7d");
+        assert_eq!(written(Duration::from_secs(3600)), "1h");
+        assert_eq!(written(Duration::from_secs(90)), "90s");
+        assert_eq!(written(Duration::from_millis(1500)), "1500ms");
     }
 
     #[test]

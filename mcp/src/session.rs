@@ -13,7 +13,7 @@ use rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler};
 
 use crate::call::{self, Upstream};
 use crate::listing::{self, Listed};
-use crate::policy::{self, Decision};
+use crate::policy::{self, Decision, Hints};
 use crate::principal::Principal;
 use crate::proxy::Proxy;
 use crate::upstream::{self, Connection, ProgressMap};
@@ -24,7 +24,7 @@ pub struct Session {
     /// The upstream server's `initialize` answer, which this session answers with.
     info: RwLock<Option<InitializeResult>>,
     client: RwLock<Option<ClientConfig>>,
-    /// The tools the server listed, each with its read-only hint.
+    /// The tools the server listed, each with its annotations' hints.
     listed: RwLock<Listed>,
     /// Held while the session lists the tools for a name it did not know: calls that miss
     /// meanwhile wait for that listing rather than start their own or be refused.
@@ -117,7 +117,7 @@ impl Session {
         upstream::forward(&peer, &progress, request, context).await
     }
 
-    /// The read-only hint of a tool the server lists; a name it does not list is refused
+    /// The hints of a tool the server lists; a name it does not list is refused
     /// (before anything reaches the store or the server). A name not known yet makes the
     /// session list the tools again, at most once per `listing::RELIST_EVERY`; a name
     /// outside the specification's rules only makes it list the first time (a server may
@@ -126,7 +126,7 @@ impl Session {
         &self,
         name: &str,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Option<bool>, ErrorData> {
+    ) -> Result<Hints, ErrorData> {
         if let Some(hint) = self.known_hint(name) {
             return Ok(hint);
         }
@@ -167,7 +167,7 @@ impl Session {
         }
     }
 
-    fn known_hint(&self, name: &str) -> Option<Option<bool>> {
+    fn known_hint(&self, name: &str) -> Option<Hints> {
         self.listed
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -286,7 +286,7 @@ impl ServerHandler for Session {
         })?;
         self.remember_hints(&list.tools);
         for tool in &mut list.tools {
-            let hint = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
+            let hint = Hints::of(tool.annotations.as_ref());
             listing::show(tool, &policy::decide(&self.proxy.config, &tool.name, hint));
         }
         Ok(list)

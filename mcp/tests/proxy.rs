@@ -3,6 +3,8 @@
 //!
 //! - proxy/dedupe.rs: the proxy's behaviours over stdio, in front of the counting server
 //!   (the official Python SDK), effects counted in its log
+//! - proxy/defaults.rs: the defaults per tool: a tool without annotations passes (a read
+//!   sees the present), an annotated write is deduplicated, and the listing says so
 //! - proxy/http.rs: over Streamable HTTP in front and behind: `Idempotency-Key`, bearer
 //!   tokens naming principals, a cancelled call, an oversized result
 //! - proxy/passthrough.rs: everything but a deduplicated `tools/call` passes through as it
@@ -38,6 +40,7 @@ mod proxy {
     pub mod attack_malformed;
     pub mod attack_scope;
     pub mod dedupe;
+    pub mod defaults;
     pub mod faults;
     pub mod http;
     pub mod passthrough;

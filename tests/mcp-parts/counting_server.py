@@ -15,6 +15,8 @@ Environment:
     COUNTING_ALIASES   more names for send_email, comma-separated (any spelling, e.g. one
                        with `@`: the SDK only warns about names outside the specification's
                        rules); each is listed and logs effects of kind "send_email".
+    COUNTING_BARE      tools listed without annotations, comma-separated (`*`: all of them), as
+                       most servers list their tools.
 
 An effect line: {"n", "kind", "pid", "time", "request_id", "meta", "headers", ...the tool's
 arguments}. "n" is the effect's ordinal: the log's line count after the append (all kinds
@@ -202,6 +204,10 @@ def main() -> None:
             annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
             description="send_email under another name.",
         )
+    bare = set(filter(None, os.environ.get("COUNTING_BARE", "").split(",")))
+    for tool in server._tool_manager.list_tools():  # noqa: SLF001 (the SDK has no setter)
+        if "*" in bare or tool.name in bare:
+            tool.annotations = None
     if args.http is None:
         server.run("stdio")
     else:

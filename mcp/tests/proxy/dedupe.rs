@@ -185,7 +185,8 @@ async fn reads_pass_and_the_listing_shows_the_policy() {
     };
     let (send, send_text) = policy("send_email");
     assert_eq!(send["deduplicated"], true);
-    assert_eq!(send["decidedBy"], "no readOnlyHint");
+    assert_eq!(send["decidedBy"], "annotated effect");
+    assert_eq!(send["onUnknownOutcome"], "refuse");
     assert!(send_text.ends_with(idempotency_mcp::listing::SUFFIX));
     let (count, count_text) = policy("count_emails");
     assert_eq!(count["deduplicated"], false);
@@ -244,7 +245,7 @@ async fn failures_follow_cache_failures_and_errors_are_never_kept() {
     assert_eq!(mark(&again)["replayed"], true);
     assert_eq!(unmarked(&again), unmarked(&first));
     assert_eq!(c.count("reject"), 1, "a cached failure replays");
-    // rpc_error is deduplicated (no annotations say otherwise), but its JSON-RPC error is
+    // rpc_error is deduplicated (annotated readOnlyHint: false), but its JSON-RPC error is
     // never kept: each repeat reaches the server, and gets the server's own error.
     for _ in 0..2 {
         let e = call(

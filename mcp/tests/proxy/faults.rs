@@ -8,9 +8,13 @@ use crate::common::*;
 use serde_json::{json, Value};
 
 /// The policy of these trials: a short lease (the takeover comes soon after the fault), a
-/// long wait (the retry waits for it), and `choice` when the outcome is unknown.
-fn policy(choice: &str) -> String {
-    format!("\n[tools.send_email]\nlease = \"2s\"\nwait = \"60s\"\non_unknown_outcome = {choice}\n")
+/// long wait (the retry waits for it), and `choice` when the outcome is unknown (`None`:
+/// the default).
+fn policy(choice: Option<&str>) -> String {
+    let choice = choice
+        .map(|c| format!("on_unknown_outcome = {c}\n"))
+        .unwrap_or_default();
+    format!("\n[tools.send_email]\nlease = \"2s\"\nwait = \"60s\"\n{choice}")
 }
 
 const RECONCILE: &str =
@@ -25,7 +29,7 @@ fn held_args(id: &str) -> Value {
 /// found, so its answer is the read's, and nothing is sent again.
 #[tokio::test]
 async fn the_proxy_killed_mid_call_reconcile() {
-    proxy_killed("reconcile", RECONCILE, |r| {
+    proxy_killed("reconcile", Some(RECONCILE), 1, |r| {
         let r = r.expect("the takeover answers the read's result");
         assert_eq!(mark(&r)["replayed"], true);
         assert_eq!(structured(&r)["found"], true, "{r:?}");
@@ -36,7 +40,7 @@ async fn the_proxy_killed_mid_call_reconcile() {
 /// The same, with `refuse`: the retry is told the outcome is unknown; nothing is sent again.
 #[tokio::test]
 async fn the_proxy_killed_mid_call_refuse() {
-    proxy_killed("refuse", "\"refuse\"", |r| {
+    proxy_killed("refuse", Some("\"refuse\""), 1, |r| {
         let e = r.expect_err("a takeover under refuse is refused");
         assert_eq!(
             e.code.0,
@@ -47,9 +51,48 @@ async fn the_proxy_killed_mid_call_refuse() {
     .await;
 }
 
+/// With no `on_unknown_outcome`, a tool annotated as a write that is not idempotent
+/// (send_email) refuses the takeover: one email, and an error that says what happened,
+/// names the record (scope and key) and what to do; the record stays for an operator,
+/// marked, and a later retry gets the same answer.
+#[tokio::test]
+async fn the_proxy_killed_mid_call_refuses_by_default() {
+    proxy_killed("default", None, 1, |r| {
+        let e = r.expect_err("a takeover is refused by default");
+        assert_eq!(
+            e.code.0,
+            idempotency_mcp::answer::code::OUTCOME_UNKNOWN,
+            "{e:?}"
+        );
+        let data = e.data.expect("the error says what to do");
+        assert_eq!(data["kind"], "outcome_unknown", "{data}");
+        assert_eq!(data["key"], "pk-default", "{data}");
+        assert!(data["scope"].is_string(), "{data}");
+        let detail = data["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("not run"), "{data}");
+        assert!(detail.contains("unresolved"), "{data}");
+        let hint = data["hint"].as_str().unwrap_or_default();
+        assert!(hint.contains("idem_resolve"), "{data}");
+    })
+    .await;
+}
+
+/// `on_unknown_outcome = "rerun"`, named: the takeover runs the call again (a second
+/// email), as the configuration asked.
+#[tokio::test]
+async fn the_proxy_killed_mid_call_rerun_runs_again() {
+    proxy_killed("rerun", Some("\"rerun\""), 2, |r| {
+        let r = r.expect("the takeover runs the call again");
+        assert_eq!(mark(&r)["replayed"], false, "{r:?}");
+        assert_eq!(structured(&r)["sent"], 2, "{r:?}");
+    })
+    .await;
+}
+
 async fn proxy_killed(
     name: &str,
-    choice: &str,
+    choice: Option<&str>,
+    effects: usize,
     check: impl FnOnce(Result<rmcp::model::CallToolResult, rmcp::model::ErrorData>),
 ) {
     let Some((parts, python)) = Parts::python_or_skip() else {
@@ -80,8 +123,21 @@ async fn proxy_killed(
     c.release();
     let to_b = b.client().await;
     let retry = call(&to_b, "send_email", held_args(&id), key_meta(&id)).await;
+    let refused = retry.is_err();
     check(retry);
-    assert_eq!(c.count("send_email"), 1, "{:#?}", c.effects());
+    assert_eq!(c.count("send_email"), effects, "{:#?}", c.effects());
+    if refused {
+        // The refusal is kept for an operator: a later retry gets it again, and runs nothing.
+        let again = call(&to_b, "send_email", held_args(&id), key_meta(&id))
+            .await
+            .expect_err("the refusal is kept");
+        assert_eq!(
+            again.code.0,
+            idempotency_mcp::answer::code::OUTCOME_UNKNOWN,
+            "{again:?}"
+        );
+        assert_eq!(c.count("send_email"), effects, "{:#?}", c.effects());
+    }
     to_b.cancel().await.unwrap();
 }
 
@@ -94,7 +150,7 @@ async fn the_upstream_killed_mid_call() {
     };
     let c = Counting::new(&parts, &python, "upstream-killed");
     let server = pg_idempotency_tests::scope("mail");
-    let rest = format!("{}{}", c.upstream_stdio(&server), policy(RECONCILE));
+    let rest = format!("{}{}", c.upstream_stdio(&server), policy(Some(RECONCILE)));
     let config = write_config(&c.dir, &rest);
     let client = stdio_client(&config, &c.env()).await;
     let id = "uk-1";

@@ -146,7 +146,8 @@ async fn the_protocol_passes_through() {
     assert!(!prompt.messages.is_empty());
 
     // The server's requests reach the host, and the host's answers reach the server. These
-    // tools have effects (no readOnlyHint), so they run through the store: the tool runs in
+    // tools are annotated as writes (readOnlyHint: false, idempotentHint: false), so they
+    // run through the store: the tool runs in
     // the proxy's holder, and its requests still find the host.
     let sampled = call(
         &client,
