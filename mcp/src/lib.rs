@@ -27,6 +27,7 @@ pub mod sessions;
 pub mod split_store;
 pub mod store;
 pub mod upstream;
+pub mod upstream_child;
 pub mod waiters;
 
 pub use duration::parse_duration;

@@ -20,6 +20,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config;
 use crate::limits::{self, Limits};
+use crate::upstream_child;
 
 /// How to reach the upstream server.
 #[derive(Debug, Clone)]
@@ -113,9 +114,11 @@ impl ProcessLimit {
 }
 
 /// A child process's transport holding its slot: the slot is given back when the transport
-/// is dropped, which rmcp does after closing it (the process waited for, or killed).
+/// is dropped, which rmcp does after closing it (the process waited for, or killed). Its
+/// process group is killed first (fields drop in order): what the server started goes too.
 struct Slotted {
     inner: TokioChildProcess,
+    _group: upstream_child::Group,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -217,11 +220,14 @@ pub async fn connect(
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);
             }
-            let child = TokioChildProcess::new(cmd)
+            // Tied to the proxy's life: its own process group, killed with the proxy.
+            let (child, group) = upstream_child::spawn(cmd)
+                .await
                 .with_context(|| format!("cannot start the upstream server {program:?}"))?;
             tracing::debug!(pid = child.id(), "upstream server process started");
             let transport = Slotted {
                 inner: child,
+                _group: group,
                 _slot: slot,
             };
             relay
