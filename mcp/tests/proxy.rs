@@ -20,6 +20,9 @@
 //!   scope, tools never listed, tool names outside the rules, records of the old scope form
 //! - proxy/attack_exposure.rs: what a tenant is told when the store or the upstream fails:
 //!   no database text, no upstream address, no fingerprints
+//! - proxy/upstream_life.rs: a stdio upstream never outlives the proxy: the proxy SIGKILLed
+//!   before and after the effect, the retry through another replica under each
+//!   `on_unknown_outcome`; the server's own children end with the proxy
 //! - proxy/attack_flood.rs: a flood of waiting duplicates: the running call's heartbeat
 //!   goes on, the caps answer at once, another principal's calls go on, a pool with no
 //!   free connection answers store_unavailable
@@ -37,4 +40,5 @@ mod proxy {
     pub mod http;
     pub mod passthrough;
     pub mod sdk_callers;
+    pub mod upstream_life;
 }

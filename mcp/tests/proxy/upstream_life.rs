@@ -1,0 +1,339 @@
+//! A stdio upstream server never outlives the proxy: the proxy SIGKILLed with its upstream
+//! child alive, held by the counting server BEFORE its effect (a gate: the file `open` the
+//! test creates) or AFTER it (the hold), and the call retried through a second proxy on the
+//! same database under each `on_unknown_outcome`. Effects are counted per key in the
+//! server's log. Killed before the effect, the child dies with the proxy, so every choice
+//! ends with one effect (an orphan would act once the gate opens, and the takeover again).
+//! Killed after it, `refuse` and `reconcile` keep one, and `rerun` runs the call again:
+//! two, as docs/mcp.md says. Also: the child's process group (what it started) is killed
+//! when the proxy ends, and a child lives on after the thread that asked for it ended.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::common::*;
+use rmcp::model::{CallToolResult, ErrorData};
+use serde_json::{json, Value};
+
+/// A short lease (the takeover comes soon after the kill), a long wait (the retry waits for
+/// it), and `choice` when the outcome is unknown.
+fn policy(choice: &str) -> String {
+    format!("\n[tools.send_email]\nlease = \"2s\"\nwait = \"60s\"\non_unknown_outcome = {choice}\n")
+}
+
+const RERUN: &str = "\"rerun\"";
+const REFUSE: &str = "\"refuse\"";
+const RECONCILE: &str =
+    "{ reconcile = { tool = \"find_email\", arguments = { message_id = \"/message_id\" } } }";
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kill {
+    /// At the gate: the call reached the server, which has not acted.
+    BeforeTheEffect,
+    /// At the hold: the effect is logged, the answer not sent.
+    AfterTheEffect,
+}
+
+/// Whether the process runs (not gone, not a zombie awaiting its reaper).
+fn alive(pid: i64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z"),
+        Err(_) => false,
+    }
+}
+
+/// The pid in a marker the counting server wrote.
+fn pid_in(marker: &Path) -> i64 {
+    let text = std::fs::read_to_string(marker).expect("the server's marker");
+    let v: Value = serde_json::from_str(&text).expect("the marker's JSON");
+    v["pid"]
+        .as_i64()
+        .expect("the marker names the server's pid")
+}
+
+fn effects_of(c: &Counting, id: &str) -> usize {
+    c.effects()
+        .iter()
+        .filter(|e| e["kind"] == "send_email" && e["message_id"] == id)
+        .count()
+}
+
+/// One trial: the call held at `kill`, the proxy SIGKILLed, the retry through another
+/// replica. Returns the retry's answer; the effects are counted by the caller.
+async fn trial(
+    name: &str,
+    choice: &str,
+    kill: Kill,
+) -> (
+    Counting,
+    String,
+    Result<CallToolResult, ErrorData>,
+    HttpProxy,
+) {
+    let (parts, python) = Parts::python_or_skip().expect("checked by the caller");
+    let c = Counting::new(&parts, &python, &format!("life-{name}"));
+    let server = pg_idempotency_tests::scope("mail");
+    let rest = format!("{}{}", c.upstream_stdio(&server), policy(choice));
+    let config = write_config(&c.dir, &rest);
+    let mut a = HttpProxy::start(&config, &c.env()).await;
+    let b = HttpProxy::start(&config, &c.env()).await;
+    let id = format!("life-{name}");
+    let args = match kill {
+        Kill::BeforeTheEffect => {
+            json!({"to": "a@x", "subject": "s", "message_id": id, "gate": true})
+        }
+        Kill::AfterTheEffect => {
+            json!({"to": "a@x", "subject": "s", "message_id": id, "hold": true})
+        }
+    };
+    let to_a = a.client().await;
+    let first = tokio::spawn({
+        let (args, id) = (args.clone(), id.clone());
+        async move {
+            let _ = to_a
+                .peer()
+                .call_tool(params("send_email", args, key_meta(&id)))
+                .await;
+        }
+    });
+    let marker = match kill {
+        Kill::BeforeTheEffect => c.hold.join(format!("gated-{id}")),
+        Kill::AfterTheEffect => c.hold.join(format!("held-{id}")),
+    };
+    until(
+        &format!("the call {id} to reach its {kill:?} point"),
+        PATIENCE,
+        || marker.exists(),
+    )
+    .await;
+    let child = pid_in(&marker);
+    assert!(
+        alive(child),
+        "the upstream child runs when the proxy is killed"
+    );
+    let effects_at_kill = effects_of(&c, &id);
+    assert_eq!(
+        effects_at_kill,
+        usize::from(kill == Kill::AfterTheEffect),
+        "{:#?}",
+        c.effects()
+    );
+    // SIGKILL, and the proxy reaped: it is gone, with every thread.
+    a.kill().await;
+    first.abort();
+    // Let an orphan go on as it would: the gate opens, the hold is released.
+    std::fs::write(c.hold.join("open"), b"go").unwrap();
+    c.release();
+    // The child died with the proxy, or (were it an orphan) acts: the log shows which.
+    until(
+        "the upstream child to die with the proxy, or act",
+        PATIENCE,
+        || !alive(child) || effects_of(&c, &id) > effects_at_kill,
+    )
+    .await;
+    assert!(
+        !alive(child),
+        "the upstream child {child} outlived the SIGKILLed proxy and acted: {:#?}",
+        c.effects()
+    );
+    let to_b = b.client().await;
+    let retry = call(&to_b, "send_email", args, key_meta(&id)).await;
+    to_b.cancel().await.unwrap();
+    (c, id, retry, b)
+}
+
+/// The operator's way out of a refused call: forget the record (docs/mcp.md, `refuse`).
+async fn forget(refused: &ErrorData, id: &str) {
+    let data = refused.data.as_ref().expect("the refusal's data");
+    let scope = data["scope"].as_str().expect("the refusal names the scope");
+    let (db, connection) =
+        tokio_postgres::connect(&pg_idempotency_tests::dsn(), tokio_postgres::NoTls)
+            .await
+            .expect("the database under test");
+    tokio::spawn(connection);
+    let forgot: bool = db
+        .query_one("SELECT idem_forget($1, $2)", &[&scope, &id])
+        .await
+        .expect("idem_forget")
+        .get(0);
+    assert!(forgot, "the refused record is forgotten");
+}
+
+fn assert_refused(r: &Result<CallToolResult, ErrorData>) -> ErrorData {
+    let e = r.clone().expect_err("a takeover under refuse is refused");
+    assert_eq!(
+        e.code.0,
+        idempotency_mcp::answer::code::OUTCOME_UNKNOWN,
+        "{e:?}"
+    );
+    e
+}
+
+#[tokio::test]
+async fn killed_before_the_effect_rerun_gives_one_effect() {
+    if Parts::python_or_skip().is_none() {
+        return;
+    }
+    let (c, id, retry, _b) = trial("before-rerun", RERUN, Kill::BeforeTheEffect).await;
+    let r = retry.expect("the takeover runs the call");
+    assert_eq!(mark(&r)["replayed"], false, "{r:?}");
+    assert_eq!(effects_of(&c, &id), 1, "{:#?}", c.effects());
+}
+
+/// Refused, with no effect at all; the operator forgets the record, and the call runs once.
+#[tokio::test]
+async fn killed_before_the_effect_refuse_gives_one_effect() {
+    if Parts::python_or_skip().is_none() {
+        return;
+    }
+    let (c, id, retry, b) = trial("before-refuse", REFUSE, Kill::BeforeTheEffect).await;
+    let refused = assert_refused(&retry);
+    assert_eq!(effects_of(&c, &id), 0, "{:#?}", c.effects());
+    forget(&refused, &id).await;
+    let to_b = b.client().await;
+    let args = json!({"to": "a@x", "subject": "s", "message_id": id, "gate": true});
+    call(&to_b, "send_email", args, key_meta(&id))
+        .await
+        .expect("the forgotten call runs");
+    to_b.cancel().await.unwrap();
+    assert_eq!(effects_of(&c, &id), 1, "{:#?}", c.effects());
+}
+
+/// The read finds nothing (the server never acted), so the call runs: the send's own answer.
+#[tokio::test]
+async fn killed_before_the_effect_reconcile_gives_one_effect() {
+    if Parts::python_or_skip().is_none() {
+        return;
+    }
+    let (c, id, retry, _b) = trial("before-reconcile", RECONCILE, Kill::BeforeTheEffect).await;
+    let r = retry.expect("the takeover runs the call");
+    assert!(
+        structured(&r).contains_key("sent") && !structured(&r).contains_key("found"),
+        "the send's answer, not a found read's: {r:?}"
+    );
+    assert_eq!(effects_of(&c, &id), 1, "{:#?}", c.effects());
+}
+
+/// `rerun` runs the call again after a kill past the effect: two effects, as documented.
+#[tokio::test]
+async fn killed_after_the_effect_rerun_gives_two_effects() {
+    if Parts::python_or_skip().is_none() {
+        return;
+    }
+    let (c, id, retry, _b) = trial("after-rerun", RERUN, Kill::AfterTheEffect).await;
+    retry.expect("the takeover runs the call again");
+    assert_eq!(effects_of(&c, &id), 2, "{:#?}", c.effects());
+}
+
+#[tokio::test]
+async fn killed_after_the_effect_refuse_gives_one_effect() {
+    if Parts::python_or_skip().is_none() {
+        return;
+    }
+    let (c, id, retry, _b) = trial("after-refuse", REFUSE, Kill::AfterTheEffect).await;
+    assert_refused(&retry);
+    assert_eq!(effects_of(&c, &id), 1, "{:#?}", c.effects());
+}
+
+#[tokio::test]
+async fn killed_after_the_effect_reconcile_gives_one_effect() {
+    if Parts::python_or_skip().is_none() {
+        return;
+    }
+    let (c, id, retry, _b) = trial("after-reconcile", RECONCILE, Kill::AfterTheEffect).await;
+    let r = retry.expect("the takeover answers the read's result");
+    assert_eq!(mark(&r)["replayed"], true, "{r:?}");
+    assert_eq!(structured(&r)["found"], true, "{r:?}");
+    assert_eq!(effects_of(&c, &id), 1, "{:#?}", c.effects());
+}
+
+/// What the server started (a grandchild, in its process group) ends with the proxy too,
+/// though the server itself would only have seen its stdin close.
+#[tokio::test]
+async fn the_servers_own_children_end_with_the_proxy() {
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
+    let c = Counting::new(&parts, &python, "life-grandchild");
+    let pid_file = c.dir.join("grandchild.pid");
+    let script = format!(
+        "sleep 100000 </dev/null >/dev/null 2>&1 & echo $! > {}; exec {} {}",
+        pid_file.display(),
+        python.display(),
+        c.script.display()
+    );
+    let server = pg_idempotency_tests::scope("mail");
+    let rest = format!(
+        "[upstream]\nname = {}\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+        toml_str(&server),
+        toml_str(&script)
+    );
+    let config = write_config(&c.dir, &rest);
+    let client = stdio_client(&config, &c.env()).await;
+    call(&client, "count_emails", json!({}), None)
+        .await
+        .expect("the server answers");
+    let grandchild: i64 = std::fs::read_to_string(&pid_file)
+        .expect("the server's child wrote its pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(alive(grandchild), "the server's child runs");
+    // The host closes the proxy's stdin: the proxy ends normally.
+    client.cancel().await.unwrap();
+    until("the server's child to end with the proxy", PATIENCE, || {
+        !alive(grandchild)
+    })
+    .await;
+}
+
+/// The kernel's parent-death signal follows the thread that forked, not the process: a
+/// child forked by a blocking-pool thread would be killed once that thread idled out. A
+/// child asked for from such a thread (its keep-alive shortened to 100 ms) still answers
+/// after the thread is gone: `cat` echoes a ping.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_child_outlives_the_thread_that_asked_for_it() {
+    use rmcp::model::{ClientJsonRpcMessage, ClientRequest, NumberOrString, PingRequest};
+    use rmcp::transport::Transport;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_keep_alive(Duration::from_millis(100))
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (thread, started) = tokio::task::spawn_blocking(|| {
+            // SAFETY: gettid(2) reads the calling thread's id; nothing else.
+            let thread = unsafe { libc::gettid() };
+            let cat = tokio::process::Command::new("cat");
+            let started = tokio::runtime::Handle::current()
+                .block_on(idempotency_mcp::upstream_child::spawn(cat));
+            (thread, started)
+        })
+        .await
+        .unwrap();
+        let (mut child, _group) = started.expect("cat starts");
+        let task = format!("/proc/self/task/{thread}");
+        until(
+            "the blocking thread that asked for the child to end",
+            PATIENCE,
+            || !Path::new(&task).exists(),
+        )
+        .await;
+        let ping = ClientJsonRpcMessage::request(
+            ClientRequest::PingRequest(PingRequest::default()),
+            NumberOrString::Number(7),
+        );
+        child.send(ping).await.expect("the child's stdin is open");
+        let echoed = tokio::time::timeout(PATIENCE, child.receive()).await;
+        assert!(
+            matches!(echoed, Ok(Some(_))),
+            "the child died when the thread that asked for it ended: {echoed:?}"
+        );
+    });
+}
