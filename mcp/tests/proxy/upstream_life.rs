@@ -61,18 +61,19 @@ fn effects_of(c: &Counting, id: &str) -> usize {
         .count()
 }
 
+/// What a trial leaves: the server's log, the call's key (its message_id too), the retry's
+/// answer, the replica that answered it, and the effects an orphan made after the kill.
+struct Trial {
+    c: Counting,
+    id: String,
+    retry: Result<CallToolResult, ErrorData>,
+    b: HttpProxy,
+    orphan_effects: usize,
+}
+
 /// One trial: the call held at `kill`, the proxy SIGKILLed, the retry through another
-/// replica. Returns the retry's answer; the effects are counted by the caller.
-async fn trial(
-    name: &str,
-    choice: &str,
-    kill: Kill,
-) -> (
-    Counting,
-    String,
-    Result<CallToolResult, ErrorData>,
-    HttpProxy,
-) {
+/// replica. The effects are counted by the caller.
+async fn trial(name: &str, choice: &str, kill: Kill) -> Trial {
     let (parts, python) = Parts::python_or_skip().expect("checked by the caller");
     let c = Counting::new(&parts, &python, &format!("life-{name}"));
     let server = pg_idempotency_tests::scope("mail");
@@ -134,15 +135,27 @@ async fn trial(
         || !alive(child) || effects_of(&c, &id) > effects_at_kill,
     )
     .await;
-    assert!(
-        !alive(child),
-        "the upstream child {child} outlived the SIGKILLed proxy and acted: {:#?}",
-        c.effects()
-    );
+    let orphan_effects = effects_of(&c, &id) - effects_at_kill;
     let to_b = b.client().await;
     let retry = call(&to_b, "send_email", args, key_meta(&id)).await;
     to_b.cancel().await.unwrap();
-    (c, id, retry, b)
+    Trial {
+        c,
+        id,
+        retry,
+        b,
+        orphan_effects,
+    }
+}
+
+/// No effect came from the killed proxy's child: it died with the proxy.
+fn assert_no_orphan_effect(t: &Trial) {
+    assert_eq!(
+        t.orphan_effects,
+        0,
+        "the upstream child outlived the SIGKILLed proxy and acted: {:#?}",
+        t.c.effects()
+    );
 }
 
 /// The operator's way out of a refused call: forget the record (docs/mcp.md, `refuse`).
@@ -177,10 +190,11 @@ async fn killed_before_the_effect_rerun_gives_one_effect() {
     if Parts::python_or_skip().is_none() {
         return;
     }
-    let (c, id, retry, _b) = trial("before-rerun", RERUN, Kill::BeforeTheEffect).await;
-    let r = retry.expect("the takeover runs the call");
+    let t = trial("before-rerun", RERUN, Kill::BeforeTheEffect).await;
+    let r = t.retry.clone().expect("the takeover runs the call");
     assert_eq!(mark(&r)["replayed"], false, "{r:?}");
-    assert_eq!(effects_of(&c, &id), 1, "{:#?}", c.effects());
+    assert_eq!(effects_of(&t.c, &t.id), 1, "{:#?}", t.c.effects());
+    assert_no_orphan_effect(&t);
 }
 
 /// Refused, with no effect at all; the operator forgets the record, and the call runs once.
@@ -189,17 +203,19 @@ async fn killed_before_the_effect_refuse_gives_one_effect() {
     if Parts::python_or_skip().is_none() {
         return;
     }
-    let (c, id, retry, b) = trial("before-refuse", REFUSE, Kill::BeforeTheEffect).await;
-    let refused = assert_refused(&retry);
-    assert_eq!(effects_of(&c, &id), 0, "{:#?}", c.effects());
-    forget(&refused, &id).await;
-    let to_b = b.client().await;
-    let args = json!({"to": "a@x", "subject": "s", "message_id": id, "gate": true});
-    call(&to_b, "send_email", args, key_meta(&id))
+    let t = trial("before-refuse", REFUSE, Kill::BeforeTheEffect).await;
+    let refused = assert_refused(&t.retry);
+    let at_refusal = effects_of(&t.c, &t.id);
+    forget(&refused, &t.id).await;
+    let to_b = t.b.client().await;
+    let args = json!({"to": "a@x", "subject": "s", "message_id": t.id, "gate": true});
+    call(&to_b, "send_email", args, key_meta(&t.id))
         .await
         .expect("the forgotten call runs");
     to_b.cancel().await.unwrap();
-    assert_eq!(effects_of(&c, &id), 1, "{:#?}", c.effects());
+    assert_eq!(effects_of(&t.c, &t.id), 1, "{:#?}", t.c.effects());
+    assert_eq!(at_refusal, 0, "the refused call had acted");
+    assert_no_orphan_effect(&t);
 }
 
 /// The read finds nothing (the server never acted), so the call runs: the send's own answer.
@@ -208,13 +224,14 @@ async fn killed_before_the_effect_reconcile_gives_one_effect() {
     if Parts::python_or_skip().is_none() {
         return;
     }
-    let (c, id, retry, _b) = trial("before-reconcile", RECONCILE, Kill::BeforeTheEffect).await;
-    let r = retry.expect("the takeover runs the call");
+    let t = trial("before-reconcile", RECONCILE, Kill::BeforeTheEffect).await;
+    let r = t.retry.clone().expect("the takeover runs the call");
+    assert_eq!(effects_of(&t.c, &t.id), 1, "{:#?}", t.c.effects());
     assert!(
         structured(&r).contains_key("sent") && !structured(&r).contains_key("found"),
         "the send's answer, not a found read's: {r:?}"
     );
-    assert_eq!(effects_of(&c, &id), 1, "{:#?}", c.effects());
+    assert_no_orphan_effect(&t);
 }
 
 /// `rerun` runs the call again after a kill past the effect: two effects, as documented.
@@ -223,9 +240,9 @@ async fn killed_after_the_effect_rerun_gives_two_effects() {
     if Parts::python_or_skip().is_none() {
         return;
     }
-    let (c, id, retry, _b) = trial("after-rerun", RERUN, Kill::AfterTheEffect).await;
-    retry.expect("the takeover runs the call again");
-    assert_eq!(effects_of(&c, &id), 2, "{:#?}", c.effects());
+    let t = trial("after-rerun", RERUN, Kill::AfterTheEffect).await;
+    t.retry.clone().expect("the takeover runs the call again");
+    assert_eq!(effects_of(&t.c, &t.id), 2, "{:#?}", t.c.effects());
 }
 
 #[tokio::test]
@@ -233,9 +250,9 @@ async fn killed_after_the_effect_refuse_gives_one_effect() {
     if Parts::python_or_skip().is_none() {
         return;
     }
-    let (c, id, retry, _b) = trial("after-refuse", REFUSE, Kill::AfterTheEffect).await;
-    assert_refused(&retry);
-    assert_eq!(effects_of(&c, &id), 1, "{:#?}", c.effects());
+    let t = trial("after-refuse", REFUSE, Kill::AfterTheEffect).await;
+    assert_refused(&t.retry);
+    assert_eq!(effects_of(&t.c, &t.id), 1, "{:#?}", t.c.effects());
 }
 
 #[tokio::test]
@@ -243,11 +260,14 @@ async fn killed_after_the_effect_reconcile_gives_one_effect() {
     if Parts::python_or_skip().is_none() {
         return;
     }
-    let (c, id, retry, _b) = trial("after-reconcile", RECONCILE, Kill::AfterTheEffect).await;
-    let r = retry.expect("the takeover answers the read's result");
+    let t = trial("after-reconcile", RECONCILE, Kill::AfterTheEffect).await;
+    let r = t
+        .retry
+        .clone()
+        .expect("the takeover answers the read's result");
     assert_eq!(mark(&r)["replayed"], true, "{r:?}");
     assert_eq!(structured(&r)["found"], true, "{r:?}");
-    assert_eq!(effects_of(&c, &id), 1, "{:#?}", c.effects());
+    assert_eq!(effects_of(&t.c, &t.id), 1, "{:#?}", t.c.effects());
 }
 
 /// What the server started (a grandchild, in its process group) ends with the proxy too,
