@@ -21,6 +21,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::config;
 use crate::limits::{self, Limits};
 use crate::upstream_child;
+use crate::upstream_http::KeyedClient;
 
 /// How to reach the upstream server.
 #[derive(Debug, Clone)]
@@ -247,7 +248,9 @@ pub async fn connect(
             }
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(custom);
-            let transport = StreamableHttpClientTransport::from_config(config);
+            // Each call's upstream key also goes in its POST's Idempotency-Key header.
+            let client = KeyedClient::new().context("the HTTP client for the upstream server")?;
+            let transport = StreamableHttpClientTransport::with_client(client, config);
             relay
                 .serve(transport)
                 .await
