@@ -361,3 +361,52 @@ fn a_child_outlives_the_thread_that_asked_for_it() {
         );
     });
 }
+
+/// An HTTP upstream is told the call's upstream key in the `Idempotency-Key` header of the
+/// POST that carries it, the same as `_meta`'s `upstreamKey`: a server that deduplicates on
+/// that header makes `rerun` safe.
+#[tokio::test]
+async fn an_http_upstream_gets_the_upstream_key_as_idempotency_key() {
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
+    let c = Counting::new(&parts, &python, "life-http-key");
+    let port = free_port();
+    let mut server = tokio::process::Command::new(&c.python)
+        .arg(&c.script)
+        .arg("--http")
+        .arg(port.to_string())
+        .envs(c.env())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    until("the counting server to listen", PATIENCE, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+    .await;
+    let name = pg_idempotency_tests::scope("mail");
+    let rest = format!(
+        "[upstream]\nname = {}\nurl = \"http://127.0.0.1:{port}/mcp\"\n",
+        toml_str(&name)
+    );
+    let config = write_config(&c.dir, &rest);
+    let client = stdio_client(&config, &[]).await;
+    call(
+        &client,
+        "send_email",
+        json!({"to": "a@x", "subject": "keyed"}),
+        key_meta("http-key-1"),
+    )
+    .await
+    .expect("the call runs");
+    client.cancel().await.unwrap();
+    let effects = c.effects();
+    let sent = &effects[0];
+    let upstream_key = &sent["meta"]["pg-idempotency/upstream"]["upstreamKey"];
+    assert!(upstream_key.is_string(), "{sent:#?}");
+    assert_eq!(
+        &sent["headers"]["idempotency-key"], upstream_key,
+        "the POST of the call carries its upstream key: {sent:#?}"
+    );
+    server.kill().await.unwrap();
+}
