@@ -89,7 +89,13 @@ async fn main() -> Result<()> {
     let transport = config.front.transport;
     let proxy = Arc::new(Proxy::new(config, target, store));
     let served = match transport {
-        FrontTransport::Stdio => front::serve_stdio(proxy).await,
+        FrontTransport::Stdio => {
+            tokio::select! {
+                served = front::serve_stdio(proxy) => served,
+                _ = tokio::signal::ctrl_c() => Ok(()),
+                _ = terminated() => Ok(()),
+            }
+        }
         FrontTransport::Http => {
             tokio::select! {
                 served = front::serve_http(proxy, None) => served,
@@ -103,8 +109,8 @@ async fn main() -> Result<()> {
     served
 }
 
-/// SIGTERM (how a service manager stops the proxy) ends it as Ctrl-C does: normally, its
-/// upstream servers killed on the way out.
+/// SIGTERM (how a service manager or an MCP host stops the proxy) ends it as Ctrl-C does:
+/// normally, its upstream servers and what they started killed on the way out.
 async fn terminated() {
     #[cfg(unix)]
     {

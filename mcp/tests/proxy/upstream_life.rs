@@ -167,11 +167,18 @@ async fn forget(refused: &ErrorData, id: &str) {
             .await
             .expect("the database under test");
     tokio::spawn(connection);
+    // Unnamed (query_typed): the suite runs through a pooler in transaction mode too.
+    let text = tokio_postgres::types::Type::TEXT;
     let forgot: bool = db
-        .query_one("SELECT idem_forget($1, $2)", &[&scope, &id])
+        .query_typed(
+            "SELECT idem_forget($1, $2)",
+            &[(&scope, text.clone()), (&id, text)],
+        )
         .await
         .expect("idem_forget")
-        .get(0);
+        .first()
+        .map(|r| r.get(0))
+        .unwrap_or(false);
     assert!(forgot, "the refused record is forgotten");
 }
 
@@ -270,14 +277,10 @@ async fn killed_after_the_effect_reconcile_gives_one_effect() {
     assert_eq!(effects_of(&t.c, &t.id), 1, "{:#?}", t.c.effects());
 }
 
-/// What the server started (a grandchild, in its process group) ends with the proxy too,
-/// though the server itself would only have seen its stdin close.
-#[tokio::test]
-async fn the_servers_own_children_end_with_the_proxy() {
-    let Some((parts, python)) = Parts::python_or_skip() else {
-        return;
-    };
-    let c = Counting::new(&parts, &python, "life-grandchild");
+/// An upstream that starts a child of its own (a grandchild of the proxy, in the server's
+/// process group) before it runs the counting server: the `[upstream]` table, and the file
+/// the grandchild's pid goes to.
+fn upstream_with_a_child(c: &Counting, python: &Path) -> (String, std::path::PathBuf) {
     let pid_file = c.dir.join("grandchild.pid");
     let script = format!(
         "sleep 100000 </dev/null >/dev/null 2>&1 & echo $! > {}; exec {} {}",
@@ -291,19 +294,66 @@ async fn the_servers_own_children_end_with_the_proxy() {
         toml_str(&server),
         toml_str(&script)
     );
+    (rest, pid_file)
+}
+
+/// The grandchild's pid, once the server answered (it was written before the server ran).
+fn running_grandchild(pid_file: &Path) -> i64 {
+    let pid: i64 = std::fs::read_to_string(pid_file)
+        .expect("the server's child wrote its pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(alive(pid), "the server's child runs");
+    pid
+}
+
+/// What the server started ends with the proxy too, though the server itself would only
+/// have seen its stdin close: the host closes the proxy's stdin.
+#[tokio::test]
+async fn the_servers_own_children_end_with_the_proxy() {
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
+    let c = Counting::new(&parts, &python, "life-grandchild");
+    let (rest, pid_file) = upstream_with_a_child(&c, &python);
     let config = write_config(&c.dir, &rest);
     let client = stdio_client(&config, &c.env()).await;
     call(&client, "count_emails", json!({}), None)
         .await
         .expect("the server answers");
-    let grandchild: i64 = std::fs::read_to_string(&pid_file)
-        .expect("the server's child wrote its pid")
-        .trim()
-        .parse()
-        .expect("a pid");
-    assert!(alive(grandchild), "the server's child runs");
-    // The host closes the proxy's stdin: the proxy ends normally.
+    let grandchild = running_grandchild(&pid_file);
     client.cancel().await.unwrap();
+    until("the server's child to end with the proxy", PATIENCE, || {
+        !alive(grandchild)
+    })
+    .await;
+}
+
+/// SIGTERM (a service manager's stop) ends the HTTP proxy normally: its upstream servers'
+/// groups are killed on the way out, what they started included.
+#[tokio::test]
+async fn sigterm_ends_the_proxy_and_the_servers_children() {
+    let Some((parts, python)) = Parts::python_or_skip() else {
+        return;
+    };
+    let c = Counting::new(&parts, &python, "life-sigterm");
+    let (rest, pid_file) = upstream_with_a_child(&c, &python);
+    let config = write_config(&c.dir, &rest);
+    let mut proxy = HttpProxy::start(&config, &c.env()).await;
+    let client = proxy.client().await;
+    call(&client, "count_emails", json!({}), None)
+        .await
+        .expect("the server answers");
+    let grandchild = running_grandchild(&pid_file);
+    let pid = proxy.child.id().expect("the proxy runs");
+    // SAFETY: kill(2) of the proxy this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    let ended = tokio::time::timeout(PATIENCE, proxy.child.wait())
+        .await
+        .expect("the proxy ends on SIGTERM")
+        .unwrap();
+    assert!(ended.success(), "a normal end: {ended:?}");
     until("the server's child to end with the proxy", PATIENCE, || {
         !alive(grandchild)
     })
