@@ -30,6 +30,8 @@ pub mod split_store;
 pub mod stdio_front;
 pub mod store;
 pub mod upstream;
+pub mod upstream_child;
+pub mod upstream_http;
 pub mod waiters;
 
 pub use duration::parse_duration;

@@ -8,7 +8,7 @@ use clap::Parser;
 use idempotency_mcp::config::{Config, FrontTransport};
 use idempotency_mcp::proxy::Proxy;
 use idempotency_mcp::upstream::Target;
-use idempotency_mcp::{front, store};
+use idempotency_mcp::{front, store, upstream_child};
 
 /// An MCP proxy that makes the tool calls of the server behind it safe to retry: calls of
 /// tools with an effect are deduplicated in PostgreSQL (pg_idempotency).
@@ -88,13 +88,40 @@ async fn main() -> Result<()> {
     let store = store::connect(&config.database, &config.limits).await?;
     let transport = config.front.transport;
     let proxy = Arc::new(Proxy::new(config, target, store));
-    match transport {
-        FrontTransport::Stdio => front::serve_stdio(proxy).await,
+    let served = match transport {
+        FrontTransport::Stdio => {
+            tokio::select! {
+                served = front::serve_stdio(proxy) => served,
+                _ = tokio::signal::ctrl_c() => Ok(()),
+                _ = terminated() => Ok(()),
+            }
+        }
         FrontTransport::Http => {
             tokio::select! {
                 served = front::serve_http(proxy, None) => served,
                 _ = tokio::signal::ctrl_c() => Ok(()),
+                _ = terminated() => Ok(()),
             }
         }
+    };
+    // No stdio upstream server, nor anything it started, outlives the proxy.
+    upstream_child::kill_all();
+    served
+}
+
+/// SIGTERM (how a service manager or an MCP host stops the proxy) ends it as Ctrl-C does:
+/// normally, its upstream servers and what they started killed on the way out.
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
     }
+    #[cfg(not(unix))]
+    std::future::pending::<()>().await
 }

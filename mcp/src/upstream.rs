@@ -20,6 +20,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config;
 use crate::limits::{self, Limits};
+use crate::upstream_child;
+use crate::upstream_http::KeyedClient;
 
 /// How to reach the upstream server.
 #[derive(Debug, Clone)]
@@ -113,9 +115,11 @@ impl ProcessLimit {
 }
 
 /// A child process's transport holding its slot: the slot is given back when the transport
-/// is dropped, which rmcp does after closing it (the process waited for, or killed).
+/// is dropped, which rmcp does after closing it (the process waited for, or killed). Its
+/// process group is killed first (fields drop in order): what the server started goes too.
 struct Slotted {
     inner: TokioChildProcess,
+    _group: upstream_child::Group,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -217,11 +221,14 @@ pub async fn connect(
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);
             }
-            let child = TokioChildProcess::new(cmd)
+            // Tied to the proxy's life: its own process group, killed with the proxy.
+            let (child, group) = upstream_child::spawn(cmd)
+                .await
                 .with_context(|| format!("cannot start the upstream server {program:?}"))?;
             tracing::debug!(pid = child.id(), "upstream server process started");
             let transport = Slotted {
                 inner: child,
+                _group: group,
                 _slot: slot,
             };
             relay
@@ -241,7 +248,9 @@ pub async fn connect(
             }
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(custom);
-            let transport = StreamableHttpClientTransport::from_config(config);
+            // Each call's upstream key also goes in its POST's Idempotency-Key header.
+            let client = KeyedClient::new().context("the HTTP client for the upstream server")?;
+            let transport = StreamableHttpClientTransport::with_client(client, config);
             relay
                 .serve(transport)
                 .await

@@ -24,12 +24,17 @@ counted). "meta" is the request's `_meta` as it came on the wire (None when the 
 had none); "headers" are the HTTP request's headers (lower-case names; None on stdio).
 
 Tools:
-    send_email(to, subject, body="", message_id=None, hold=False, slow_ms=0)
+    send_email(to, subject, body="", message_id=None, hold=False, slow_ms=0, gate=False)
         -> {"sent": n, "to": to, "message_id": message_id}; not read-only, not idempotent.
         slow_ms: sleeps that long BEFORE the effect (a cancelled call leaves no effect).
         hold: with COUNTING_HOLD_DIR set, AFTER the effect is logged the call creates
         <dir>/held-<message_id or n> and polls (20 ms) until <dir>/release exists, then answers.
         Reports progress when the caller asked for it: 0/1 "sending" first, 0.5/1 "held" once held.
+        gate: with COUNTING_HOLD_DIR set, BEFORE the effect the call creates
+        <dir>/gated-<message_id> ({"pid"}) and polls (20 ms) until <dir>/open exists: a test
+        holds a call that has not acted yet, and decides when it may. A gated call acts once
+        the gate opens even if its client has gone (stdin closed): the server process lives
+        until then, as a server whose work outlives the request does.
     find_email(message_id) -> {"found": bool, "sent": n | null, "to", "message_id"}; read-only (the
         reconcile read: when found, its answer has send_email's shape).
     count_emails() -> {"count": send_email effects, "effects": all effects}; read-only.
@@ -128,16 +133,26 @@ async def send_email(
     message_id: str | None = None,
     hold: bool = False,
     slow_ms: int = 0,
+    gate: bool = False,
 ) -> Sent:
     await ctx.report_progress(0, 1, "sending")
     if slow_ms > 0:
         await anyio.sleep(slow_ms / 1000)
-    n = _append_effect(
-        "send_email",
-        {"to": to, "subject": subject, "body": body, "message_id": message_id, "hold": hold, "slow_ms": slow_ms},
-        ctx,
-    )
     hold_dir = os.environ.get("COUNTING_HOLD_DIR")
+    fields = {"to": to, "subject": subject, "body": body, "message_id": message_id, "hold": hold, "slow_ms": slow_ms, "gate": gate}
+    if gate and hold_dir:
+        # Shielded: a gated call acts once the gate opens even if its client went away (its
+        # stdin closed, the session cancelled), as a server whose work outlives the request.
+        with anyio.CancelScope(shield=True):
+            marker = os.path.join(hold_dir, f"gated-{message_id}")
+            with open(marker, "w", encoding="utf-8") as f:
+                f.write(json.dumps({"pid": os.getpid()}) + "\n")
+            opened = os.path.join(hold_dir, "open")
+            while not os.path.exists(opened):
+                await anyio.sleep(0.02)
+            n = _append_effect("send_email", fields, ctx)
+    else:
+        n = _append_effect("send_email", fields, ctx)
     if hold and hold_dir:
         marker = os.path.join(hold_dir, f"held-{message_id if message_id is not None else n}")
         with open(marker, "w", encoding="utf-8") as f:
