@@ -18,6 +18,7 @@ mod error;
 mod exactly_once;
 mod holder;
 mod idempotent;
+mod joined_wait;
 mod lease;
 mod limits;
 mod live_holders;
@@ -56,6 +57,7 @@ pub use idempotent::{
 };
 /// `#[tool]`: an async function of a typed input made a tool, with its description, input
 /// schema and settings (the framework's `@Tool` and `@Idempotent`). See docs/client.md.
+pub use joined_wait::JoinedWait;
 pub use macros::tool;
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};
