@@ -427,6 +427,14 @@ async fn over_a_cap(how: Waits) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    if how == Waits::Joined {
+        // Joined to their holder in this proxy, they hold no connection while they wait.
+        assert_eq!(
+            waiting(&db, &app).await,
+            0,
+            "a duplicate of a call running in its own proxy waits in the database"
+        );
+    }
     let busy = fifth.await.unwrap().unwrap_err();
     assert_eq!(busy.code.0, code::IN_PROGRESS, "{busy:?}");
     let data = busy.data.clone().unwrap();
