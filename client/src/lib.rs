@@ -55,9 +55,9 @@ pub use idempotent::{
     Fingerprint, FingerprintFn, Idempotent, KeyStrategy, KeySupplier, OnUnknownOutcome, Reconcile,
     ReconcileFn, Reconciled,
 };
+pub use joined_wait::JoinedWait;
 /// `#[tool]`: an async function of a typed input made a tool, with its description, input
 /// schema and settings (the framework's `@Tool` and `@Idempotent`). See docs/client.md.
-pub use joined_wait::JoinedWait;
 pub use macros::tool;
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};

@@ -5,8 +5,8 @@
 //! A duplicate waits inside `idem_begin(..., wait)`, on a connection of the pool, for as
 //! long as `wait`; or, when the call's holder is alive in this proxy, joins that holder and
 //! waits for it in memory (the client's `admit_joined_wait`): both kinds of wait pass this
-//! gate, and count against the same caps. Without a bound, the duplicates of one principal hold every connection,
-//! and every other principal's calls queue behind them. A `begin` the gate does not admit
+//! gate, and count against the same caps. Without a bound, the duplicates of one principal
+//! hold every connection, and every other principal's calls queue behind them. A `begin` the gate does not admit
 //! is asked with no wait: it is answered at once, as a duplicate without `wait` is (the
 //! result if the call has one, else `in_progress` with `retryAfterMs`), and a call that
 //! is not a duplicate claims as usual. So reaching the cap is not an error: a retry after
