@@ -238,7 +238,8 @@ impl Dispatcher {
         tracing::debug!(key = %key, "idempotency key");
         // A holder of this call alive in this process is joined, never raced through the
         // store (whose lease for it may have lapsed in an outage).
-        // (A store whose duplicates must wait through it opts out: joins_live_holders.)
+        // (A store whose duplicates wait under a cap admits the joined wait too:
+        // admit_joined_wait.)
         let identity = live_holders::identity_of(&self.store);
         let live = self
             .store
@@ -246,7 +247,9 @@ impl Dispatcher {
             .then(|| live_holders::find(&identity, &spec.name, &key))
             .flatten();
         if let Some(joined) = live {
-            if let Some(answer) = join::join(spec, idem, joined, deadline).await? {
+            if let Some(answer) =
+                join::join(self.store.as_ref(), spec, &key, idem, joined, deadline).await?
+            {
                 return Ok(answer);
             }
         }

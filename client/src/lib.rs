@@ -18,6 +18,7 @@ mod error;
 mod exactly_once;
 mod holder;
 mod idempotent;
+mod joined_wait;
 mod lease;
 mod limits;
 mod live_holders;
@@ -54,6 +55,7 @@ pub use idempotent::{
     Fingerprint, FingerprintFn, Idempotent, KeyStrategy, KeySupplier, OnUnknownOutcome, Reconcile,
     ReconcileFn, Reconciled,
 };
+pub use joined_wait::JoinedWait;
 /// `#[tool]`: an async function of a typed input made a tool, with its description, input
 /// schema and settings (the framework's `@Tool` and `@Idempotent`). See docs/client.md.
 pub use macros::tool;

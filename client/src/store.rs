@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::batch::{BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions};
 use crate::error::{Error, ErrorKind, Result};
+use crate::joined_wait::JoinedWait;
 use crate::pg_sql::{ApiSchema, StatementMode};
 use crate::types::{Begin, BeginOptions, Completed, Record, ScopeMetrics};
 
@@ -116,12 +117,28 @@ pub trait IdempotencyStore: Send + Sync {
     }
 
     /// Whether a call whose holder is alive in this process joins that holder instead of
-    /// asking the store (docs/client.md, "A retry in the holder's process"): true unless the
-    /// store's duplicates must wait through the store itself, as the MCP proxy's do (its
-    /// gate caps the duplicates that wait per principal, mcp/src/waiters.rs; a joined wait
-    /// would pass it by).
+    /// asking the store (docs/client.md, "A retry in the holder's process"). True by
+    /// default; a store whose duplicates wait under a cap gates the joined waits too
+    /// ([`admit_joined_wait`](Self::admit_joined_wait)) rather than opting out, since a call
+    /// that asks the store once its holder's lease lapsed in an outage takes the call over
+    /// and runs the tool a second time beside the holder that has the first run's result.
     fn joins_live_holders(&self) -> bool {
         true
+    }
+
+    /// Asked by a call that joined its live holder in this process (see
+    /// [`joins_live_holders`](Self::joins_live_holders)) before it waits for that holder
+    /// (for its tool, as long as the call's `wait`; for its recording, as long as the
+    /// lease). `Some`: the call waits, holding what this returned until it has its answer.
+    /// `None`: the call does not wait: it is answered at once as a duplicate without `wait`
+    /// is (in progress with its retry hint, or the holder's result while the store has not
+    /// taken it). A store that caps how many duplicates wait inside its `begin` (the MCP
+    /// proxy's gate, per principal and in all) caps the joined waits here with the same
+    /// permits, so that joining does not pass its cap by. The default admits every wait at
+    /// no cost ([`JoinedWait::free`]). Asked once per joining call, from the call's own task.
+    fn admit_joined_wait(&self, scope: &str, key: &str) -> Option<JoinedWait<'_>> {
+        let _ = (scope, key);
+        Some(JoinedWait::free())
     }
 
     /// Whether what the store remembers survives a crash and is shared between processes.

@@ -4,6 +4,8 @@
 //!   however often the call is repeated
 //! - calls/holder.rs: what becomes of a claimed call: its result recorded although the
 //!   store blinks, a lost lease, a takeover of an attempt that may have acted
+//! - calls/joined_wait.rs: a call joining its live holder waits only as its store's gate
+//!   admits
 //! - calls/exactly_once.rs: the claim, the tool's outbox row and the completion commit or
 //!   roll back together
 //! - calls/precedence.rs: which setting governs a call: the call's own, the tool's, its
@@ -42,6 +44,7 @@ mod calls {
     pub mod example;
     pub mod holder;
     pub mod hostile_input;
+    pub mod joined_wait;
     pub mod pg_store;
     pub mod precedence;
     pub mod reads;

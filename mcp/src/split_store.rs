@@ -2,7 +2,8 @@
 //! database, and the waiters' gate.
 //!
 //! - The pool (`[database] pool_size`) takes `begin` (through the gate when it may wait),
-//!   lookups and an operator's calls.
+//!   lookups and an operator's calls. A duplicate that joins the proxy's own live holder
+//!   waits in memory, through the same gate (`admit_joined_wait`).
 //! - A small pool of its own (`[limits] heartbeat_connections`) takes what a running call's
 //!   holder asks: its lease extensions, its result, its release. A crowd of waiting
 //!   duplicates holds connections of the first pool only, so it never delays a heartbeat
@@ -14,8 +15,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use idempotency::{
     ApiSchema, BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions, Begin,
-    BeginOptions, Completed, Error, ErrorKind, IdempotencyStore, Record, Result, ScopeMetrics,
-    StatementMode,
+    BeginOptions, Completed, Error, ErrorKind, IdempotencyStore, JoinedWait, Record, Result,
+    ScopeMetrics, StatementMode,
 };
 use serde_json::Value;
 
@@ -142,11 +143,11 @@ impl IdempotencyStore for SplitStore {
         self.calls.durable()
     }
 
-    /// The gate caps the duplicates that wait per principal (waiters.rs): a duplicate
-    /// joining the proxy's own holder in memory would pass it by, so duplicates wait
-    /// through the store, as before 0.8.0 (docs/mcp.md, "Waiting duplicates").
-    fn joins_live_holders(&self) -> bool {
-        false
+    /// A duplicate that joins the proxy's own live holder waits in memory, not in
+    /// `idem_begin`: it passes the same gate as a waiting `begin` (per principal and in
+    /// all), and one not admitted is answered at once as a duplicate without `wait` is.
+    fn admit_joined_wait(&self, _scope: &str, _key: &str) -> Option<JoinedWait<'_>> {
+        self.gate.admit().ok().map(JoinedWait::holding)
     }
 
     /// Both pools call the API in one schema (store.rs): the calls' pool's answers for both.

@@ -3,8 +3,10 @@
 //! pool less `[limits] reserved_connections`).
 //!
 //! A duplicate waits inside `idem_begin(..., wait)`, on a connection of the pool, for as
-//! long as `wait`. Without a bound, the duplicates of one principal hold every connection,
-//! and every other principal's calls queue behind them. A `begin` the gate does not admit
+//! long as `wait`; or, when the call's holder is alive in this proxy, joins that holder and
+//! waits for it in memory (the client's `admit_joined_wait`): both kinds of wait pass this
+//! gate, and count against the same caps. Without a bound, the duplicates of one principal
+//! hold every connection, and every other principal's calls queue behind them. A `begin` the gate does not admit
 //! is asked with no wait: it is answered at once, as a duplicate without `wait` is (the
 //! result if the call has one, else `in_progress` with `retryAfterMs`), and a call that
 //! is not a duplicate claims as usual. So reaching the cap is not an error: a retry after
@@ -97,6 +99,7 @@ impl Drop for Admitted<'_> {
                 waiting.remove(&self.principal);
             }
         }
+        log_waiting(&waiting, "a waiting duplicate has its answer");
     }
 }
 
@@ -132,12 +135,21 @@ impl Gate {
         }
         let all = self.all.try_acquire().map_err(|_| Capped::AllPrincipals)?;
         waiting.insert(principal.clone(), n + 1);
+        log_waiting(&waiting, "a duplicate waits");
         Ok(Admitted {
             gate: self,
             principal,
             _all: all,
         })
     }
+}
+
+/// How many duplicates the gate has let wait, in all, as it changes (at debug level, under
+/// the gate's lock so that the lines come in the order of the changes): an operator's view
+/// of the crowd, and what the proxy's tests order themselves by.
+fn log_waiting(waiting: &HashMap<Arc<str>, usize>, what: &str) {
+    let total: usize = waiting.values().sum();
+    tracing::debug!(waiting = total, "{what}");
 }
 
 #[cfg(test)]

@@ -32,6 +32,8 @@
 //! - proxy/attack_flood.rs: a flood of waiting duplicates: the running call's heartbeat
 //!   goes on, the caps answer at once, another principal's calls go on, a pool with no
 //!   free connection answers store_unavailable
+//! - proxy/own_holder.rs: a retry in the holder's own proxy after an outage of the store
+//!   past the lease joins that holder: one effect
 
 mod common;
 
@@ -46,6 +48,7 @@ mod proxy {
     pub mod defaults;
     pub mod faults;
     pub mod http;
+    pub mod own_holder;
     pub mod passthrough;
     pub mod sdk_callers;
     pub mod upstream_life;

@@ -2,6 +2,10 @@
 //! `live_holders`): it waits for the holder's recording, then asks the store, which replays
 //! it; or, while the store cannot take it, it is answered with the holder's result. It
 //! never takes the call over through the store beside a holder that has the result.
+//!
+//! Before it waits, the store's gate admits the wait (`IdempotencyStore::admit_joined_wait`,
+//! as a store caps the duplicates that wait inside its `begin`); a wait not admitted is
+//! answered at once, as if its bound had run out.
 
 use std::time::Duration;
 
@@ -12,7 +16,9 @@ use crate::call::Dispatched;
 use crate::error::Result;
 use crate::holder::Ran;
 use crate::idempotent::Idempotent;
+use crate::joined_wait::JoinedWait;
 use crate::live_holders::{Joined, Stage};
+use crate::store::IdempotencyStore;
 use crate::tool::ToolSpec;
 
 /// What a joining call is told while the holder's result is not recorded.
@@ -21,12 +27,16 @@ const NOT_YET_RECORDED: &str = "A holder of this call in this process ran it and
 /// None: the holder settled (or ended): the store answers the call. Some: the answer,
 /// given for the holder (in progress, or its result not yet recorded).
 pub(super) async fn join(
+    store: &dyn IdempotencyStore,
     spec: &ToolSpec,
+    key: &str,
     idem: &Idempotent,
     joined: Joined,
     deadline: Option<(Instant, Duration)>,
 ) -> Result<Option<Dispatched>> {
     let Joined { mut stage, lease } = joined;
+    // The store's permit to wait, asked before the first wait and held until the answer.
+    let mut admitted: Option<JoinedWait<'_>> = None;
     let seen = loop {
         // A running tool is waited for as long as the call's own `wait` (as the store makes
         // a duplicate wait); a result being recorded as long as the lease, as the holder's
@@ -39,6 +49,13 @@ pub(super) async fn join(
         };
         let until = Instant::now() + bound;
         let until = deadline.map_or(until, |(at, _)| at.min(until));
+        if admitted.is_none() && until > Instant::now() {
+            match store.admit_joined_wait(&spec.name, key) {
+                Some(permit) => admitted = Some(permit),
+                // Not admitted: answered as a duplicate without a wait is, now.
+                None => break seen,
+            }
+        }
         match tokio::time::timeout_at(until, stage.changed()).await {
             Ok(Ok(())) => continue,
             // The holder ended (its entry with it).

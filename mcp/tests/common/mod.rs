@@ -6,6 +6,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part of it
 
+pub mod cut_store;
 pub mod lossy;
 
 use std::path::{Path, PathBuf};
@@ -187,6 +188,9 @@ pub struct HttpProxy {
     pub child: tokio::process::Child,
     pub url: String,
     pub port: u16,
+    /// How many duplicates the proxy's waiters' gate has let wait now (waiting inside
+    /// `idem_begin` or joined to a holder in the proxy), as its log says.
+    pub waiting: tokio::sync::watch::Receiver<usize>,
 }
 
 impl HttpProxy {
@@ -199,15 +203,22 @@ impl HttpProxy {
             .arg(config)
             .arg("--http")
             .arg("127.0.0.1:0")
-            .env("PGIDEM_MCP_LOG", "info")
+            // The gate's count of waiting duplicates is logged at debug (waiters.rs).
+            .env("PGIDEM_MCP_LOG", "info,idempotency_mcp::waiters=debug")
             .envs(env.iter().cloned())
             .stdin(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         let mut child = cmd.spawn().unwrap();
-        let port = bound_port(child.stderr.take().unwrap()).await;
+        let (count, waiting) = tokio::sync::watch::channel(0);
+        let port = bound_port(child.stderr.take().unwrap(), count).await;
         let url = format!("http://127.0.0.1:{port}/mcp");
-        HttpProxy { child, url, port }
+        HttpProxy {
+            child,
+            url,
+            port,
+            waiting,
+        }
     }
 
     pub async fn client(&self) -> Client {
@@ -236,8 +247,11 @@ pub async fn http_client(url: &str, headers: &[(&str, &str)]) -> Client {
 }
 
 /// The port in the proxy's "serving MCP over Streamable HTTP" log line; the rest of its
-/// log is passed on to the test's.
-async fn bound_port(stderr: tokio::process::ChildStderr) -> u16 {
+/// log is passed on to the test's, and the gate's count of waiting duplicates to `waiting`.
+async fn bound_port(
+    stderr: tokio::process::ChildStderr,
+    waiting: tokio::sync::watch::Sender<usize>,
+) -> u16 {
     use tokio::io::{AsyncBufReadExt, BufReader};
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
@@ -245,6 +259,9 @@ async fn bound_port(stderr: tokio::process::ChildStderr) -> u16 {
         let mut lines = BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             eprintln!("{line}");
+            if let Some(n) = waiting_in(&line) {
+                waiting.send_replace(n);
+            }
             if line.contains("serving MCP over Streamable HTTP") {
                 if let (Some(port), Some(tx)) = (port_in(&line), tx.take()) {
                     let _ = tx.send(port);
@@ -256,6 +273,33 @@ async fn bound_port(stderr: tokio::process::ChildStderr) -> u16 {
         .await
         .expect("waited a minute for the proxy to listen")
         .expect("the proxy ended before it listened")
+}
+
+/// The count in a line of the waiters' gate (`waiting=N`), its colours taken out.
+fn waiting_in(line: &str) -> Option<usize> {
+    if !line.contains("idempotency_mcp::waiters") {
+        return None;
+    }
+    let mut plain = String::new();
+    let mut chars = line.chars();
+    while let Some(ch) = chars.next() {
+        if ch == '\u{1b}' {
+            // An escape sequence: `ESC [` then parameters up to a letter.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(ch);
+        }
+    }
+    let at = plain.find("waiting=")? + "waiting=".len();
+    let digits: String = plain[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 /// The port after `127.0.0.1:` in a log line (its colours around it).

@@ -1,10 +1,14 @@
-//! A flood of waiting duplicates. A duplicate of a running call waits for its result inside
-//! `idem_begin(..., wait)` on a connection of the proxy's pool: a crowd of them must not
-//! hold every connection, starve the running call's heartbeat until a duplicate takes the
-//! call over (a second effect), or hold another principal's calls (docs/mcp.md, "Limits").
+//! A flood of waiting duplicates. A duplicate of a call running in another proxy waits for
+//! its result inside `idem_begin(..., wait)` on a connection of the proxy's pool; one of a
+//! call running in the same proxy joins that holder and waits in memory. A crowd of them
+//! must not hold every connection, starve the running call's heartbeat until a duplicate
+//! takes the call over (a second effect), or hold another principal's calls, and both kinds
+//! of wait count against the same caps (docs/mcp.md, "Limits"). The tests that are about
+//! the caps run once with each kind of wait (`Waits`).
 //!
 //! Each proxy here names its sessions with an `application_name` of its own, so that the
-//! duplicates it has waiting are counted in `pg_stat_activity` apart from other tests'.
+//! duplicates it has waiting are counted in `pg_stat_activity` apart from other tests';
+//! a joined wait is counted by the proxy's own gate (its log, `HttpProxy::waiting`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -82,6 +86,44 @@ fn through_plproxy() -> bool {
     std::env::var("PGIDEM_THROUGH_PROXY").as_deref() == Ok("1")
 }
 
+/// Where the duplicates of a running call wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waits {
+    /// Sent to the proxy whose holder runs the call: joined to that holder, in memory.
+    Joined,
+    /// Sent to another proxy over the same database: inside `idem_begin`, on a connection
+    /// of that proxy's pool.
+    InDatabase,
+}
+
+/// How many duplicates `proxy` has waiting, of the kind `how`: joined ones as its gate
+/// counts them, the others as `pg_stat_activity` shows them (its sessions named `app`).
+async fn waits(how: Waits, proxy: &HttpProxy, db: &tokio_postgres::Client, app: &str) -> i64 {
+    match how {
+        Waits::Joined => *proxy.waiting.borrow() as i64,
+        Waits::InDatabase => waiting(db, app).await,
+    }
+}
+
+/// The proxy that holds the running calls: `proxy` itself when the duplicates join their
+/// holder, else another proxy over the same database with the same settings (its sessions
+/// named `app`-holder).
+async fn holder_proxy(
+    how: Waits,
+    c: &Counting,
+    pool_size: usize,
+    app: &str,
+    rest: &str,
+) -> Option<HttpProxy> {
+    match how {
+        Waits::Joined => None,
+        Waits::InDatabase => {
+            let config = config_named(&c.dir, pool_size, &format!("{app}-holder"), rest);
+            Some(HttpProxy::start(&config, &c.env()).await)
+        }
+    }
+}
+
 /// The record's state, attempt and lease end (seconds since the epoch).
 async fn record(db: &tokio_postgres::Client, scope: &str, key: &str) -> Option<(String, i32, f64)> {
     db.query_typed(
@@ -109,8 +151,12 @@ fn held_call(message_id: &str) -> Value {
 #[derive(Default)]
 struct Answers {
     replays: Vec<CallToolResult>,
+    /// The holder's result passed on before it was recorded: what a duplicate joined to
+    /// its holder in the proxy is answered when a cap cut its wait as the tool returned.
+    passed_on: Vec<CallToolResult>,
     in_progress: usize,
-    /// Anything else: a duplicate that ran, or an error other than in_progress.
+    /// Anything else: an error other than in_progress. (A duplicate that ran the call
+    /// again would have a result of its own, and a second effect: both are checked.)
     unexpected: Vec<String>,
 }
 
@@ -136,6 +182,7 @@ fn flood(
                         let mut a = answers.lock().unwrap();
                         match answer {
                             Ok(r) if mark(&r)["replayed"] == true => a.replays.push(r),
+                            Ok(r) => a.passed_on.push(r),
                             Err(e) if e.code.0 == code::IN_PROGRESS => a.in_progress += 1,
                             other => a.unexpected.push(format!("{other:?}")),
                         }
@@ -155,16 +202,28 @@ fn in_progress_detail(e: &ErrorData) -> String {
     })
 }
 
-/// More duplicates of one principal than the pool has connections wait for a call that
-/// runs past several lease lengths: its heartbeat goes on (a pool of its own), so it is
-/// never taken over. One effect, attempt 1, and the duplicates get the replay or
+/// More duplicates of one principal than the pool has connections wait while a call runs
+/// past several lease lengths in the proxy: its heartbeat goes on (a pool of its own), so
+/// it is never taken over. One effect, attempt 1, and the duplicates get the replay or
 /// in_progress. Another principal's unrelated call completes while the flood is on.
+/// The crowd duplicates the running call itself (joined to its holder).
 #[tokio::test]
-async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
+async fn a_flood_of_joined_duplicates_never_takes_the_running_call_over() {
+    flood_never_takes_over(Waits::Joined).await;
+}
+
+/// The same, the crowd duplicating a call that runs in another proxy: it waits inside
+/// `idem_begin` on the connections of the pool of the proxy whose call runs meanwhile.
+#[tokio::test]
+async fn a_flood_of_duplicates_waiting_in_the_database_never_takes_the_running_call_over() {
+    flood_never_takes_over(Waits::InDatabase).await;
+}
+
+async fn flood_never_takes_over(how: Waits) {
     let Some((parts, python)) = Parts::python_or_skip() else {
         return;
     };
-    let c = Counting::new(&parts, &python, "flood");
+    let c = Counting::new(&parts, &python, &format!("flood-{how:?}"));
     let name = pg_idempotency_tests::scope("mail");
     let app = pg_idempotency_tests::scope("flood");
     // A short lease, so that the call runs past several while the flood is on; a long
@@ -176,6 +235,7 @@ async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
     );
     let config = config_named(&c.dir, 4, &app, &rest);
     let mut proxy = HttpProxy::start(&config, &c.env()).await;
+    let holder = holder_proxy(how, &c, 4, &app, &rest).await;
     let db = database().await;
     let (key, args) = ("flood-1", held_call("flood-1"));
     let scope = idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-a");
@@ -187,6 +247,25 @@ async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
     c.held(key).await;
     let (_, attempt, claimed_until) = record(&db, &scope, key).await.expect("the call is claimed");
     assert_eq!(attempt, 1);
+    // What the crowd duplicates: the running call, or one running in the other proxy.
+    let (crowd_key, crowd_first) = match &holder {
+        None => (key, None),
+        Some(h) => {
+            let there = tenant(h, TOKEN_A).await;
+            let other = tokio::spawn(async move {
+                call(
+                    &there,
+                    "send_email",
+                    held_call("flood-2"),
+                    key_meta("flood-2"),
+                )
+                .await
+            });
+            c.held("flood-2").await;
+            ("flood-2", Some(other))
+        }
+    };
+    let crowd_args = held_call(crowd_key);
     // Twelve duplicates at once (the pool has four connections), over three sessions.
     let mut sessions = Vec::new();
     for _ in 0..3 {
@@ -194,10 +273,10 @@ async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let answers = Arc::new(Mutex::new(Answers::default()));
-    let crowd = flood(&sessions, 12, key, &args, &stop, &answers);
-    // The flood is on once duplicates wait in the database.
+    let crowd = flood(&sessions, 12, crowd_key, &crowd_args, &stop, &answers);
+    // The flood is on once duplicates wait (as many as the pool less its reserve).
     let deadline = tokio::time::Instant::now() + PATIENCE;
-    while waiting(&db, &app).await < 2 {
+    while waits(how, &proxy, &db, &app).await < 2 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "no duplicate ever waited"
@@ -242,6 +321,13 @@ async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
     c.release();
     let first = first.await.unwrap().expect("the running call completes");
     assert_eq!(mark(&first)["replayed"], false);
+    let crowd_first = match crowd_first {
+        None => first.clone(),
+        Some(other) => other
+            .await
+            .unwrap()
+            .expect("the other proxy's call completes"),
+    };
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while answers.lock().unwrap().replays.len() < 12 {
         assert!(
@@ -255,53 +341,87 @@ async fn a_flood_of_duplicates_never_takes_the_running_call_over() {
         d.await.unwrap();
     }
     let answers = std::mem::take(&mut *answers.lock().unwrap());
+    eprintln!(
+        "the crowd ({how:?}): {} replays, {} results passed on, {} in_progress",
+        answers.replays.len(),
+        answers.passed_on.len(),
+        answers.in_progress
+    );
     assert!(answers.unexpected.is_empty(), "{:?}", answers.unexpected);
     assert!(
         answers.in_progress > 0,
         "the duplicates beyond the cap were answered in_progress at once"
     );
-    for r in &answers.replays {
-        assert_eq!(unmarked(r), unmarked(&first));
+    for r in answers.replays.iter().chain(&answers.passed_on) {
+        assert_eq!(unmarked(r), unmarked(&crowd_first));
     }
-    assert_eq!(effects_of(&c, key), 1);
+    if how == Waits::InDatabase {
+        // Only a duplicate joined to its holder is ever handed a result not recorded yet.
+        assert!(answers.passed_on.is_empty(), "{:?}", answers.passed_on);
+    }
+    assert_eq!((effects_of(&c, key), effects_of(&c, crowd_key)), (1, 1));
     let (state, attempt, _) = record(&db, &scope, key).await.unwrap();
     assert_eq!((state.as_str(), attempt), ("succeeded", 1));
     b.cancel().await.unwrap();
     proxy.kill().await;
+    if let Some(mut h) = holder {
+        h.kill().await;
+    }
 }
 
 /// A principal's duplicates beyond `max_waiting_per_principal` (4) do not wait: the fifth
 /// is answered in_progress at once, its detail naming the setting; another principal's
-/// duplicate still waits, and every one of them gets the replay.
+/// duplicates still wait until all principals' waits reach the pool less its reserve (6),
+/// where the next is answered at once too, naming `reserved_connections`; every one that
+/// waited gets the replay. The duplicates join their holder in the proxy.
 #[tokio::test]
-async fn a_duplicate_over_the_principals_cap_is_answered_at_once() {
+async fn a_joined_duplicate_over_a_cap_is_answered_at_once() {
+    over_a_cap(Waits::Joined).await;
+}
+
+/// The same, the calls running in another proxy: the duplicates wait inside `idem_begin`.
+#[tokio::test]
+async fn a_duplicate_over_a_cap_is_answered_at_once() {
+    over_a_cap(Waits::InDatabase).await;
+}
+
+async fn over_a_cap(how: Waits) {
     let Some((parts, python)) = Parts::python_or_skip() else {
         return;
     };
-    let c = Counting::new(&parts, &python, "flood-cap");
+    let c = Counting::new(&parts, &python, &format!("flood-cap-{how:?}"));
     let name = pg_idempotency_tests::scope("mail");
     let app = pg_idempotency_tests::scope("cap");
     let rest = two_tenants(&c, &name, "[tools.send_email]\nwait = \"60s\"\n");
     // Eight connections: six for waiting duplicates (two reserved), four per principal.
     let config = config_named(&c.dir, 8, &app, &rest);
     let mut proxy = HttpProxy::start(&config, &c.env()).await;
+    let holder = holder_proxy(how, &c, 8, &app, &rest).await;
     let db = database().await;
     let a = Arc::new(tenant(&proxy, TOKEN_A).await);
     let b = Arc::new(tenant(&proxy, TOKEN_B).await);
+    // Where the first calls run: this proxy, or the other one.
+    let (held_a, held_b) = match &holder {
+        None => (a.clone(), b.clone()),
+        Some(h) => (
+            Arc::new(tenant(h, TOKEN_A).await),
+            Arc::new(tenant(h, TOKEN_B).await),
+        ),
+    };
     let spawn_call = |client: &Arc<Client>, id: &str| {
         let (client, id) = (client.clone(), id.to_string());
         tokio::spawn(
             async move { call(&client, "send_email", held_call(&id), key_meta(&id)).await },
         )
     };
-    let first_a = spawn_call(&a, "cap-a");
+    let first_a = spawn_call(&held_a, "cap-a");
     c.held("cap-a").await;
-    let first_b = spawn_call(&b, "cap-b");
+    let first_b = spawn_call(&held_b, "cap-b");
     c.held("cap-b").await;
     // Four of A's duplicates wait.
     let dups: Vec<_> = (0..4).map(|_| spawn_call(&a, "cap-a")).collect();
     let deadline = tokio::time::Instant::now() + PATIENCE;
-    while waiting(&db, &app).await < 4 {
+    while waits(how, &proxy, &db, &app).await < 4 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "four duplicates never waited"
@@ -313,7 +433,7 @@ async fn a_duplicate_over_the_principals_cap_is_answered_at_once() {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while !fifth.is_finished() {
         assert!(
-            waiting(&db, &app).await <= 4,
+            waits(how, &proxy, &db, &app).await <= 4,
             "a fifth duplicate of one principal waits"
         );
         assert!(
@@ -321,6 +441,14 @@ async fn a_duplicate_over_the_principals_cap_is_answered_at_once() {
             "the fifth duplicate was never answered"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if how == Waits::Joined {
+        // Joined to their holder in this proxy, they hold no connection while they wait.
+        assert_eq!(
+            waiting(&db, &app).await,
+            0,
+            "a duplicate of a call running in its own proxy waits in the database"
+        );
     }
     let busy = fifth.await.unwrap().unwrap_err();
     assert_eq!(busy.code.0, code::IN_PROGRESS, "{busy:?}");
@@ -331,16 +459,40 @@ async fn a_duplicate_over_the_principals_cap_is_answered_at_once() {
         in_progress_detail(&busy).contains("limits.max_waiting_per_principal"),
         "{data}"
     );
-    // The other principal's duplicate waits (a fifth waiting session).
-    let dup_b = spawn_call(&b, "cap-b");
+    // The other principal's duplicates wait (a fifth and a sixth waiting).
+    let mut dups_b = Vec::new();
+    for n in 5..=6 {
+        dups_b.push(spawn_call(&b, "cap-b"));
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while waits(how, &proxy, &db, &app).await < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the other principal's duplicate never waited"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // A seventh, the other principal's third, reaches the cap of all principals (the
+    // pool less its reserve): answered at once.
+    let seventh = spawn_call(&b, "cap-b");
     let deadline = tokio::time::Instant::now() + PATIENCE;
-    while waiting(&db, &app).await < 5 {
+    while !seventh.is_finished() {
+        assert!(
+            waits(how, &proxy, &db, &app).await <= 6,
+            "a seventh duplicate waits"
+        );
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the other principal's duplicate never waited"
+            "the seventh duplicate was never answered"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let busy = seventh.await.unwrap().unwrap_err();
+    assert_eq!(busy.code.0, code::IN_PROGRESS, "{busy:?}");
+    assert!(
+        in_progress_detail(&busy).contains("limits.reserved_connections"),
+        "{busy:?}"
+    );
     c.release();
     let (first_a, first_b) = (
         first_a.await.unwrap().unwrap(),
@@ -351,18 +503,26 @@ async fn a_duplicate_over_the_principals_cap_is_answered_at_once() {
         assert_eq!(mark(&r)["replayed"], true);
         assert_eq!(unmarked(&r), unmarked(&first_a));
     }
-    let r = dup_b.await.unwrap().unwrap();
-    assert_eq!(unmarked(&r), unmarked(&first_b));
+    for d in dups_b {
+        let r = d.await.unwrap().unwrap();
+        assert_eq!(mark(&r)["replayed"], true);
+        assert_eq!(unmarked(&r), unmarked(&first_b));
+    }
     let after = call(&a, "send_email", held_call("cap-a"), key_meta("cap-a"))
         .await
         .unwrap();
     assert_eq!(mark(&after)["replayed"], true);
     assert_eq!((effects_of(&c, "cap-a"), effects_of(&c, "cap-b")), (1, 1));
     proxy.kill().await;
+    if let Some(mut h) = holder {
+        h.kill().await;
+    }
 }
 
 /// A call that finds no free connection in the pool within `pool_wait_timeout` is answered
-/// -32075 store_unavailable with a hint, not left hanging, and is not sent upstream.
+/// -32075 store_unavailable with a hint, not left hanging, and is not sent upstream. The
+/// connection is held by a duplicate waiting inside `idem_begin` for a call that runs in
+/// another proxy (a duplicate joined to its holder in the same proxy holds none).
 #[tokio::test]
 async fn a_pool_with_no_free_connection_answers_store_unavailable() {
     let Some((parts, python)) = Parts::python_or_skip() else {
@@ -375,11 +535,14 @@ async fn a_pool_with_no_free_connection_answers_store_unavailable() {
     // One connection, and no reserve on a pool of one: a waiting duplicate holds it.
     let config = config_named(&c.dir, 1, &app, &rest);
     let mut proxy = HttpProxy::start(&config, &c.env()).await;
+    let mut holder = holder_proxy(Waits::InDatabase, &c, 1, &app, &rest)
+        .await
+        .expect("another proxy");
     let db = database().await;
     let a = Arc::new(tenant(&proxy, TOKEN_A).await);
     let b = tenant(&proxy, TOKEN_B).await;
     let first = {
-        let a = a.clone();
+        let a = tenant(&holder, TOKEN_A).await;
         tokio::spawn(async move {
             call(&a, "send_email", held_call("pool-a"), key_meta("pool-a")).await
         })
@@ -434,4 +597,5 @@ async fn a_pool_with_no_free_connection_answers_store_unavailable() {
     assert_eq!(effects_of(&c, "pool-a"), 1);
     b.cancel().await.unwrap();
     proxy.kill().await;
+    holder.kill().await;
 }
