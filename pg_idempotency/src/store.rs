@@ -179,7 +179,12 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
     // statements' last parameter; passed, unused, to an older schema's).
     let lengths = schema >= SchemaVersion::V0_9;
     let (length_column, insert_length, set_length, extended_length) = if lengths {
-        (", lease_length", ", $15", ", lease_length = $19", ", lease_length = $7")
+        (
+            ", lease_length",
+            ", $15",
+            ", lease_length = $19",
+            ", lease_length = $7",
+        )
     } else {
         ("", "", "", "")
     };
