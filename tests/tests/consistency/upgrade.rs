@@ -212,9 +212,12 @@ fn upgraded_equals_fresh(from: &str, expected: &[String]) {
         )
         .unwrap();
     let note: Option<String> = row.get(0);
+    // A release that counts (0.8.0 on) counted its two claims before the update too.
+    let at = |v: &str| RELEASES.iter().position(|r| *r == v).unwrap();
+    let claimed_before = if at(from) >= at("0.8.0") { 2 } else { 0 };
     assert_eq!(
         (row.get::<_, i64>(1), row.get::<_, i64>(2)),
-        (1, 1),
+        (1 + claimed_before, 1),
         "{from}: counted since the update"
     );
     match backend() {
@@ -277,9 +280,11 @@ fn assert_refused(c: &mut Client, sql: &str, from: &str) {
         .as_db_error()
         .unwrap_or_else(|| panic!("{sql}: not an error of the server: {err}"));
     assert_eq!(db.code().code(), "55000", "{sql}: {db:?}");
+    // The library names the release that made the records' layout: 0.4.0 kept 0.3.0's.
+    let layout = if from == "0.4.0" { "0.3.0" } else { from };
     assert!(
         db.message()
-            .contains(&format!("schema in this database is {from},")),
+            .contains(&format!("schema in this database is {layout},")),
         "{sql}: {}",
         db.message()
     );
@@ -436,10 +441,12 @@ fn a_schema_in_the_window_is_served_before_its_update() {
             "succeeded",
             "{from}"
         );
+        c.batch_execute("SELECT * FROM idem_begin('window', 'after', lease => '42 seconds')")
+            .unwrap();
         let length: Option<String> = c
             .query_one(
-                "SELECT lease_length::text FROM idem_begin('window', 'after', lease => '42 seconds') \
-                 CROSS JOIN idempotency.records WHERE scope = 'window' AND key = 'after'",
+                "SELECT lease_length::text FROM idempotency.records \
+                 WHERE scope = 'window' AND key = 'after'",
                 &[],
             )
             .unwrap()
