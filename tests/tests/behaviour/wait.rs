@@ -88,9 +88,10 @@ fn a_wait_on_a_holder_that_stopped_beating_ends_before_the_lease() {
             &[&scope],
         )
         .unwrap();
-    let (outcome, upstream, retry_after, left, ran): (String, String, i64, i64, i64) =
+    let (outcome, upstream, retry_after, left, ran): (String, String, Option<i64>, i64, i64) =
         (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
     assert_eq!(outcome, "in_progress", "the waiter did not stop waiting");
+    let retry_after = retry_after.unwrap_or_default();
     assert_eq!(upstream, first.upstream_key);
     assert!(left > 0, "answered {}us after the lease ended", -left);
     assert!(
