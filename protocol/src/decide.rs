@@ -50,8 +50,8 @@ pub struct Read<'a, T> {
     /// mark) stays past its expiry: None for a result, or where the store keeps no bound.
     pub unresolved_until: Option<T>,
     /// The length of the lease its holder last took (its claim, a takeover, its last
-    /// extension), in microseconds: None once completed, and for a claim made before 0.9.0
-    /// (such a holder never counts as stopped, see protocol::estimate).
+    /// extension), in microseconds (only a running claim's is looked at): None for a claim
+    /// made before 0.9.0, whose holder never counts as stopped (protocol::estimate).
     pub lease_us: Option<u64>,
 }
 
