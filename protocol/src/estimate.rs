@@ -17,7 +17,8 @@
 //! 0.9.0 on, unknown for records claimed before, which keep the rule above). The client's
 //! heartbeat (client/src/lease.rs) renews every `lease / 3`, so a holder beating on time
 //! never has less than two thirds of its lease left: it counts as stopped only once a
-//! renewal is late by a whole period (a loaded machine's slack). A SQL caller that never
+//! renewal is late by a whole period (a loaded machine's slack; a lease under 60 ms, which
+//! the heartbeat renews every 20 ms at the least, has none). A SQL caller that never
 //! extends counts as stopped after two thirds of its lease. A duplicate of a stopped holder
 //! is told the lease's time left (a retry then takes the call over, or finds it done), not
 //! the estimate's floor, and a waiting duplicate stops waiting (`idem_begin`'s `wait`).
