@@ -24,10 +24,10 @@ CREATE EXTENSION pg_idempotency SCHEMA :"schema";
 INSERT INTO idempotency.records
     (scope, key, state, fence, attempt, fingerprint, upstream_key, response, created_at,
      completed_at, lease_until, expires_at, ttl, owner, claim_token, recovered,
-     claimed_at, unresolved_until)
+     claimed_at, unresolved_until, lease_length)
 SELECT scope, key, state, fence, attempt, fingerprint, upstream_key, response, created_at,
        completed_at, lease_until, expires_at, ttl, owner, claim_token, recovered,
-       claimed_at, unresolved_until
+       claimed_at, unresolved_until, lease_length
 FROM _idem_migrating.records;
 INSERT INTO idempotency.resolutions SELECT * FROM _idem_migrating.resolutions;
 INSERT INTO idempotency.policies

@@ -71,7 +71,7 @@ CREATE TABLE :"storage".installed (
     version      text        NOT NULL,
     installed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
-INSERT INTO :"storage".installed (version) VALUES ('0.8.0');
+INSERT INTO :"storage".installed (version) VALUES ('0.9.0');
 
 CREATE SEQUENCE :"storage".fence_seq AS bigint NO CYCLE;
 COMMENT ON SEQUENCE :"storage".fence_seq IS 'pg_idempotency fencing tokens';
@@ -104,6 +104,11 @@ CREATE TABLE :"storage".records (
     -- claimed afresh), or a mark's completion plus that bound. NULL for a result, and for
     -- records claimed before 0.8.0. A record is live while either time is ahead.
     unresolved_until timestamptz,
+    -- The length of the lease the holder last took (its claim, a takeover, its last
+    -- idem_extend): with less than a third of it left, the holder has stopped beating
+    -- (the client's heartbeat renews every third), and a duplicate is told the lease's time
+    -- left and ends its wait. NULL for records claimed before 0.9.0.
+    lease_length interval,
     -- Each role its own key space: the same scope and key under two roles are two calls.
     PRIMARY KEY (scope, key, owner)
 ) WITH (
@@ -944,6 +949,7 @@ DECLARE
     r_recovered boolean;
     r_claimed timestamptz;
     r_unresolved timestamptz;
+    r_length interval;
     p_ttl interval;
     p_lease interval;
     p_hit text;
@@ -1002,11 +1008,11 @@ BEGIN
         now := clock_timestamp();
         SELECT r.state, r.fence, r.attempt, r.fingerprint, r.upstream_key, r.response,
                r.created_at, r.lease_until, r.expires_at, r.claim_token, r.recovered,
-               r.claimed_at, r.unresolved_until, p.ttl, p.lease, p.on_cache_hit, p.on_mismatch,
-               p.unresolved_ttl
+               r.claimed_at, r.unresolved_until, r.lease_length, p.ttl, p.lease, p.on_cache_hit,
+               p.on_mismatch, p.unresolved_ttl
         INTO r_state, r_fence, r_attempt, r_fp, r_upstream, r_response,
              r_created, r_lease_until, r_expires, r_token, r_recovered,
-             r_claimed, r_unresolved, p_ttl, p_lease, p_hit, p_mismatch, p_unresolved
+             r_claimed, r_unresolved, r_length, p_ttl, p_lease, p_hit, p_mismatch, p_unresolved
         FROM (SELECT) AS one
         LEFT JOIN records AS r ON r.scope = c_scope AND r.key = c_key AND r.owner = c_owner
         LEFT JOIN policies AS p ON p.scope = c_scope;
@@ -1059,6 +1065,21 @@ BEGIN
                     res.upstream_key := r_upstream;
                     res.lease_until := r_lease_until;
                     res.expires_at := r_expires;
+                    RETURN res;
+                END IF;
+                -- A holder with less than a third of the lease it last took left has stopped
+                -- beating (protocol::estimate; NULL: claimed before 0.9.0): the wait ends at
+                -- once, and the duplicate is told the lease's time left, after which a retry
+                -- takes the call over or finds it done.
+                IF r_length IS NOT NULL
+                   AND _idem_between(now, r_lease_until) * 3 < _idem_micros(r_length) THEN
+                    res.outcome := 'in_progress';
+                    res.attempt := r_attempt;
+                    res.recovered := false;
+                    res.upstream_key := r_upstream;
+                    res.lease_until := r_lease_until;
+                    res.expires_at := r_expires;
+                    res.retry_after := r_lease_until - now;
                     RETURN res;
                 END IF;
                 remaining := c_wait - greatest(slept, _idem_between(started, now));
@@ -1119,10 +1140,12 @@ BEGIN
             IF r_state IS NULL THEN
                 INSERT INTO records AS r (scope, key, state, fence, attempt, fingerprint,
                                           upstream_key, created_at, lease_until, expires_at, ttl, owner,
-                                          claim_token, recovered, claimed_at, unresolved_until)
+                                          claim_token, recovered, claimed_at, unresolved_until,
+                                          lease_length)
                 VALUES (c_scope, c_key, 'in_progress', n_fence, 1, n_fp, n_upstream, n_created,
                         n_lease_until, n_expires, _idem_interval(s_ttl), c_owner,
-                        _idem_begin_one.claim_token, false, now, n_unresolved)
+                        _idem_begin_one.claim_token, false, now, n_unresolved,
+                        _idem_interval(s_lease))
                 ON CONFLICT (scope, key, owner) DO NOTHING;
             ELSE
                 -- Only if the record is still as it was read (a completion or an extension in
@@ -1133,7 +1156,8 @@ BEGIN
                     created_at = n_created, completed_at = NULL, lease_until = n_lease_until,
                     expires_at = n_expires, ttl = _idem_interval(s_ttl),
                     claim_token = _idem_begin_one.claim_token, recovered = n_recovered,
-                    claimed_at = now, unresolved_until = n_unresolved
+                    claimed_at = now, unresolved_until = n_unresolved,
+                    lease_length = _idem_interval(s_lease)
                 WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = r_fence
                   AND r.state = r_state
                   AND coalesce(r.lease_until, '-infinity') = coalesce(r_lease_until, '-infinity');
@@ -1849,9 +1873,11 @@ BEGIN
         -- A record never expires while its lease is live.
         n_expires := greatest(held.expires_at, n_lease_until);
         PERFORM _idem_durable_commit();
-        -- The unresolved bound moves with the lease, by the same length.
+        -- The unresolved bound moves with the lease, by the same length; the length taken
+        -- tells a duplicate whether the holder still beats.
         UPDATE records AS r SET lease_until = n_lease_until, expires_at = n_expires,
-            unresolved_until = n_lease_until + (r.unresolved_until - r.lease_until)
+            unresolved_until = n_lease_until + (r.unresolved_until - r.lease_until),
+            lease_length = _idem_interval(n_lease)
         WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
           AND r.state = 'in_progress';
         GET DIAGNOSTICS written = ROW_COUNT;

@@ -60,6 +60,9 @@ struct Entry {
     /// lease end plus its unresolved bound (moved with the lease), a mark's completion plus
     /// the same bound; None for a result.
     unresolved_until: Option<SystemTime>,
+    /// The length of the lease the holder last took (its claim, a takeover, its last
+    /// extension): whether it has stopped beating (protocol::estimate).
+    lease: Option<Duration>,
 }
 
 #[derive(Default)]
@@ -84,6 +87,10 @@ impl Entry {
             claimed_at: self.claimed_at,
             claim_token: self.claim_token.map(|t| *t.as_bytes()),
             unresolved_until: self.unresolved_until,
+            lease_us: self
+                .lease
+                .filter(|_| self.lease_until.is_some())
+                .map(|l| l.as_micros().min(u64::MAX as u128) as u64),
         }
     }
 
@@ -125,6 +132,7 @@ impl Entry {
             claim_token,
             recovered: c.recovered,
             unresolved_until: Some(c.lease_until + unresolved_ttl),
+            lease: c.lease_until.duration_since(now).ok(),
         }
     }
 }
@@ -286,14 +294,16 @@ impl MemoryStore {
                     (Step::RepeatRefused, Some(e)) => {
                         return Err(refusal::repeat_refused(e.state, e.attempt, Api::Client).into());
                     }
-                    // Wake when the holder completes or releases, or when its lease may lapse.
+                    // Wake when the holder completes or releases, when its lease may lapse,
+                    // or when it would count as stopped unless it beat meanwhile.
                     (
                         Step::Wait {
                             wait_left_us,
                             lease_left_us,
+                            stops_in_us,
                         },
                         Some(_),
-                    ) => Duration::from_micros(wait_left_us.min(lease_left_us))
+                    ) => Duration::from_micros(wait_left_us.min(lease_left_us).min(stops_in_us))
                         .max(Duration::from_millis(1)),
                 }
             };
@@ -437,6 +447,7 @@ impl IdempotencyStore for MemoryStore {
         // The unresolved bound moves with the lease, by the same length.
         e.unresolved_until = e.unresolved_ttl().map(|bound| lease_until + bound);
         e.lease_until = Some(lease_until);
+        e.lease = Some(lease);
         e.expires_at = decide::extended_expiry(e.expires_at, lease_until);
         Ok(lease_until)
     }

@@ -83,6 +83,8 @@ struct Answer {
     lease: Option<i64>,
     exp: Option<i64>,
     retry: Option<i64>,
+    /// An in_progress answer that ends a wait: its holder has stopped beating.
+    fin: Option<bool>,
     ok: Option<bool>,
     resp: Option<String>,
     stored: Option<String>,
@@ -180,7 +182,7 @@ fn begun(
         }
         _ => {
             let retry_after = Duration::from_millis(a.retry.unwrap_or(0).max(0) as u64);
-            if last {
+            if last || a.fin == Some(true) {
                 Ok(Begin::InProgress(InProgress {
                     attempt: a.attempt.unwrap_or(1),
                     upstream_key: uuid(a.up.as_deref()),

@@ -82,7 +82,8 @@
 //! forgot its scripts), `wait_*` (the isolation specs' waiting duplicate, in each store),
 //! `claim_token_repeat`, `race_one_claim`; `forget_holder_lost_it` and
 //! `forget_wakes_a_waiter` (what idem_forget's deletion means to a running claim);
-//! `retry_after_*` (protocol/src/estimate.rs's rule for a duplicate's `retry_after`).
+//! `retry_after_*` (protocol/src/estimate.rs's rule for a duplicate's `retry_after`);
+//! `stopped_*` (the same rule for a holder that stopped beating, and the wait it ends).
 //!
 //! Judged SQL-only (no twin here), and why:
 //!
@@ -128,6 +129,7 @@ mod parity {
     pub mod race;
     pub mod refusals;
     pub mod retry_after;
+    pub mod stopped;
     pub mod support;
     pub mod takeover;
     pub mod unresolved;
@@ -199,6 +201,9 @@ parity! {
         retry_after_unknown => retry_after::without_an_estimate_unknown_bounded_by_the_lease,
         retry_after_estimate => retry_after::the_estimate_less_the_time_run,
         retry_after_floor => retry_after::past_the_estimate_the_floor_bounded_by_the_lease,
+        stopped_retry_after => stopped::a_stopped_holder_is_given_the_lease_left,
+        stopped_ends_the_wait => stopped::a_waiting_duplicate_of_a_stopped_holder_stops_waiting,
+        stopped_beating_keeps_waiting => stopped::a_beating_holder_keeps_its_duplicate_waiting,
         batch_answers => batch::each_item_is_answered_as_a_single_call,
         batch_completes => batch::each_item_is_completed_under_its_fence,
         batch_refuses => batch::a_bad_item_fails_the_batch_and_changes_nothing,

@@ -43,6 +43,11 @@ CREATE TABLE idempotency.records (
     -- claimed afresh), or a mark's completion plus that bound. NULL for a result, and for
     -- records claimed before 0.8.0. A record is live while either time is ahead.
     unresolved_until timestamptz,
+    -- The length of the lease the holder last took (its claim, a takeover, its last
+    -- idem_extend): with less than a third of it left, the holder has stopped beating
+    -- (the client's heartbeat renews every third), and a duplicate is told the lease's time
+    -- left and ends its wait. NULL for records claimed before 0.9.0.
+    lease_length interval,
     -- Each role its own key space: the same scope and key under two roles are two calls.
     PRIMARY KEY (scope, key, owner)
 ) WITH (

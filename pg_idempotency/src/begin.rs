@@ -298,6 +298,7 @@ fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
         recovered: false,
         claimed_at: now,
         unresolved_until: now + set.lease + set.unresolved_ttl,
+        lease: set.lease,
     }
 }
 
@@ -325,6 +326,7 @@ fn take_over(
         recovered,
         claimed_at: now,
         unresolved_until: now + set.lease + set.unresolved_ttl,
+        lease: set.lease,
     };
     durability::ensure_durable_commit();
     store::claim_again(&call.id(), record, &claim).then(|| claimed(claim))

@@ -190,7 +190,7 @@ fn extend(h: &Held, lease: Option<i64>) -> IdemResult<(Micros, Micros)> {
         let lease_until = now + lease;
         let expires_at = decide::extended_expiry(record.expires_at, lease_until);
         durability::ensure_durable_commit();
-        if store::extend(&h.id(), h.fence, lease_until, expires_at) {
+        if store::extend(&h.id(), h.fence, lease_until, expires_at, lease) {
             return Ok((lease_until, expires_at));
         }
     }

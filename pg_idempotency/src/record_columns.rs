@@ -11,9 +11,9 @@ use crate::relations::SchemaVersion;
 use crate::store::{Record, State};
 
 /// The columns a read takes, in this order (the mapping below reads them by position). A
-/// schema of 0.3.0 or 0.4.0, the oldest this library serves, lacks the last two, one of
-/// 0.5.0 to 0.7.0 the last.
-static COLUMNS: [&str; 16] = [
+/// schema of 0.3.0 or 0.4.0 lacks the last three, one of 0.5.0 to 0.7.0 the last two, one
+/// of 0.8.0 the last.
+static COLUMNS: [&str; 17] = [
     "state",
     "fence",
     "attempt",
@@ -30,13 +30,16 @@ static COLUMNS: [&str; 16] = [
     "recovered",
     "claimed_at",
     "unresolved_until",
+    "lease_length",
 ];
 
 /// The columns of [`COLUMNS`] that `schema` has: always a 'static prefix of it, since
 /// `fetch` remembers where a list's columns sit by the list's address and length.
 pub fn of(schema: SchemaVersion) -> &'static [&'static str] {
-    if schema >= SchemaVersion::V0_8 {
+    if schema >= SchemaVersion::V0_9 {
         &COLUMNS
+    } else if schema >= SchemaVersion::V0_8 {
+        &COLUMNS[..16]
     } else if schema >= SchemaVersion::V0_5 {
         &COLUMNS[..15]
     } else {
@@ -98,6 +101,11 @@ pub fn record(row: &impl Values, schema: SchemaVersion) -> Record {
         },
         unresolved_until: if schema >= SchemaVersion::V0_8 {
             row.int(15)
+        } else {
+            None
+        },
+        lease: if schema >= SchemaVersion::V0_9 {
+            row.interval_micros(16)
         } else {
             None
         },

@@ -38,13 +38,16 @@ pub enum SchemaVersion {
     /// The records keep until when one whose outcome is unknown (a claim, a mark) stays
     /// past its ttl: `unresolved_until`.
     V0_8,
+    /// The records keep the length of the lease their holder last took, `lease_length`:
+    /// whether the holder has stopped beating (protocol::estimate).
+    V0_9,
 }
 
 impl SchemaVersion {
     /// The oldest layout this library serves: the current one and the two releases before
     /// it that changed the records (docs/installation.md, "Upgrading the extension"). An older
     /// schema is refused until its update runs, so the library carries no code for it.
-    pub const OLDEST_SERVED: SchemaVersion = SchemaVersion::V0_3;
+    pub const OLDEST_SERVED: SchemaVersion = SchemaVersion::V0_5;
 
     /// The release that made this layout.
     pub fn release(self) -> &'static str {
@@ -54,6 +57,7 @@ impl SchemaVersion {
             SchemaVersion::V0_3 => "0.3.0",
             SchemaVersion::V0_5 => "0.5.0",
             SchemaVersion::V0_8 => "0.8.0",
+            SchemaVersion::V0_9 => "0.9.0",
         }
     }
 
@@ -68,8 +72,10 @@ impl SchemaVersion {
             SchemaVersion::V0_3
         } else if !has_column(records, c"unresolved_until") {
             SchemaVersion::V0_5
-        } else {
+        } else if !has_column(records, c"lease_length") {
             SchemaVersion::V0_8
+        } else {
+            SchemaVersion::V0_9
         }
     }
 }

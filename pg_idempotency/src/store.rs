@@ -47,6 +47,9 @@ pub struct Record {
     /// Until when the record stays past its expiry while its outcome is unknown (None
     /// before 0.8.0, and for a result).
     pub unresolved_until: Option<Micros>,
+    /// The length of the lease the holder last took, in microseconds (None before 0.9.0,
+    /// and for a record claimed before its update).
+    pub lease: Option<i64>,
     /// Where the row version that was read lives, when it was read from the index: a write
     /// guarded by the same conditions can go straight to it.
     pub tid: Option<pg_sys::ItemPointerData>,
@@ -70,6 +73,7 @@ impl Record {
             claimed_at: self.claimed_at.unwrap_or(self.created_at),
             claim_token: self.claim_token.map(|t| *t.as_bytes()),
             unresolved_until: self.unresolved_until,
+            lease_us: self.lease.map(|l| l.max(0) as u64),
         }
     }
 }
@@ -171,6 +175,19 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
     } else {
         ("", "", " RETURNING NULL::pg_catalog.text")
     };
+    // Since 0.9.0 a claim and an extension keep the length of the lease they took (their
+    // statements' last parameter; passed, unused, to an older schema's).
+    let lengths = schema >= SchemaVersion::V0_9;
+    let (length_column, insert_length, set_length, extended_length) = if lengths {
+        (
+            ", lease_length",
+            ", $15",
+            ", lease_length = $19",
+            ", lease_length = $7",
+        )
+    } else {
+        ("", "", "", "")
+    };
     let extended_bound = if unresolved {
         ", unresolved_until = $4 OPERATOR(pg_catalog.+) (unresolved_until OPERATOR(pg_catalog.-) lease_until)"
     } else {
@@ -199,11 +216,11 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
             &format!(
                 "INSERT INTO idempotency.records AS r (scope, key, state, fence, attempt, \
                      fingerprint, upstream_key, created_at, lease_until, expires_at, ttl, owner, \
-                     claim_token, recovered{time_column}{bound_column}) \
-                 VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10, $11, $12{insert_time}{insert_bound}) \
+                     claim_token, recovered{time_column}{bound_column}{length_column}) \
+                 VALUES ($1, $2, 'in_progress', $3, 1, $4, $5, $6, $7, $8, $9, $10, $11, $12{insert_time}{insert_bound}{insert_length}) \
                  ON CONFLICT (scope, key, owner) DO NOTHING RETURNING r.fence"
             ),
-            &[TEXTOID, TEXTOID, INT8OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, UUIDOID, BOOLOID, TIMESTAMPTZOID, TIMESTAMPTZOID],
+            &[TEXTOID, TEXTOID, INT8OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, UUIDOID, BOOLOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID],
         ),
         claim_again: prepare(
             client,
@@ -211,13 +228,13 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
                 "UPDATE idempotency.records SET state = 'in_progress', fence = $4, attempt = $5, \
                      fingerprint = $6, upstream_key = $7, response = NULL, created_at = $8, \
                      completed_at = NULL, lease_until = $9, expires_at = $10, ttl = $11, owner = $12, \
-                     claim_token = $15, recovered = $16{set_time}{set_bound} \
+                     claim_token = $15, recovered = $16{set_time}{set_bound}{set_length} \
                  WHERE {} \
                      AND fence OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) $13 \
                      AND COALESCE(lease_until, '-infinity'::pg_catalog.timestamptz) OPERATOR(pg_catalog.=) $14",
                 where_key(12)
             ),
-            &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID, UUIDOID, BOOLOID, TIMESTAMPTZOID, TIMESTAMPTZOID],
+            &[TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID, BYTEAOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID, REGROLEOID, TEXTOID, TIMESTAMPTZOID, UUIDOID, BOOLOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INTERVALOID],
         ),
         complete: prepare(
             client,
@@ -248,10 +265,10 @@ fn build_plans(client: &SpiClient<'_>, schema: SchemaVersion) -> Plans {
         extend: prepare(
             client,
             &format!(
-                "UPDATE idempotency.records SET lease_until = $4, expires_at = $5{extended_bound} WHERE {}",
+                "UPDATE idempotency.records SET lease_until = $4, expires_at = $5{extended_bound}{extended_length} WHERE {}",
                 where_held(6)
             ),
-            &[TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID],
+            &[TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, INTERVALOID],
         ),
         forget: prepare(
             client,
@@ -415,6 +432,8 @@ pub struct Claim<'a> {
     /// Until when the record stays past its ttl if its lease lapses: the lease's end plus
     /// the call's unresolved bound.
     pub unresolved_until: Micros,
+    /// The lease's length, in microseconds.
+    pub lease: i64,
 }
 
 fn uuid_opt(u: Option<pgrx::Uuid>) -> DatumWithOid<'static> {
@@ -442,6 +461,7 @@ pub fn insert(id: &Id<'_>, c: &Claim<'_>) -> bool {
         c.recovered.into(),
         ts(c.claimed_at),
         ts(c.unresolved_until),
+        ttl_arg(c.lease),
     ];
     written(|p| &p.insert, &args) > 0
 }
@@ -470,6 +490,7 @@ pub fn claim_again(id: &Id<'_>, seen: &Record, c: &Claim<'_>) -> bool {
         c.recovered.into(),
         ts(c.claimed_at),
         ts(c.unresolved_until),
+        ttl_arg(c.lease),
     ];
     written(|p| &p.claim_again, &args) == 1
 }
@@ -542,7 +563,14 @@ pub fn delete_held(id: &Id<'_>, fence: i64) -> bool {
     ) == 1
 }
 
-pub fn extend(id: &Id<'_>, fence: i64, lease_until: Micros, expires_at: Micros) -> bool {
+/// Extends the lease held by `fence` to `lease_until`, a lease `lease` long (microseconds).
+pub fn extend(
+    id: &Id<'_>,
+    fence: i64,
+    lease_until: Micros,
+    expires_at: Micros,
+    lease: i64,
+) -> bool {
     let [scope, key] = id.params();
     let args = [
         scope,
@@ -551,6 +579,7 @@ pub fn extend(id: &Id<'_>, fence: i64, lease_until: Micros, expires_at: Micros) 
         ts(lease_until),
         ts(expires_at),
         owner(id.owner),
+        ttl_arg(lease),
     ];
     written(|p| &p.extend, &args) == 1
 }

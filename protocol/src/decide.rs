@@ -49,6 +49,10 @@ pub struct Read<'a, T> {
     /// Until when a record whose outcome is unknown (a claim, whose lease may lapse; a
     /// mark) stays past its expiry: None for a result, or where the store keeps no bound.
     pub unresolved_until: Option<T>,
+    /// The length of the lease its holder last took (its claim, a takeover, its last
+    /// extension), in microseconds (only a running claim's is looked at): None for a claim
+    /// made before 0.9.0, whose holder never counts as stopped (protocol::estimate).
+    pub lease_us: Option<u64>,
 }
 
 impl<T: Time> Read<'_, T> {

@@ -10,7 +10,7 @@ CREATE TABLE :"storage".installed (
     version      text        NOT NULL,
     installed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
-INSERT INTO :"storage".installed (version) VALUES ('0.8.0');
+INSERT INTO :"storage".installed (version) VALUES ('0.9.0');
 
 CREATE SEQUENCE :"storage".fence_seq AS bigint NO CYCLE;
 COMMENT ON SEQUENCE :"storage".fence_seq IS 'pg_idempotency fencing tokens';
@@ -43,6 +43,11 @@ CREATE TABLE :"storage".records (
     -- claimed afresh), or a mark's completion plus that bound. NULL for a result, and for
     -- records claimed before 0.8.0. A record is live while either time is ahead.
     unresolved_until timestamptz,
+    -- The length of the lease the holder last took (its claim, a takeover, its last
+    -- idem_extend): with less than a third of it left, the holder has stopped beating
+    -- (the client's heartbeat renews every third), and a duplicate is told the lease's time
+    -- left and ends its wait. NULL for records claimed before 0.9.0.
+    lease_length interval,
     -- Each role its own key space: the same scope and key under two roles are two calls.
     PRIMARY KEY (scope, key, owner)
 ) WITH (

@@ -36,6 +36,8 @@ if op == 'extend' then
   -- The unresolved bound moves with the lease, by the same length.
   if e.unr then e.unr = now + lease + (e.unr - e.lease) end
   e.lease = now + lease
+  -- The length taken: whether the holder has stopped beating (begin.lua's `stopped`).
+  e.len = lease
   if e.lease > e.exp then e.exp = e.lease end
   redis.call('SET', KEYS[1], cjson.encode(e), 'PXAT', keep())
   return 'extended:' .. tostring(e.lease)
@@ -62,6 +64,7 @@ if ARGV[5] == '1' then e.resp = ARGV[6] end
 if ARGV[8] == '1' and e.unr then e.unr = now + (e.unr - e.lease) else e.unr = nil end
 e.completed = now
 e.lease = nil
+e.len = nil
 e.exp = now + e.ttl
 redis.call('SET', KEYS[1], cjson.encode(e), 'PXAT', keep())
 return e.state

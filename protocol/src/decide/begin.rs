@@ -30,15 +30,19 @@ pub enum Step<'a> {
     OwnClaim,
     /// The call completed: its remembered result.
     Replay,
-    /// Another attempt holds the call and the wait is over: tell the caller so, with the
-    /// running attempt's estimated time left (protocol::estimate), in microseconds.
+    /// Another attempt holds the call and the wait is over, or its holder has stopped
+    /// beating (protocol::estimate: then the wait ends at once): tell the caller so, with
+    /// the running attempt's estimated time left, or the lease's time left for a holder
+    /// that stopped (protocol::estimate), in microseconds.
     InProgress { retry_after_us: u64 },
     /// Another attempt holds the call and the caller still waits: read again after a
     /// pause of at most `wait_left_us`; the lease lapses in `lease_left_us` (then the call
-    /// can be taken over).
+    /// can be taken over); its holder counts as stopped in `stops_in_us` unless it beats
+    /// again (read again by then: the wait then ends).
     Wait {
         wait_left_us: u64,
         lease_left_us: u64,
+        stops_in_us: u64,
     },
     /// The key was used with another request (refusal::mismatch).
     Mismatch { stored: &'a [u8], given: &'a [u8] },
@@ -76,17 +80,26 @@ pub fn begin<'a, T: Time>(
         }
         (State::InProgress, _) if lease_live => {
             let lease_left_us = r.lease_until.map_or(0, |l| l.micros_since(now));
+            // A holder that stopped beating ends the wait at once: waiting longer only
+            // holds the caller's connection until the lease lapses.
+            if estimate::stopped(r.lease_us, lease_left_us) {
+                return Step::InProgress {
+                    retry_after_us: lease_left_us,
+                };
+            }
             match wait_left_us() {
                 0 => Step::InProgress {
                     retry_after_us: estimate::retry_after_us(
                         estimate_us(),
                         now.micros_since(r.claimed_at),
                         lease_left_us,
+                        r.lease_us,
                     ),
                 },
                 wait_left_us => Step::Wait {
                     wait_left_us,
                     lease_left_us,
+                    stops_in_us: estimate::stops_in(r.lease_us, lease_left_us),
                 },
             }
         }

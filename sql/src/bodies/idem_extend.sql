@@ -26,9 +26,11 @@ BEGIN
         -- A record never expires while its lease is live.
         n_expires := greatest(held.expires_at, n_lease_until);
         PERFORM _idem_durable_commit();
-        -- The unresolved bound moves with the lease, by the same length.
+        -- The unresolved bound moves with the lease, by the same length; the length taken
+        -- tells a duplicate whether the holder still beats.
         UPDATE records AS r SET lease_until = n_lease_until, expires_at = n_expires,
-            unresolved_until = n_lease_until + (r.unresolved_until - r.lease_until)
+            unresolved_until = n_lease_until + (r.unresolved_until - r.lease_until),
+            lease_length = _idem_interval(n_lease)
         WHERE r.scope = c_scope AND r.key = c_key AND r.owner = c_owner AND r.fence = c_fence
           AND r.state = 'in_progress';
         GET DIAGNOSTICS written = ROW_COUNT;

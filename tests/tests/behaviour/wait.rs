@@ -66,16 +66,94 @@ fn a_wait_that_runs_out_answers_in_progress() {
     assert!(started.elapsed() >= Duration::from_millis(300));
 }
 
+/// A holder that claimed with a 3 s lease and never extends has stopped beating once two
+/// thirds of it passed (protocol::estimate): a duplicate waiting up to 30 s answers
+/// in_progress then, while the lease still runs, told the lease's time left; the holder
+/// keeps the call. (Until 0.9.0 it waited out the lease and took the call over.)
 #[test]
-fn a_wait_outlasting_the_holders_lease_takes_the_call_over() {
-    let scope = scope("wait-lapse");
+fn a_wait_on_a_holder_that_stopped_beating_ends_before_the_lease() {
+    let scope = scope("wait-stopped");
     let mut holder = connect();
-    let first = try_begin(&mut holder, &scope, "k", None, Some("200 ms"), None).unwrap();
+    let first = try_begin(&mut holder, &scope, "k", None, Some("3 s"), None).unwrap();
+    assert_eq!(first.outcome, "claimed");
     let mut c = connect();
-    let b = try_begin(&mut c, &scope, "k", None, None, Some("5 s")).unwrap();
-    assert_eq!(b.outcome, "claimed");
-    assert!(b.recovered);
-    assert_eq!(b.upstream_key, first.upstream_key);
+    let row = c
+        .query_one(
+            "SELECT b.outcome, b.upstream_key::text, \
+                    (extract(epoch FROM b.retry_after) * 1000000)::int8, \
+                    (extract(epoch FROM b.lease_until - clock_timestamp()) * 1000000)::int8, \
+                    (extract(epoch FROM clock_timestamp() - (b.lease_until - interval '3 s')) \
+                        * 1000000)::int8 \
+             FROM idem_begin($1, 'k', wait => '30 s') AS b",
+            &[&scope],
+        )
+        .unwrap();
+    let (outcome, upstream, retry_after, left, ran): (String, String, Option<i64>, i64, i64) =
+        (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+    assert_eq!(outcome, "in_progress", "the waiter did not stop waiting");
+    let retry_after = retry_after.unwrap_or_default();
+    assert_eq!(upstream, first.upstream_key);
+    assert!(left > 0, "answered {}us after the lease ended", -left);
+    assert!(
+        ran >= 1_990_000,
+        "answered {ran}us into the lease, before it stopped"
+    );
+    assert!(
+        retry_after >= left && retry_after <= 1_000_000,
+        "retry_after {retry_after}us is not the lease left ({left}us when answered)"
+    );
+    let held = holder
+        .query_one(
+            "SELECT fence, state, lease_length::text FROM idempotency.records \
+             WHERE scope = $1 AND key = 'k'",
+            &[&scope],
+        )
+        .unwrap();
+    assert_eq!(
+        held.get::<_, i64>(0),
+        first.fence.unwrap(),
+        "the holder keeps the call"
+    );
+    assert_eq!(held.get::<_, String>(1), "in_progress");
+    assert_eq!(
+        held.get::<_, Option<String>>(2).as_deref(),
+        Some("00:00:03")
+    );
+}
+
+/// A claim keeps the length of its lease, an extension the length it took: what a
+/// duplicate judges the holder by.
+#[test]
+fn the_record_keeps_the_length_of_the_lease_last_taken() {
+    let scope = scope("lease-length");
+    let mut c = connect();
+    let claim = try_begin(&mut c, &scope, "k", None, Some("1 minute"), None).unwrap();
+    let length = |c: &mut Client| -> Option<String> {
+        c.query_one(
+            "SELECT lease_length::text FROM idempotency.records WHERE scope = $1",
+            &[&scope],
+        )
+        .unwrap()
+        .get(0)
+    };
+    assert_eq!(length(&mut c).as_deref(), Some("00:01:00"));
+    c.execute(
+        "SELECT idem_extend($1, 'k', $2, '5 s')",
+        &[&scope, &claim.fence.unwrap()],
+    )
+    .unwrap();
+    assert_eq!(length(&mut c).as_deref(), Some("00:00:05"));
+    // About 5 s left of a 5 s lease: the holder beats, and a duplicate is told the scope's
+    // unknown estimate (1 s), not the lease left (by the claim's minute it had stopped).
+    let row = c
+        .query_one(
+            "SELECT outcome, (extract(epoch FROM retry_after) * 1000000)::int8 \
+             FROM idem_begin($1, 'k')",
+            &[&scope],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "in_progress");
+    assert_eq!(row.get::<_, i64>(1), 1_000_000);
 }
 
 #[test]

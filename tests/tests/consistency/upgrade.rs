@@ -10,7 +10,7 @@
 //! upgraded was proven when it was released (docs/decisions.md, "Releases").
 //!
 //! The extension's library serves a window of older schemas before their update (from
-//! 0.3.0 on, docs/installation.md, "Upgrading"): calls on one in it are served, calls on
+//! 0.5.0 on, docs/installation.md, "Upgrading"): calls on one in it are served, calls on
 //! an older one are refused (SQLSTATE 55000) until `ALTER EXTENSION pg_idempotency UPDATE`.
 
 use pg_idempotency_tests::catalogue;
@@ -19,15 +19,14 @@ use pg_idempotency_tests::*;
 /// Every released version, oldest first: each is upgraded to this one. The first is the
 /// base, the one install script kept.
 const RELEASES: &[&str] = &[
-    "0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0",
+    "0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0",
 ];
 const CURRENT: &str = env!("CARGO_PKG_VERSION");
 /// The oldest release whose schema the extension's library serves before its update.
-const OLDEST_SERVED: &str = "0.3.0";
+const OLDEST_SERVED: &str = "0.5.0";
 /// Releases the extension's update to this version leaves every object of as it was (when
 /// the change is the library's alone, as 0.7.0's was). Their catalogue is the fresh
-/// install's before the update too. None for 0.8.0: records keep `unresolved_until`, and
-/// the operators' functions are new.
+/// install's before the update too. None for 0.9.0: records keep `lease_length`.
 const EXTENSION_OBJECTS_UNCHANGED_FROM: &[&str] = &[];
 
 /// The steps from release `from` to `to` (a later release, or this version): (a, b) per
@@ -213,9 +212,12 @@ fn upgraded_equals_fresh(from: &str, expected: &[String]) {
         )
         .unwrap();
     let note: Option<String> = row.get(0);
+    // A release that counts (0.8.0 on) counted its two claims before the update too.
+    let at = |v: &str| RELEASES.iter().position(|r| *r == v).unwrap();
+    let claimed_before = if at(from) >= at("0.8.0") { 2 } else { 0 };
     assert_eq!(
         (row.get::<_, i64>(1), row.get::<_, i64>(2)),
-        (1, 1),
+        (1 + claimed_before, 1),
         "{from}: counted since the update"
     );
     match backend() {
@@ -278,9 +280,11 @@ fn assert_refused(c: &mut Client, sql: &str, from: &str) {
         .as_db_error()
         .unwrap_or_else(|| panic!("{sql}: not an error of the server: {err}"));
     assert_eq!(db.code().code(), "55000", "{sql}: {db:?}");
+    // The library names the release that made the records' layout: 0.4.0 kept 0.3.0's.
+    let layout = if from == "0.4.0" { "0.3.0" } else { from };
     assert!(
         db.message()
-            .contains(&format!("schema in this database is {from},")),
+            .contains(&format!("schema in this database is {layout},")),
         "{sql}: {}",
         db.message()
     );
@@ -386,7 +390,7 @@ fn a_schema_in_the_window_is_served_before_its_update() {
         .copied()
         .skip_while(|r| *r != OLDEST_SERVED)
         .collect();
-    assert_eq!(in_window, ["0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0"]);
+    assert_eq!(in_window, ["0.5.0", "0.6.0", "0.7.0", "0.8.0"]);
     for from in in_window {
         let db = format!("pgidem_window_{}", from.replace('.', "_"));
         let dsn = fresh_database(&db);
@@ -421,10 +425,36 @@ fn a_schema_in_the_window_is_served_before_its_update() {
             claim,
             "{from}: the repeat after the update"
         );
+        // Claimed before 0.9.0, its lease's length is unknown (its duplicates keep the
+        // release's rule); a claim after the update keeps it.
+        let length: Option<String> = c
+            .query_one(
+                "SELECT lease_length::text FROM idempotency.records \
+                 WHERE scope = 'window' AND key = 'held'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(length, None, "{from}: a claim from before the update");
         assert_eq!(
             complete(&mut c, "window", "held", claim.1.unwrap(), "{}").unwrap(),
             "succeeded",
             "{from}"
+        );
+        c.batch_execute("SELECT * FROM idem_begin('window', 'after', lease => '42 seconds')")
+            .unwrap();
+        let length: Option<String> = c
+            .query_one(
+                "SELECT lease_length::text FROM idempotency.records \
+                 WHERE scope = 'window' AND key = 'after'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            length.as_deref(),
+            Some("00:00:42"),
+            "{from}: a claim after it"
         );
         drop(c);
         drop_database(&db);

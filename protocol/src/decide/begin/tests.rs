@@ -24,6 +24,8 @@ fn running(lease_left: i64) -> Read<'static, i64> {
         claimed_at: NOW - 300_000,
         claim_token: Some(TOKEN),
         unresolved_until: None,
+        // Claimed before 0.9.0: the holder's lease length unknown.
+        lease_us: None,
     }
 }
 
@@ -170,7 +172,11 @@ fn rows() -> Vec<Row> {
         Row { estimate: Some(2_000_000), ..row("never past the lease", Some(running(50_000)), call(), in_progress(50_000)) },
         Row {
             wait_left: 250_000,
-            ..row("a live lease, the wait not over: wait", Some(running(minute)), call(), Step::Wait { wait_left_us: 250_000, lease_left_us: minute as u64 })
+            ..row("a live lease, the wait not over: wait", Some(running(minute)), call(), Step::Wait { wait_left_us: 250_000, lease_left_us: minute as u64, stops_in_us: minute as u64 })
+        },
+        Row {
+            wait_left: 250_000,
+            ..row("a beating holder, the wait not over: wait until it would count as stopped", Some(Read { lease_us: Some(90 * SECOND as u64), ..running(minute) }), call(), Step::Wait { wait_left_us: 250_000, lease_left_us: minute as u64, stops_in_us: 30 * SECOND as u64 })
         },
     ]
 }
@@ -209,6 +215,48 @@ fn each_branch_of_begin() {
     }
 }
 
+/// A holder with less than a third of its lease left has stopped beating: its duplicate is
+/// told the lease's time left at once, waiting or not, and neither the wait nor the
+/// estimate is asked; with a third or more left the estimate's rule stands.
+#[test]
+fn a_holder_that_stopped_beating_ends_the_wait_with_the_lease_left() {
+    let lease = 60 * SECOND as u64;
+    let stopped = Read {
+        lease_us: Some(lease),
+        ..running(19 * SECOND)
+    };
+    for wait_left in [0, 30 * SECOND as u64] {
+        let step = begin(
+            Some(&stopped),
+            &call(),
+            NOW,
+            || panic!("the wait is not asked"),
+            || panic!("the estimate is not asked"),
+        );
+        assert_eq!(
+            step,
+            in_progress(19 * SECOND as u64),
+            "wait left {wait_left}"
+        );
+    }
+    let beating = Read {
+        lease_us: Some(lease),
+        ..running(20 * SECOND)
+    };
+    assert_eq!(
+        begin(Some(&beating), &call(), NOW, || 0, || Some(1)),
+        in_progress(FLOOR_MS * 1000)
+    );
+    assert_eq!(
+        begin(Some(&beating), &call(), NOW, || 5, || None),
+        Step::Wait {
+            wait_left_us: 5,
+            lease_left_us: 20 * SECOND as u64,
+            stops_in_us: 0
+        }
+    );
+}
+
 #[test]
 fn works_on_system_time() {
     use std::time::{Duration, SystemTime};
@@ -223,6 +271,7 @@ fn works_on_system_time() {
         claimed_at: now - Duration::from_millis(10),
         claim_token: None,
         unresolved_until: None,
+        lease_us: None,
     };
     let step = begin(Some(&r), &call(), now, || 0, || Some(2_000_000));
     assert_eq!(
@@ -236,7 +285,8 @@ fn works_on_system_time() {
         step,
         Step::Wait {
             wait_left_us: 7,
-            lease_left_us: 1_500_000
+            lease_left_us: 1_500_000,
+            stops_in_us: 1_500_000
         }
     );
     let step = begin(

@@ -16,6 +16,7 @@ fn record(state: State, fence: i64) -> Read<'static, i64> {
         claimed_at: NOW - 1,
         claim_token: None,
         unresolved_until: None,
+        lease_us: None,
     }
 }
 
