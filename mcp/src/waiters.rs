@@ -67,7 +67,9 @@ pub async fn as_principal<F: Future>(principal: &str, work: F) -> (F::Output, Op
 /// The `in_progress` answer's detail: how long the request waited, or why it did not.
 pub fn in_progress_detail(capped: Option<Capped>, wait: Duration) -> String {
     match capped {
-        None => format!("It was still running after this request waited {wait:?}."),
+        None => format!(
+            "It was still running when this request stopped waiting for it: after {wait:?}, or at once if the attempt's holder has stopped renewing its lease (retryAfterMs is then when that lease lapses and a retry takes the call over)."
+        ),
         Some(c) => format!(
             "It was running, and this request did not wait for it: as many duplicates as {} allows were waiting already.",
             c.setting()

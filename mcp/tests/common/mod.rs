@@ -344,6 +344,37 @@ pub async fn call<S: rmcp::Service<RoleClient>>(
     }
 }
 
+/// How long a duplicate of a call whose holder stopped beating is told to wait, from an
+/// `in_progress` answer (-32071): its `retryAfterMs`, which must be there.
+pub fn retry_after_of(e: &ErrorData) -> Duration {
+    let ms = e
+        .data
+        .as_ref()
+        .and_then(|d| d["retryAfterMs"].as_u64())
+        .unwrap_or_else(|| panic!("an in_progress answer without retryAfterMs: {e:?}"));
+    Duration::from_millis(ms)
+}
+
+/// Calls a tool as an agent that does what it is told: an `in_progress` answer is retried
+/// after its `retryAfterMs` (a holder that stopped beating: when its lease lapses), a few
+/// times at most; answers the first other answer.
+pub async fn call_as_told<S: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
+    tool: &str,
+    args: Value,
+    meta: Option<Value>,
+) -> Result<CallToolResult, ErrorData> {
+    for _ in 0..10 {
+        match call(client, tool, args.clone(), meta.clone()).await {
+            Err(e) if e.code.0 == idempotency_mcp::answer::code::IN_PROGRESS => {
+                tokio::time::sleep(retry_after_of(&e)).await;
+            }
+            other => return other,
+        }
+    }
+    panic!("{tool} stayed in progress through 10 retries, each after its retryAfterMs");
+}
+
 /// The proxy's mark on a result.
 pub fn mark(r: &CallToolResult) -> Value {
     r.meta

@@ -8,8 +8,9 @@ use crate::common::*;
 use serde_json::{json, Value};
 
 /// The policy of these trials: a short lease (the takeover comes soon after the fault), a
-/// long wait (the retry waits for it), and `choice` when the outcome is unknown (`None`:
-/// the default).
+/// long wait (which a retry does not sit through once the dead holder has stopped beating:
+/// it is told when the lease lapses, and retries then), and `choice` when the outcome is
+/// unknown (`None`: the default).
 fn policy(choice: Option<&str>) -> String {
     let choice = choice
         .map(|c| format!("on_unknown_outcome = {c}\n"))
@@ -122,7 +123,8 @@ async fn proxy_killed(
     // The orphaned server may answer now; no one hears it.
     c.release();
     let to_b = b.client().await;
-    let retry = call(&to_b, "send_email", held_args(&id), key_meta(&id)).await;
+    // The holder stopped beating: the retry is told when its lease lapses, and retries then.
+    let retry = call_as_told(&to_b, "send_email", held_args(&id), key_meta(&id)).await;
     let refused = retry.is_err();
     check(retry);
     assert_eq!(c.count("send_email"), effects, "{:#?}", c.effects());
@@ -184,7 +186,8 @@ async fn the_upstream_killed_mid_call() {
         other => panic!("the call whose server died answered {other:?}"),
     }
     c.release();
-    let retry = call(&client, "send_email", held_args(id), key_meta(id))
+    // The holder stopped beating: the retry is told when its lease lapses, and retries then.
+    let retry = call_as_told(&client, "send_email", held_args(id), key_meta(id))
         .await
         .unwrap();
     assert_eq!(mark(&retry)["replayed"], true);

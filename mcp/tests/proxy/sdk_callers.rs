@@ -490,16 +490,27 @@ async fn typescript_sdk_the_upstream_killed() {
         "{lines:?} {stderr}"
     );
     c.release();
-    let out = run_calls(
-        &command,
-        parts.node_dir.as_deref(),
-        &to,
-        &[],
-        &[held_send("tuk-1")],
-        &c.dir,
-        &c.env(),
-    )
-    .await;
+    // The holder stopped beating: a retry is told when its lease lapses (-32071 with
+    // retryAfterMs); the SDK's caller retries then, a few times at most.
+    let mut out = Vec::new();
+    for _ in 0..10 {
+        out = run_calls(
+            &command,
+            parts.node_dir.as_deref(),
+            &to,
+            &[],
+            &[held_send("tuk-1")],
+            &c.dir,
+            &c.env(),
+        )
+        .await;
+        if out[0]["error"]["code"] != idempotency_mcp::answer::code::IN_PROGRESS {
+            break;
+        }
+        let ms = out[0]["error"]["data"]["retryAfterMs"].as_u64();
+        let ms = ms.unwrap_or_else(|| panic!("in_progress without retryAfterMs: {out:?}"));
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     assert_eq!(wire_mark(&out[0])["replayed"], true, "{out:?}");
     assert_eq!(out[0]["structuredContent"]["found"], true);
     assert_eq!(c.count("send_email"), 1, "{:#?}", c.effects());

@@ -137,7 +137,8 @@ async fn trial(name: &str, choice: &str, kill: Kill) -> Trial {
     .await;
     let orphan_effects = effects_of(&c, &id) - effects_at_kill;
     let to_b = b.client().await;
-    let retry = call(&to_b, "send_email", args, key_meta(&id)).await;
+    // The holder stopped beating: the retry is told when its lease lapses, and retries then.
+    let retry = call_as_told(&to_b, "send_email", args, key_meta(&id)).await;
     to_b.cancel().await.unwrap();
     Trial {
         c,
