@@ -27,8 +27,9 @@
 //!   over the bound): each answered with a JSON-RPC error, and the session goes on; a
 //!   session's DELETE answered 200; a bad key's and a reused key's words
 //! - proxy/upstream_life.rs: a stdio upstream never outlives the proxy: the proxy SIGKILLed
-//!   before and after the effect, the retry through another replica under each
-//!   `on_unknown_outcome`; the server's own children end with the proxy
+//!   before and after the effect (over its HTTP front, and over its stdio front before it),
+//!   the retry through another replica under each `on_unknown_outcome`; the server's own
+//!   children end with the proxy
 //! - proxy/attack_flood.rs: a flood of waiting duplicates: the running call's heartbeat
 //!   goes on, the caps answer at once, another principal's calls go on, a pool with no
 //!   free connection answers store_unavailable

@@ -67,20 +67,83 @@ struct Trial {
     c: Counting,
     id: String,
     retry: Result<CallToolResult, ErrorData>,
-    b: HttpProxy,
+    /// The replica the retry went through: over HTTP, a proxy of its own; over stdio, none
+    /// (the caller starts another proxy for each retry, as an MCP host would).
+    b: Option<HttpProxy>,
     orphan_effects: usize,
+}
+
+/// How the caller reaches the proxy that is killed: its Streamable HTTP front, or its stdio
+/// front (the caller started it, as an MCP host does).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Front {
+    Http,
+    Stdio,
+}
+
+/// The killed proxy, reached over one front.
+enum Killed {
+    Http(HttpProxy),
+    Stdio(Option<u32>),
+}
+
+impl Killed {
+    async fn start(front: Front, config: &Path, env: &[(String, String)]) -> (Killed, Client) {
+        match front {
+            Front::Http => {
+                let p = HttpProxy::start(config, env).await;
+                let client = p.client().await;
+                (Killed::Http(p), client)
+            }
+            Front::Stdio => {
+                let mut cmd = tokio::process::Command::new(proxy_bin());
+                cmd.arg("--config").arg(config).envs(env.iter().cloned());
+                let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+                let pid = transport.id();
+                let client = rmcp::ServiceExt::serve((), transport)
+                    .await
+                    .expect("the proxy initializes over stdio");
+                (Killed::Stdio(pid), client)
+            }
+        }
+    }
+
+    /// SIGKILL.
+    async fn kill(&mut self) {
+        match self {
+            Killed::Http(p) => p.kill().await,
+            Killed::Stdio(pid) => {
+                let pid = pid.expect("the stdio proxy's pid");
+                let killed = std::process::Command::new("kill")
+                    .arg("-9")
+                    .arg(pid.to_string())
+                    .status()
+                    .unwrap();
+                assert!(killed.success());
+            }
+        }
+    }
 }
 
 /// One trial: the call held at `kill`, the proxy SIGKILLed, the retry through another
 /// replica. The effects are counted by the caller.
 async fn trial(name: &str, choice: &str, kill: Kill) -> Trial {
+    trial_on(Front::Http, name, choice, kill).await
+}
+
+async fn trial_on(front: Front, name: &str, choice: &str, kill: Kill) -> Trial {
     let (parts, python) = Parts::python_or_skip().expect("checked by the caller");
     let c = Counting::new(&parts, &python, &format!("life-{name}"));
     let server = pg_idempotency_tests::scope("mail");
     let rest = format!("{}{}", c.upstream_stdio(&server), policy(choice));
     let config = write_config(&c.dir, &rest);
-    let mut a = HttpProxy::start(&config, &c.env()).await;
-    let b = HttpProxy::start(&config, &c.env()).await;
+    let (mut a, to_a) = Killed::start(front, &config, &c.env()).await;
+    // The retry's replica, reached over the same front: a principal is the front's (over
+    // stdio the operator's, over HTTP the caller's), and each has its own key space.
+    let b = match front {
+        Front::Http => Some(HttpProxy::start(&config, &c.env()).await),
+        Front::Stdio => None,
+    };
     let id = format!("life-{name}");
     let args = match kill {
         Kill::BeforeTheEffect => {
@@ -90,7 +153,6 @@ async fn trial(name: &str, choice: &str, kill: Kill) -> Trial {
             json!({"to": "a@x", "subject": "s", "message_id": id, "hold": true})
         }
     };
-    let to_a = a.client().await;
     let first = tokio::spawn({
         let (args, id) = (args.clone(), id.clone());
         async move {
@@ -136,7 +198,10 @@ async fn trial(name: &str, choice: &str, kill: Kill) -> Trial {
     )
     .await;
     let orphan_effects = effects_of(&c, &id) - effects_at_kill;
-    let to_b = b.client().await;
+    let to_b = match &b {
+        Some(b) => b.client().await,
+        None => stdio_client(&config, &c.env()).await,
+    };
     // The holder stopped beating: the retry is told when its lease lapses, and retries then.
     let retry = call_as_told(&to_b, "send_email", args, key_meta(&id)).await;
     to_b.cancel().await.unwrap();
@@ -215,7 +280,7 @@ async fn killed_before_the_effect_refuse_gives_one_effect() {
     let refused = assert_refused(&t.retry);
     let at_refusal = effects_of(&t.c, &t.id);
     forget(&refused, &t.id).await;
-    let to_b = t.b.client().await;
+    let to_b = t.b.as_ref().expect("an HTTP trial").client().await;
     let args = json!({"to": "a@x", "subject": "s", "message_id": t.id, "gate": true});
     call(&to_b, "send_email", args, key_meta(&t.id))
         .await
@@ -239,6 +304,43 @@ async fn killed_before_the_effect_reconcile_gives_one_effect() {
         structured(&r).contains_key("sent") && !structured(&r).contains_key("found"),
         "the send's answer, not a found read's: {r:?}"
     );
+    assert_no_orphan_effect(&t);
+}
+
+/// The same two trials with the killed proxy reached over its stdio front (the caller
+/// started it): its upstream child dies with it all the same.
+#[tokio::test]
+async fn over_stdio_killed_before_the_effect_rerun_gives_one_effect() {
+    if Parts::python_or_skip().is_none() {
+        return;
+    }
+    let t = trial_on(
+        Front::Stdio,
+        "stdio-before-rerun",
+        RERUN,
+        Kill::BeforeTheEffect,
+    )
+    .await;
+    let r = t.retry.clone().expect("the takeover runs the call");
+    assert_eq!(mark(&r)["replayed"], false, "{r:?}");
+    assert_eq!(effects_of(&t.c, &t.id), 1, "{:#?}", t.c.effects());
+    assert_no_orphan_effect(&t);
+}
+
+#[tokio::test]
+async fn over_stdio_killed_before_the_effect_refuse_acts_never() {
+    if Parts::python_or_skip().is_none() {
+        return;
+    }
+    let t = trial_on(
+        Front::Stdio,
+        "stdio-before-refuse",
+        REFUSE,
+        Kill::BeforeTheEffect,
+    )
+    .await;
+    assert_refused(&t.retry);
+    assert_eq!(effects_of(&t.c, &t.id), 0, "{:#?}", t.c.effects());
     assert_no_orphan_effect(&t);
 }
 
