@@ -138,7 +138,8 @@ BACKENDS=(extension portable)
 # cargo build: one feature set for the crates they share, so a first demo compiles tokio,
 # hyper, rustls and the rest once (built apart, each was compiled twice, minutes on two
 # cores). scripts/demo.sh and scripts/mcp-demo.sh both build this way, and run the programs
-# from target/ (cargo run would resolve the features anew and rebuild).
+# from target/ (cargo run would resolve the features anew and rebuild). docs/mcp.md gives
+# this same command for a debug build of the proxy, so that the two share their artefacts.
 build_demo_programs() {
     cargo build -q -p pg_idempotency_client --example agent_demo -p pg_idempotency_mcp --bin pg-idempotency-mcp
 }

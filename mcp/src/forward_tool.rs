@@ -113,7 +113,7 @@ async fn run(f: Forwarding, input: Value, ctx: &CallContext) -> Result<Value, To
     match answer {
         Ok(ServerResult::CallToolResult(result)) => {
             let value = serde_json::to_value(&result).map_err(ToolError::from)?;
-            let size = value.to_string().len();
+            let size = json_len(&value);
             if size > f.max_result_bytes {
                 tracing::warn!(tool = %f.name, size, bound = f.max_result_bytes, oversize = ?f.oversize, "a result larger than the bound is passed on, not kept");
                 f.slot
@@ -152,6 +152,25 @@ async fn run(f: Forwarding, input: Value, ctx: &CallContext) -> Result<Value, To
     }
 }
 
+/// The length of `value`'s compact JSON text, counted as it is written: the result is not
+/// written out once more only to be measured.
+fn json_len(value: &Value) -> usize {
+    struct Counted(usize);
+    impl std::io::Write for Counted {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counted = Counted(0);
+    // Writing a Value into a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut counted, value);
+    counted.0
+}
+
 /// The server could not be reached: before the call went out, a retry may run it; after,
 /// the server may have acted, and the claim is left to lapse.
 fn unreachable(f: &Forwarding, e: rmcp::ServiceError, sent: bool) -> ToolError {
@@ -179,5 +198,16 @@ fn unreachable(f: &Forwarding, e: rmcp::ServiceError, sent: bool) -> ToolError {
         error.abandon()
     } else {
         error.release()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_counted_length_is_the_written_length() {
+        let value = json!({"content": [{"type": "text", "text": "é \"quoted\" \n\u{1F600}"}], "n": 1.5, "e": [], "o": {}});
+        assert_eq!(json_len(&value), value.to_string().len());
     }
 }

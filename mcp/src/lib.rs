@@ -28,6 +28,8 @@ pub mod session;
 pub mod sessions;
 pub mod split_store;
 pub mod stdio_front;
+#[cfg(unix)]
+mod stdio_pipes;
 pub mod store;
 pub mod upstream;
 pub mod upstream_child;

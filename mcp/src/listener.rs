@@ -40,7 +40,14 @@ pub async fn serve(listener: TcpListener, app: axum::Router, limits: &Limits) ->
     let idle = limits.connection_idle_timeout;
     loop {
         let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+            Ok((stream, _)) => {
+                // An answer goes out as a few small writes (headers, then the SSE event):
+                // Nagle would hold the second until the client's delayed ACK of the first.
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(error = %e, "TCP_NODELAY cannot be set on a connection");
+                }
+                stream
+            }
             Err(e) => {
                 // Out of descriptors, most likely: accepting again at once would spin.
                 tracing::warn!(error = %e, "cannot accept a connection");

@@ -34,7 +34,11 @@ pub struct StdioFront {
 /// The front over this process's stdin and stdout, and the writer's task: awaiting it once
 /// the session is over lets the last answers reach stdout before the process ends.
 pub fn open() -> (StdioFront, JoinHandle<()>) {
-    open_on(tokio::io::stdin(), tokio::io::stdout(), MAX_LINE_BYTES)
+    #[cfg(unix)]
+    let (input, output) = (crate::stdio_pipes::input(), crate::stdio_pipes::output());
+    #[cfg(not(unix))]
+    let (input, output) = (tokio::io::stdin(), tokio::io::stdout());
+    open_on(input, output, MAX_LINE_BYTES)
 }
 
 pub fn open_on<R, W>(input: R, output: W, max_line: usize) -> (StdioFront, JoinHandle<()>)

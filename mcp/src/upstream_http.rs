@@ -28,17 +28,23 @@ pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key
 pub struct KeyedClient(reqwest013::Client);
 
 impl KeyedClient {
-    /// As rmcp's default client: no idle connections kept (they stall on delayed ACKs), and
-    /// only same-origin 307 and 308 redirects followed, at most 10 (any other would lose the
-    /// POST's body or carry the session and the key to another host).
+    /// Only same-origin 307 and 308 redirects followed, at most 10 (any other would lose the
+    /// POST's body or carry the session and the key to another host). Unlike rmcp's default
+    /// client, idle connections are kept, with TCP_NODELAY: a connection per call cost each
+    /// call a TCP handshake and the server's accept. (rmcp keeps none because a reused
+    /// connection stalled on a delayed ACK; with TCP_NODELAY no write waits for one.)
     pub fn new() -> reqwest013::Result<KeyedClient> {
         reqwest013::Client::builder()
-            .pool_max_idle_per_host(0)
+            .tcp_nodelay(true)
+            .pool_idle_timeout(IDLE_KEPT)
             .redirect(same_origin_redirects())
             .build()
             .map(KeyedClient)
     }
 }
+
+/// How long an idle connection to the upstream server is kept for the next call.
+const IDLE_KEPT: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn same_origin_redirects() -> reqwest013::redirect::Policy {
     reqwest013::redirect::Policy::custom(|attempt| {

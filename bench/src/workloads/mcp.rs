@@ -336,7 +336,10 @@ impl Run {
             .arg(&config)
             .arg("--http")
             .arg("127.0.0.1:0")
-            .env("PGIDEM_MCP_LOG", "info")
+            // The proxy's default log filter (its own crates at info, which names the
+            // bound port): an operator's. `info` for every crate would time rmcp's line
+            // per message too.
+            .env_remove("PGIDEM_MCP_LOG")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
