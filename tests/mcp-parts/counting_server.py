@@ -90,6 +90,15 @@ def _request_info(ctx: Context) -> dict[str, Any]:
     }
 
 
+def _write_marker(path, fields):
+    """Writes a marker whole or not at all (a temporary file renamed into place): a test
+    that sees the marker reads all of it."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(fields) + "\n")
+    os.replace(tmp, path)
+
+
 def _append_effect(kind: str, fields: dict[str, Any], ctx: Context) -> int:
     """Appends one effect line and makes it durable; returns its ordinal (line count after)."""
     with open(_log_path(), "a+", encoding="utf-8") as f:
@@ -145,8 +154,7 @@ async def send_email(
         # stdin closed, the session cancelled), as a server whose work outlives the request.
         with anyio.CancelScope(shield=True):
             marker = os.path.join(hold_dir, f"gated-{message_id}")
-            with open(marker, "w", encoding="utf-8") as f:
-                f.write(json.dumps({"pid": os.getpid()}) + "\n")
+            _write_marker(marker, {"pid": os.getpid()})
             opened = os.path.join(hold_dir, "open")
             while not os.path.exists(opened):
                 await anyio.sleep(0.02)
@@ -155,8 +163,7 @@ async def send_email(
         n = _append_effect("send_email", fields, ctx)
     if hold and hold_dir:
         marker = os.path.join(hold_dir, f"held-{message_id if message_id is not None else n}")
-        with open(marker, "w", encoding="utf-8") as f:
-            f.write(json.dumps({"n": n, "pid": os.getpid()}) + "\n")
+        _write_marker(marker, {"n": n, "pid": os.getpid()})
         await ctx.report_progress(0.5, 1, "held")
         release = os.path.join(hold_dir, "release")
         while not os.path.exists(release):
