@@ -206,8 +206,10 @@ impl Error {
         self.extra.partition.as_deref()
     }
 
-    /// A failure the store remembered from an earlier run (`cache_failures`), replayed
-    /// without running the tool: its kind and response are the first run's.
+    /// This call did not run the tool: a failure the store remembered from an earlier run
+    /// (`cache_failures`), replayed, whose kind and response are the first run's; or a
+    /// result a live holder in this process ran and has not recorded yet (`Unrecorded`),
+    /// handed to a call that joined it.
     pub fn replayed(&self) -> bool {
         self.extra.replayed
     }

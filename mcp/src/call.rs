@@ -243,8 +243,9 @@ fn failed(e: Error, name: &str, scope: &str, key: &str) -> Result<CallToolRespon
             Some("An earlier attempt's holder stopped before it recorded an outcome (the proxy or the server died, or lost its records), and this tool's on_unknown_outcome does not run such a call again (refuse, the default unless the tool is annotated idempotentHint: true, or a reconcile read that could not tell). The record is kept, unresolved: every retry with this key gets this answer until an operator resolves it, or pg_idempotency.unresolved_ttl (7 days by default) passes."),
             "Do not send the call again under another key until you know whether it acted: look where the tool acts, or ask the proxy's operator, who finds the record in idem_unresolved() by this scope and key and settles it with idem_resolve (succeeded with the result found, or release to let it run again).",
         ),
-        // The effect happened now, and its result exists: the client gets it.
-        ErrorKind::Unrecorded | ErrorKind::LeaseLost if !e.replayed() && e.response().is_some() => {
+        // The effect happened, and its result exists: the client gets it, marked as run now
+        // or, handed on from the holder this call joined, as a replay.
+        ErrorKind::Unrecorded | ErrorKind::LeaseLost if e.response().is_some() => {
             tracing::warn!(tool = name, scope, error = %e, "the result is passed on, but not recorded");
             complete(e.response().unwrap(), m)
         }

@@ -69,8 +69,9 @@ pub(super) async fn join(
     };
     match seen {
         Stage::Settled => Ok(None),
+        // This call did not run the tool: the holder's result is handed on as a replay.
         Stage::Ran(ran @ (Ran::Ok(_) | Ran::Found(_))) => {
-            Err(unrecorded(spec, &ran, NOT_YET_RECORDED))
+            Err(unrecorded(spec, &ran, NOT_YET_RECORDED).with_replayed())
         }
         // Running, or a failure (or refusal) being recorded: once recorded, the store
         // answers (a remembered failure replayed, a released one run again).

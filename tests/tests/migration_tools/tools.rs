@@ -123,7 +123,9 @@ impl Tool for NodePgMigrate {
                 "DATABASE_URL",
                 format!("postgres://postgres@127.0.0.1:{port}/{db}"),
             )
-            .args(["up", "-m", "migrations"]))
+            // Not verbose: its echo of every statement (hundreds of kB for an upgrade from
+            // 0.4.0) is cut short when it exits, and the error with it.
+            .args(["up", "-m", "migrations", "--no-verbose"]))
     }
     fn applied(&self, c: &mut Client) -> Vec<String> {
         rows(c, "public.pgmigrations", "name")
