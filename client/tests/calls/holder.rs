@@ -267,7 +267,10 @@ async fn a_retry_in_the_holders_process_joins_it(store: Arc<dyn IdempotencyStore
         let e = d.dispatch(&tool, input.clone()).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::Unrecorded, "{which}: {e:?}");
         assert_eq!(e.response(), Some(&json!({"email_id": 1})), "{which}");
-        assert!(e.replayed(), "{which}: the joined call did not run the tool: {e:?}");
+        assert!(
+            e.replayed(),
+            "{which}: the joined call did not run the tool: {e:?}"
+        );
         assert_eq!(sent.load(Ordering::SeqCst), 1, "{which}: ran again");
     }
     blinking.cut.store(false, Ordering::SeqCst);
