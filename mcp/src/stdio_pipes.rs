@@ -6,8 +6,9 @@
 //! keeps tokio's blocking streams.
 //!
 //! Each end is a duplicate of descriptor 0 or 1, so the process's own descriptors stay
-//! open and untouched; the pipe is made non-blocking, which only this process, at its end
-//! of the pipe, sees.
+//! open. The pipe's end is made non-blocking: a flag of the open pipe end, which any other
+//! process holding that same end (not the host, which holds the other end) would see too;
+//! the proxy's upstream children get pipes of their own, never these.
 
 use std::os::fd::AsFd;
 
