@@ -12,7 +12,7 @@ use rmcp::{Peer, RoleClient, RoleServer};
 use serde_json::{json, Value};
 
 use crate::answer::{self, code, How, Marked, ProxyError};
-use crate::forward_tool::{Forwarding, Passed, Slot};
+use crate::forward_tool::{FirstAnswer, Forwarding, Passed};
 use crate::key::{self, Key};
 use crate::policy::{Policy, Unknown};
 use crate::proxy::Proxy;
@@ -79,7 +79,7 @@ pub async fn deduplicated(
             Some(json!({"kind": "proxy_error", "hint": "The call was not sent upstream; the proxy's log says why."})),
         )
     })?;
-    let slot = Slot::default();
+    let (first, first_answer) = FirstAnswer::new();
     let forwarding = Forwarding {
         peer: up.peer.clone(),
         progress: up.progress.clone(),
@@ -88,31 +88,59 @@ pub async fn deduplicated(
         cancelled: context.ct.clone(),
         max_result_bytes: policy.max_result_bytes,
         oversize: policy.oversize,
-        slot: slot.clone(),
+        first,
     };
     let settings = settings(policy, &key, fingerprint, up.peer);
     let call = Call::new().idempotent(settings).extension(forwarding);
     // As the principal's: the waiters' gate caps its duplicates that wait (waiters.rs).
-    let (dispatched, capped) =
-        waiters::as_principal(principal, dispatcher.dispatch_call(&scope, arguments, call)).await;
+    // On a task of its own, so that it goes on recording once the first caller is answered.
+    let mut dispatch = tokio::spawn({
+        let (scope, principal) = (scope.clone(), principal.to_string());
+        async move {
+            waiters::as_principal(
+                &principal,
+                dispatcher.dispatch_call(&scope, arguments, call),
+            )
+            .await
+        }
+    });
     let mark = |how| Marked {
         scope: &scope,
         key: Some(&key),
         how,
     };
-    // The server's own answer, where the record holds something else.
-    if let Some(passed) = slot.take() {
-        return match passed {
-            Passed::Result(result) => match *result {
-                ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(answer::marked(
-                    r,
-                    mark(How::Ran),
-                ))),
-                other => response_of(other),
-            },
-            Passed::Error(e) => Err(e),
-        };
-    }
+    // If the call runs here, the server's own answer goes to the client as soon as it
+    // comes, and its recording ends in the background (recordings.rs): a duplicate arriving
+    // meanwhile waits for the record. (The answer is sent before the tool returns, so once
+    // the dispatch has ended it is there to be taken first.)
+    let (dispatched, capped) = tokio::select! {
+        biased;
+        Ok(passed) = first_answer => {
+            let (name, scope, key) = (name.clone(), scope.clone(), key.clone());
+            proxy.recordings.spawn(async move {
+                if let Ok((Err(e), _)) = dispatch.await {
+                    // Logged for the operator; the client has its answer.
+                    let _ = failed(e, &name, &scope, &key);
+                }
+            });
+            return match passed {
+                Passed::Result(result) => match *result {
+                    ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(
+                        answer::marked(r, mark(How::Ran)),
+                    )),
+                    other => response_of(other),
+                },
+                Passed::Error(e) => Err(e),
+            };
+        }
+        ended = &mut dispatch => ended.map_err(|e| {
+            tracing::error!(tool = %name, scope, error = %e, "a call's dispatch ended in a panic");
+            ErrorData::internal_error(
+                format!("the proxy could not complete this {name} call"),
+                Some(json!({"kind": "proxy_error", "hint": "Retry the call with the same key; the proxy's operator finds the cause in its log."})),
+            )
+        })?,
+    };
     match dispatched {
         Ok(Dispatched::Ran(v)) => Ok(complete(&v, mark(How::Ran))?),
         Ok(Dispatched::Replayed(v)) => Ok(complete(&v, mark(How::Replayed))?),

@@ -11,10 +11,13 @@
 //! - A result larger than the policy's bound: passed on, and a mark kept (`oversize =
 //!   "mark"`: every retry is told the effect happened) or the claim released (`"release"`).
 //!
-//! What the client is answered is left in the call's [`Slot`] whenever it is not what the
-//! record holds, so that the first caller always gets the server's own answer.
+//! Whatever the server answered is handed to the call's first caller at once, through the
+//! call's [`FirstAnswer`], before the record is written: the first caller always gets the
+//! server's own answer, and does not wait for its recording (recordings.rs).
 
 use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
 
 use idempotency::marks::Mark;
 use idempotency::{tool_fn_with, CallContext, Tool, ToolError};
@@ -44,12 +47,12 @@ pub struct Forwarding {
     pub cancelled: CancellationToken,
     pub max_result_bytes: usize,
     pub oversize: Oversize,
-    pub slot: Slot,
+    pub first: FirstAnswer,
 }
 
-/// The server's answer, when the client is to get it instead of what the record holds.
-#[derive(Clone, Default)]
-pub struct Slot(Arc<Mutex<Option<Passed>>>);
+/// Where the server's answer goes to the call's first caller, once.
+#[derive(Clone)]
+pub struct FirstAnswer(Arc<Mutex<Option<oneshot::Sender<Passed>>>>);
 
 #[derive(Debug, Clone)]
 pub enum Passed {
@@ -57,12 +60,20 @@ pub enum Passed {
     Error(ErrorData),
 }
 
-impl Slot {
-    fn put(&self, p: Passed) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+impl FirstAnswer {
+    /// The sending end, for the call's forwarding, and the first caller's receiving end:
+    /// it ends without an answer if the tool did not run for this call.
+    pub fn new() -> (FirstAnswer, oneshot::Receiver<Passed>) {
+        let (tx, rx) = oneshot::channel();
+        (FirstAnswer(Arc::new(Mutex::new(Some(tx)))), rx)
     }
-    pub fn take(&self) -> Option<Passed> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+
+    fn put(&self, p: Passed) {
+        let sender = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(sender) = sender {
+            // A first caller no longer listening (its request dropped) changes nothing.
+            let _ = sender.send(p);
+        }
     }
 }
 
@@ -116,7 +127,7 @@ async fn run(f: Forwarding, input: Value, ctx: &CallContext) -> Result<Value, To
             let size = json_len(&value);
             if size > f.max_result_bytes {
                 tracing::warn!(tool = %f.name, size, bound = f.max_result_bytes, oversize = ?f.oversize, "a result larger than the bound is passed on, not kept");
-                f.slot
+                f.first
                     .put(Passed::Result(Box::new(ServerResult::CallToolResult(
                         result,
                     ))));
@@ -131,7 +142,12 @@ async fn run(f: Forwarding, input: Value, ctx: &CallContext) -> Result<Value, To
                     }
                 };
             }
-            if result.is_error == Some(true) {
+            let failed = result.is_error == Some(true);
+            f.first
+                .put(Passed::Result(Box::new(ServerResult::CallToolResult(
+                    result,
+                ))));
+            if failed {
                 return Err(
                     ToolError::new(format!("tool {} answered an error result", f.name))
                         .with_response(value),
@@ -141,11 +157,11 @@ async fn run(f: Forwarding, input: Value, ctx: &CallContext) -> Result<Value, To
         }
         Ok(other) => {
             // Not the call's end (input required, a task to poll): passed on, not kept.
-            f.slot.put(Passed::Result(Box::new(other)));
+            f.first.put(Passed::Result(Box::new(other)));
             Err(ToolError::new("an unfinished result").release())
         }
         Err(rmcp::ServiceError::McpError(e)) => {
-            f.slot.put(Passed::Error(e.clone()));
+            f.first.put(Passed::Error(e.clone()));
             Err(ToolError::new(format!("the server answered an error: {}", e.message)).release())
         }
         Err(e) => Err(unreachable(&f, e, true)),
@@ -188,7 +204,7 @@ fn unreachable(f: &Forwarding, e: rmcp::ServiceError, sent: bool) -> ToolError {
             "The call was not sent; retry once the server is back.",
         )
     };
-    f.slot.put(Passed::Error(ErrorData::new(
+    f.first.put(Passed::Error(ErrorData::new(
         rmcp::model::ErrorCode(code),
         message.clone(),
         Some(json!({"kind": kind, "hint": hint})),

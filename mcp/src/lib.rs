@@ -23,6 +23,7 @@ pub mod policy;
 pub mod principal;
 pub mod proxy;
 mod reconcile;
+pub mod recordings;
 pub mod scope;
 pub mod session;
 pub mod sessions;

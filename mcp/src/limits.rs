@@ -64,6 +64,11 @@ pub struct Limits {
     /// (the heartbeat), results and releases (default 2): no crowd of waiting duplicates
     /// delays a heartbeat until its lease lapses and a duplicate takes the call over.
     pub heartbeat_connections: Option<usize>,
+
+    /// On its way out (stdin closed, SIGTERM, Ctrl-C), how long the proxy waits for the
+    /// results it has already answered to be recorded (recordings.rs) before it exits.
+    #[serde(deserialize_with = "duration")]
+    pub recording_grace: Duration,
 }
 
 impl Default for Limits {
@@ -82,6 +87,7 @@ impl Default for Limits {
             reserved_connections: None,
             pool_wait_timeout: None,
             heartbeat_connections: None,
+            recording_grace: Duration::from_secs(10),
         }
     }
 }

@@ -87,7 +87,9 @@ async fn main() -> Result<()> {
     let target = Target::of(&config.upstream, &config.limits)?;
     let store = store::connect(&config.database, &config.limits).await?;
     let transport = config.front.transport;
+    let grace = config.limits.recording_grace;
     let proxy = Arc::new(Proxy::new(config, target, store));
+    let recordings = proxy.recordings.clone();
     let served = match transport {
         FrontTransport::Stdio => {
             tokio::select! {
@@ -104,6 +106,11 @@ async fn main() -> Result<()> {
             }
         }
     };
+    // Answered calls are recorded before the proxy goes: a retry of one finds its result.
+    let unrecorded = recordings.drain(grace).await;
+    if unrecorded > 0 {
+        tracing::warn!(unrecorded, grace = ?grace, "the proxy exits with answered calls not recorded yet: their records lapse and a retry of one is decided by its on_unknown_outcome");
+    }
     // No stdio upstream server, nor anything it started, outlives the proxy.
     upstream_child::kill_all();
     served

@@ -9,6 +9,7 @@ use idempotency::{Dispatcher, IdempotencyStore, Idempotent, Tool, ToolSpec};
 
 use crate::config::Config;
 use crate::forward_tool::forward_tool;
+use crate::recordings::Recordings;
 use crate::upstream::Target;
 
 /// How many scopes one dispatcher holds at most. The dispatcher names a record's scope by
@@ -26,6 +27,8 @@ pub struct Proxy {
     forward: Arc<dyn Tool>,
     registry: RwLock<Registry>,
     max_registered: usize,
+    /// Calls answered whose results are still being recorded: waited for on exit.
+    pub recordings: Recordings,
 }
 
 /// The dispatcher of the moment and the scopes registered with it. When the set is full,
@@ -67,6 +70,7 @@ impl Proxy {
             store,
             forward: forward_tool(),
             max_registered: max_registered.max(1),
+            recordings: Recordings::default(),
         }
     }
 

@@ -33,12 +33,16 @@
 //! - proxy/attack_flood.rs: a flood of waiting duplicates: the running call's heartbeat
 //!   goes on, the caps answer at once, another principal's calls go on, a pool with no
 //!   free connection answers store_unavailable
+//! - proxy/answered_first.rs: the first caller answered before the record is written: a
+//!   host that ends a stdio proxy right after the answer finds the call recorded, and a
+//!   duplicate right after the answer is a replay
 //! - proxy/own_holder.rs: a retry in the holder's own proxy after an outage of the store
 //!   past the lease joins that holder: one effect
 
 mod common;
 
 mod proxy {
+    pub mod answered_first;
     pub mod attack_auth;
     pub mod attack_exposure;
     pub mod attack_flood;

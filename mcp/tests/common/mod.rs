@@ -8,6 +8,7 @@
 
 pub mod cut_store;
 pub mod lossy;
+pub mod raw_stdio;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
