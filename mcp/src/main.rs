@@ -42,8 +42,7 @@ struct Cli {
     command: Vec<String>,
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
     // stdout carries the protocol on stdio: logs go to stderr.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -84,6 +83,23 @@ async fn main() -> Result<()> {
         config.upstream.url = None;
     }
     config.check()?;
+    runtime_for(config.front.transport)?.block_on(serve(config))
+}
+
+/// The stdio front serves one host's session, one message after another: on one thread, a
+/// call's hops between tasks (front, dispatch, holder, upstream) wake no other thread
+/// (measured: a new call and a replay a little faster, docs/benchmarks.md). The HTTP
+/// front serves many sessions at once, on a worker thread per core.
+fn runtime_for(transport: FrontTransport) -> std::io::Result<tokio::runtime::Runtime> {
+    match transport {
+        FrontTransport::Stdio => tokio::runtime::Builder::new_current_thread(),
+        FrontTransport::Http => tokio::runtime::Builder::new_multi_thread(),
+    }
+    .enable_all()
+    .build()
+}
+
+async fn serve(config: Config) -> Result<()> {
     let target = Target::of(&config.upstream, &config.limits)?;
     let store = store::connect(&config.database, &config.limits).await?;
     let transport = config.front.transport;
