@@ -22,38 +22,27 @@ pub use number::canonical_number;
 /// Deepest nesting of arrays and objects accepted; deeper input is an error, never a crash.
 pub const MAX_DEPTH: usize = 128;
 
-/// Why an input has no canonical form.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why an input has no canonical form. More reasons may come in a later release: a
+/// `match` on it needs a `_` arm.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CanonError {
     /// The text is not JSON.
+    #[error("invalid JSON at byte {offset}: expected {expected}")]
     Syntax {
         offset: usize,
         expected: &'static str,
     },
     /// Arrays and objects nested deeper than [`MAX_DEPTH`].
+    #[error("JSON nested deeper than {MAX_DEPTH} levels")]
     TooDeep,
     /// A string holds a UTF-16 surrogate without its pair.
+    #[error("lone UTF-16 surrogate in a string at byte {offset}")]
     LoneSurrogate { offset: usize },
     /// A string holds U+0000, which `jsonb` (and so the SQL side) cannot hold.
+    #[error("U+0000 in a string")]
     Nul,
 }
-
-impl std::fmt::Display for CanonError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CanonError::Syntax { offset, expected } => {
-                write!(f, "invalid JSON at byte {offset}: expected {expected}")
-            }
-            CanonError::TooDeep => write!(f, "JSON nested deeper than {MAX_DEPTH} levels"),
-            CanonError::LoneSurrogate { offset } => {
-                write!(f, "lone UTF-16 surrogate in a string at byte {offset}")
-            }
-            CanonError::Nul => write!(f, "U+0000 in a string"),
-        }
-    }
-}
-
-impl std::error::Error for CanonError {}
 
 /// The canonical form of JSON text.
 pub fn canonical_text(json: &str) -> Result<String, CanonError> {

@@ -5,7 +5,9 @@ use std::fmt;
 
 use protocol::ErrorCode;
 
+/// More kinds may come in a later release: a `match` on it needs a `_` arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// 22023: a blank or over-long key or scope, a bad duration, an unknown policy word;
     /// and, refused by every store before it sends anything, NUL in a key or scope or

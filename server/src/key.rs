@@ -14,8 +14,10 @@ use std::fmt;
 pub const HEADER: &str = "idempotency-key";
 
 /// Why an `Idempotency-Key` header was refused. Each variant becomes a 400 problem+json
-/// (see `Problem::bad_key`), with `detail()` and `hint()` as its text.
+/// (see `Problem::bad_key`), with `detail()` and `hint()` as its text. More reasons may come
+/// in a later release: a `match` on it needs a `_` arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum KeyError {
     /// The header is present but empty, or is the empty sf-string `""`.
     Empty,
