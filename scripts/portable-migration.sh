@@ -12,7 +12,9 @@
 #
 # A schema name that PostgreSQL cannot take as it is (empty, over 63 bytes, a control
 # character, a pg_ prefix, both the same) is refused with a message, exit status 2. The
-# default schemas' files are kept in sql/migrations/ (written by scripts/render-sql.sh).
+# default schemas' files are kept in sql/migrations/ (written by `cargo xtask render-sql`).
+# The tool itself is xtask/src/portable_migration.rs: every plain-SQL migration file names
+# this script, so it stays.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo run --quiet -p pg_idempotency_protocol --bin portable-migration -- "$@"
+exec cargo xtask portable-migration "$@"

@@ -15,7 +15,7 @@
 # smoke-tested on a cluster of its own and purged (scripts/test-package.sh).
 # The Python and Node.js examples (examples/) run against both backends too; real migration
 # tools apply the portable variant's plain-SQL migrations (PostgreSQL 18); the canon,
-# protocol and client-macros crates' own tests and a smoke run of the benchmark harness
+# protocol, client-macros and xtask crates' own tests and a smoke run of the benchmark harness
 # run once. On PostgreSQL 18 the client's, the HTTP layer's and the MCP proxy's suites run
 # again through Debian's PgBouncer in transaction mode (scripts/pgbouncer.sh), and the
 # examples through it on both versions. The command ends
@@ -137,7 +137,8 @@ BEHAVIOUR_PACKAGES=(-p pg_idempotency_tests -p pg_idempotency_client -p pg_idemp
     -p pg_idempotency_faults -p pg_idempotency_mcp)
 
 # `--lib --bins --test X ...` for every test target of the behaviour suite's packages but
-# the ones named: a target added later is run without being listed anywhere.
+# the ones named and those `cargo test` leaves out (`test = false`: the migration tools'
+# suite, a step of its own): a target added later is run without being listed anywhere.
 behaviour_targets_but() {
     cargo metadata --no-deps --format-version 1 | python3 -c '
 import json, sys
@@ -145,7 +146,8 @@ leave_out = set(sys.argv[1:])
 packages = {"pg_idempotency_tests", "pg_idempotency_client", "pg_idempotency_server",
             "pg_idempotency_faults", "pg_idempotency_mcp"}
 names = sorted(t["name"] for p in json.load(sys.stdin)["packages"] if p["name"] in packages
-               for t in p["targets"] if t["kind"] == ["test"] and t["name"] not in leave_out)
+               for t in p["targets"] if t["kind"] == ["test"] and t.get("test", True)
+               and t["name"] not in leave_out)
 print(" ".join(["--lib", "--bins"] + [a for n in names for a in ("--test", n)]))
 ' "$@"
 }
@@ -248,7 +250,7 @@ bench_smoke() {
 }
 
 step libtest "canonical JSON (canon crate: vectors, numbers, properties)" cargo test -p pg_idempotency_canon
-step libtest "protocol (declarations, rendering, codes and words)" cargo test -p pg_idempotency_protocol
+step libtest "protocol (declarations, codes and words) and xtask (rendering, the menu)" cargo test -p pg_idempotency_protocol -p xtask
 step libtest "typed tools' attribute (client-macros: what it builds, what the compiler refuses)" cargo test -p pg_idempotency_client_macros
 
 for v in "${versions[@]}"; do

@@ -1,6 +1,6 @@
 -- pg_idempotency: the SQL API's functions and who may call them.
 --
--- Generated from protocol/src/functions.rs by scripts/render-sql.sh: edit the declaration
+-- Generated from protocol/src/functions.rs by cargo xtask render-sql: edit the declaration
 -- there, not this file (tests/tests/consistency/signatures.rs fails when the two
 -- differ). The bodies of the SQL functions are in sql/bodies/.
 

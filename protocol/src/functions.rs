@@ -4,7 +4,7 @@
 //! From this table come the extension's `CREATE FUNCTION` text (pg_idempotency/sql/
 //! functions.sql), the PL/pgSQL variant's declarations of the same functions in its
 //! installer (sql/pg_idempotency.sql, around the bodies in sql/src/), both written by
-//! `scripts/render-sql.sh` and held equal to the rendering by
+//! `cargo xtask render-sql` and held equal to the rendering by
 //! tests/tests/consistency/signatures.rs, and the typed argument structs the extension's C
 //! functions read (pg_idempotency's build.rs). The same test holds what PostgreSQL reports
 //! of both backends' functions equal.

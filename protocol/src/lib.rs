@@ -2,8 +2,9 @@
 //! their signatures, its SQLSTATEs, the words of its policies and states, its settings
 //! with their limits and defaults, and the record's state machine with its refusals.
 //!
-//! Both backends' `CREATE FUNCTION` text ([`render`]) and the extension's typed argument
-//! structs come from [`functions::FUNCTIONS`]; the client maps SQLSTATEs and words through
+//! Both backends' `CREATE FUNCTION` text (rendered by the repository's `cargo xtask
+//! render-sql`) and the extension's typed argument structs come from
+//! [`functions::FUNCTIONS`]; the client maps SQLSTATEs and words through
 //! the same types; the extension and `MemoryStore` take every decision about a record
 //! through [`decide`] and word its refusals through [`refusal`]; the PL/pgSQL variant's
 //! bodies are held to them by the behaviour suite. Nothing here depends on PostgreSQL or on
@@ -14,7 +15,6 @@ pub mod errors;
 pub mod estimate;
 pub mod functions;
 pub mod refusal;
-pub mod render;
 pub mod settings;
 pub mod words;
 

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 
 use pg_idempotency_tests::catalogue::describe;
 use pg_idempotency_tests::*;
-use protocol::render::migration::{migration_sql, sources, Step, CURRENT};
 use tools::{Alembic, Dbmate, NodePgMigrate, Tool};
+use xtask::render::migration::{migration_sql, sources, Step, CURRENT};
 
 const OLDER: &str = "0.4.0";
 

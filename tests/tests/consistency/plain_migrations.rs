@@ -1,11 +1,11 @@
-//! The portable variant as plain-SQL migrations (protocol/src/render/migration.rs): the
+//! The portable variant as plain-SQL migrations (xtask/src/render/migration.rs): the
 //! committed files are the generator's rendering, and what a migration tool's transaction
 //! makes of a plain file is what psql makes of the script it comes from, object for object,
 //! for the default schemas and for names that need quoting.
 
 use pg_idempotency_tests::catalogue::describe;
 use pg_idempotency_tests::*;
-use protocol::render::migration::{committed, migration_sql, versions, Step, CURRENT};
+use xtask::render::migration::{committed, migration_sql, versions, Step, CURRENT};
 
 /// Names a user might choose that only work quoted (a space, capitals, a double quote).
 const API: &str = "App API";
@@ -38,8 +38,7 @@ fn apply(dsn: &str, sql: &str) -> Result<(), postgres::Error> {
 fn psql_install(db: &str, version: &str, api: &str, storage: &str) -> String {
     let dsn = fresh_database(db);
     let files =
-        protocol::render::migration::sources(&root(), &Step::Install { to: version.into() })
-            .unwrap();
+        xtask::render::migration::sources(&root(), &Step::Install { to: version.into() }).unwrap();
     if api != "public" {
         connect_to(&dsn)
             .batch_execute(&format!("CREATE SCHEMA \"{}\"", api.replace('"', "\"\"")))
@@ -67,11 +66,11 @@ fn the_committed_migrations_are_the_generators_rendering() {
     expected.sort();
     assert_eq!(
         names, expected,
-        "sql/migrations/ holds other files than it renders: run scripts/render-sql.sh"
+        "sql/migrations/ holds other files than it renders: run cargo xtask render-sql"
     );
     for (file, text) in rendered {
         let kept = std::fs::read_to_string(root().join(&file)).unwrap();
-        assert!(kept == text, "{file} is stale: run scripts/render-sql.sh");
+        assert!(kept == text, "{file} is stale: run cargo xtask render-sql");
     }
 }
 

@@ -5,18 +5,18 @@
 use pg_idempotency_tests::backends::Both;
 use pg_idempotency_tests::{root, Backend, Client};
 use protocol::functions::{self, Function, Grant, Portable, Returns, Schema, SqlType, Volatility};
-use protocol::render::{
+use xtask::render::{
     extension_functions_sql, portable::portable_install_sql, proxy::proxy_install_sql,
 };
 
-/// A checked-in rendered file, against what scripts/render-sql.sh writes now.
+/// A checked-in rendered file, against what cargo xtask render-sql writes now.
 fn is_current(file: &str, rendered: std::io::Result<String>) {
     let path = root().join(file);
     let installed = std::fs::read_to_string(&path).unwrap();
     let rendered = rendered.unwrap_or_else(|e| panic!("rendering {file}: {e}"));
     assert!(
         installed == rendered,
-        "{} is stale: run scripts/render-sql.sh",
+        "{} is stale: run cargo xtask render-sql",
         path.display()
     );
 }
@@ -155,7 +155,7 @@ fn check_declared(backend: Backend, f: &Function, got: &Catalogued, wrong: &mut 
         got.parallel == (if f.parallel_safe { "s" } else { "u" }),
     );
     // The PL/pgSQL variant runs every function it renders as its definer
-    // (protocol/src/render/portable.rs): its helpers live in the storage schema, which
+    // (xtask/src/render/portable.rs): its helpers live in the storage schema, which
     // callers cannot use (the extension's helpers are C code).
     let definer = f.security_definer || backend == Backend::Portable;
     expect("security definer", got.security_definer == definer);

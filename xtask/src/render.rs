@@ -1,7 +1,7 @@
 //! The `CREATE FUNCTION` text of both backends, rendered from
-//! [`crate::functions::FUNCTIONS`]: here the extension's pg_idempotency/sql/functions.sql
+//! [`protocol::functions::FUNCTIONS`]: here the extension's pg_idempotency/sql/functions.sql
 //! and what both share, in [`portable`] the PL/pgSQL variant's sql/pg_idempotency.sql.
-//! scripts/render-sql.sh writes both; tests/tests/consistency/signatures.rs holds them
+//! cargo xtask render-sql writes both; tests/tests/consistency/signatures.rs holds them
 //! equal to this rendering.
 
 pub mod migration;
@@ -13,13 +13,13 @@ pub mod psql_lex;
 use std::fmt::Write;
 use std::path::Path;
 
-use crate::functions::{Arg, Function, Grant, Language, Returns, Schema, Volatility, FUNCTIONS};
+use protocol::functions::{Arg, Function, Grant, Language, Returns, Schema, Volatility, FUNCTIONS};
 
 /// The first lines of the rendered file.
 pub const HEADER: &str = "\
 -- pg_idempotency: the SQL API's functions and who may call them.
 --
--- Generated from protocol/src/functions.rs by scripts/render-sql.sh: edit the declaration
+-- Generated from protocol/src/functions.rs by cargo xtask render-sql: edit the declaration
 -- there, not this file (tests/tests/consistency/signatures.rs fails when the two
 -- differ). The bodies of the SQL functions are in sql/bodies/.
 ";
@@ -296,7 +296,7 @@ fn read_source(path: &Path) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::functions::IDEM_BEGIN;
+    use protocol::functions::IDEM_BEGIN;
 
     #[test]
     fn a_c_function_names_its_symbol_and_comment_signature() {

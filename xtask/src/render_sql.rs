@@ -1,33 +1,33 @@
-//! Writes the rendered SQL of both backends: pg_idempotency/sql/functions.sql (the
-//! extension's functions) and sql/pg_idempotency.sql (the PL/pgSQL variant's installer),
-//! from the declarations in functions.rs and the hand-written SQL beside them; then the
-//! PL/pgSQL variant's plain-SQL migrations for the default schemas, sql/migrations/, from
-//! that installer and the upgrade scripts.
-//! Run by scripts/render-sql.sh; tests/tests/consistency/signatures.rs fails when a file is
-//! stale.
+//! `cargo xtask render-sql`: writes the rendered SQL of both backends:
+//! pg_idempotency/sql/functions.sql (the extension's functions), sql/pg_idempotency.sql (the
+//! PL/pgSQL variant's installer) and sql/proxy/pg_idempotency_proxy.sql (the PL/Proxy layer),
+//! from the declarations in protocol/src/functions.rs and the hand-written SQL beside them;
+//! then the PL/pgSQL variant's plain-SQL migrations for the default schemas,
+//! sql/migrations/, from that installer and the upgrade scripts.
+//! tests/tests/consistency/signatures.rs and plain_migrations.rs fail when a file is stale.
 
 use std::path::Path;
 
-fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the repository");
+use xtask::render;
+
+pub fn run() {
+    let root = &xtask::repository();
     write(
         root,
         "pg_idempotency/sql/functions.sql",
-        protocol::render::extension_functions_sql(root),
+        render::extension_functions_sql(root),
     );
     write(
         root,
         "sql/pg_idempotency.sql",
-        protocol::render::portable::portable_install_sql(root),
+        render::portable::portable_install_sql(root),
     );
     write(
         root,
         "sql/proxy/pg_idempotency_proxy.sql",
-        protocol::render::proxy::proxy_install_sql(root),
+        render::proxy::proxy_install_sql(root),
     );
-    let migrations = protocol::render::migration::committed(root).map_err(std::io::Error::other);
+    let migrations = render::migration::committed(root).map_err(std::io::Error::other);
     let migrations = migrations.unwrap_or_else(|e| {
         eprintln!("render-sql: {e}");
         std::process::exit(1);

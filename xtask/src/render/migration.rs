@@ -5,7 +5,7 @@
 //! an older release's from the released base script and the upgrade scripts up to it (as
 //! the releases are kept: sql/released/README.md), an upgrade from the upgrade scripts
 //! between the two versions; each turned into plain SQL by [`super::plain`].
-//! scripts/portable-migration.sh prints one; scripts/render-sql.sh writes the default
+//! scripts/portable-migration.sh prints one; cargo xtask render-sql writes the default
 //! schemas' ones to sql/migrations/ ([`committed`]), which
 //! tests/tests/consistency/plain_migrations.rs holds equal to this rendering.
 
