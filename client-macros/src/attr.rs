@@ -12,13 +12,13 @@ pub struct ToolAttr {
     pub name: Option<LitStr>,
     pub description: Option<LitStr>,
     pub idempotent: Option<IdempotentAttr>,
-    /// The framework's `idempotencyHint = REQUIRED`.
+    /// The Java framework's `idempotencyHint = REQUIRED`.
     pub required: Option<Span>,
     /// No side effect (a read): nothing to protect.
     pub read_only: Option<Span>,
 }
 
-/// `idempotent(..)`: the framework's `@Idempotent` members, and the client's own.
+/// `idempotent(..)`: the Java framework's `@Idempotent` members, and the client's own.
 #[derive(Default)]
 pub struct IdempotentAttr {
     pub span: Option<Span>,

@@ -168,7 +168,7 @@ fn shared_of(ty: &Type) -> Option<&Type> {
     }
 }
 
-/// The doc comment's lines, trimmed and joined: rmcp's and the framework's `@Tool`
+/// The doc comment's lines, trimmed and joined: rmcp's and the Java framework's `@Tool`
 /// description when none is given.
 fn doc_comment(func: &ItemFn) -> Option<String> {
     let lines: Vec<String> = func

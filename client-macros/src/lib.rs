@@ -1,4 +1,4 @@
-//! `#[tool]`: the framework's `@Tool` and `@Idempotent` on one async function. Re-exported
+//! `#[tool]`: the Java framework's `@Tool` and `@Idempotent` on one async function. Re-exported
 //! by the client as `idempotency::tool`; see its documentation there.
 
 use proc_macro::TokenStream;
@@ -24,7 +24,7 @@ mod expand;
 /// path` (an Explicit tool's own key supplier, a function of `&Input`), `ttl_secs = n`,
 /// `on_cache_hit = return_cached | return_cached_if_success | fail_fast`,
 /// `cache_failures` or `cache_failures = bool`, and the client's `on_mismatch = reject |
-/// ignore`, `lease_secs`, `timeout_secs`, `wait_secs`), `required` (the framework's
+/// ignore`, `lease_secs`, `timeout_secs`, `wait_secs`), `required` (the Java framework's
 /// `idempotencyHint = REQUIRED`), `read_only` (no side effect).
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {

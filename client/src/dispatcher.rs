@@ -71,7 +71,7 @@ impl Dispatcher {
         }
     }
 
-    /// The default store: a new [`MemoryStore`], in this process only (the framework's
+    /// The default store: a new [`MemoryStore`], in this process only (the Java framework's
     /// `InMemoryIdempotencyStore`). The first call of a tool that requires idempotency logs
     /// one warning, since a restart forgets its calls and other processes never see them.
     pub fn in_memory() -> Dispatcher {

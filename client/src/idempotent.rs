@@ -20,7 +20,7 @@ pub enum KeyStrategy {
     /// The canonical SHA-256 of the input (the same key SQL's HASH_INPUT computes).
     HashInput,
     /// A key supplier; a missing or blank key is an error. `None`: the supplier of the
-    /// tool's toolkit (the framework's `IdempotencyKeySupplier` on the class,
+    /// tool's toolkit (the Java framework's `IdempotencyKeySupplier` on the class,
     /// [`Toolkit::key_supplier`](crate::Toolkit::key_supplier)); a tool that has neither is
     /// refused by `register`.
     Explicit(Option<KeySupplier>),
@@ -211,7 +211,7 @@ impl fmt::Debug for OnUnknownOutcome {
 /// ```
 ///
 /// Settings on a tool replace its toolkit's ([`Toolkit`](crate::Toolkit)) whole, and a
-/// toolkit's replace the dispatcher's defaults whole: the framework's "the method wins".
+/// toolkit's replace the dispatcher's defaults whole: the Java framework's "the method wins".
 /// A level inherits the fields it leaves unset from the level below only when it says so
 /// ([`Idempotent::inherit_unset`]). A store setting unset in the settings that govern is
 /// not sent, so the scope's policy in the database (`idem_set_policy`) decides, else the
@@ -221,7 +221,7 @@ impl fmt::Debug for OnUnknownOutcome {
 /// scope's policy is what `idem_set_policy` stores.)
 #[derive(Debug, Clone, Default)]
 pub struct Idempotent {
-    /// None: HashInput (the framework's default).
+    /// None: HashInput (the Java framework's default).
     pub strategy: Option<KeyStrategy>,
     /// None: the scope's policy in the database, else the server's default_ttl (one hour
     /// unless configured); a store without policies uses one hour.
@@ -270,7 +270,7 @@ impl Idempotent {
     pub fn hash_input(self) -> Idempotent {
         self.strategy(KeyStrategy::HashInput)
     }
-    /// `KeyStrategy::Explicit` with the toolkit's key supplier (the framework's
+    /// `KeyStrategy::Explicit` with the toolkit's key supplier (the Java framework's
     /// `strategy = EXPLICIT` on a class that implements `IdempotencyKeySupplier`).
     pub fn explicit(self) -> Idempotent {
         self.strategy(KeyStrategy::Explicit(None))

@@ -57,7 +57,7 @@ pub use idempotent::{
 };
 pub use joined_wait::JoinedWait;
 /// `#[tool]`: an async function of a typed input made a tool, with its description, input
-/// schema and settings (the framework's `@Tool` and `@Idempotent`). See docs/client.md.
+/// schema and settings (the Java framework's `@Tool` and `@Idempotent`). See docs/client.md.
 pub use macros::tool;
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};

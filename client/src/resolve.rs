@@ -17,10 +17,10 @@ use crate::types::{BeginOptions, Claim};
 
 /// A tool's settings at registration, and whether they protect it (without, it is not
 /// deduplicated). The nearest level with settings governs whole (its own, else its
-/// toolkit's, else the defaults): the framework's "the method wins". A level that opts in
+/// toolkit's, else the defaults): the Java framework's "the method wins". A level that opts in
 /// (`Idempotent::inherit_unset`) takes the fields it leaves unset from the next level with
 /// settings. A read-only tool (no side effect) is protected by its own settings only:
-/// the framework says to skip deduplication for reads, so its toolkit's and the defaults
+/// the Java framework says to skip deduplication for reads, so its toolkit's and the defaults
 /// never make it deduplicated (they still fill its unset fields where it inherits).
 pub(crate) fn layer(
     own: Option<&Idempotent>,
@@ -50,7 +50,7 @@ pub(crate) fn layer(
 
 /// The settings a call of tool `name` runs with: the call's own (if any) over the tool's
 /// layered ones, an Explicit strategy without a supplier given its toolkit's, no strategy at
-/// all for a tool that no level gave settings (the framework's tool without `@Idempotent`),
+/// all for a tool that no level gave settings (the Java framework's tool without `@Idempotent`),
 /// and refused if a tool that requires idempotency would not be deduplicated.
 pub(crate) fn settle(
     name: &str,

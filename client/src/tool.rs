@@ -210,7 +210,7 @@ impl ToolSpec {
         self.input_schema = Some(schema);
         self
     }
-    /// Declares that a repeat must not repeat the side effect (the framework's
+    /// Declares that a repeat must not repeat the side effect (the Java framework's
     /// `idempotencyHint = REQUIRED`): registration then refuses the tool unless it is
     /// deduplicated (HashInput or Explicit, a positive ttl).
     pub fn required(self) -> ToolSpec {

@@ -1,5 +1,5 @@
 //! A toolkit: tools (or one upstream service's web actions) registered together under one
-//! `Idempotent` and one key supplier, as the framework's `@Idempotent` on a class that
+//! `Idempotent` and one key supplier, as the Java framework's `@Idempotent` on a class that
 //! implements `IdempotencyKeySupplier`. "The method wins": a tool's own settings replace its
 //! toolkit's whole; field by field only where the tool says `Idempotent::inherit_unset`.
 
@@ -58,7 +58,7 @@ impl<T> Toolkit<T> {
         self
     }
 
-    /// The framework's `IdempotencyKeySupplier`: names the calls of members whose strategy
+    /// The Java framework's `IdempotencyKeySupplier`: names the calls of members whose strategy
     /// is Explicit without a supplier of their own (`Idempotent::explicit()`). It must
     /// return a non-blank key, or the call fails with InvalidArgument.
     pub fn key_supplier(

@@ -12,7 +12,7 @@
 //!   toolkit's, the scope's policy in the database, the server's settings
 //! - calls/toolkit.rs: a tool's settings replace its toolkit's whole (field by field on
 //!   request), what the governing settings leave unset is not sent
-//! - calls/example.rs: the framework's IdempotencyExample (client/examples/
+//! - calls/example.rs: the Java framework's IdempotencyExample (client/examples/
 //!   idempotency_example/) does what it shows, on PgStore and a local mail provider
 //! - calls/reads.rs: read-only tools are deduplicated by their own settings only
 //! - calls/typed.rs: typed tools (`#[idempotency::tool]`): run once, bad input refused
@@ -30,7 +30,7 @@
 mod common;
 mod toolkit_upstream;
 
-// The framework's example program's pieces (calls/example.rs runs them).
+// The Java framework's example program's pieces (calls/example.rs runs them).
 #[path = "../examples/idempotency_example/example.rs"]
 mod idempotency_example;
 #[path = "../examples/idempotency_example/mail_service.rs"]

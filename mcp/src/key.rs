@@ -25,7 +25,7 @@ pub enum Key {
     /// Named by the client (`_meta` or header): a repeat with other arguments is refused,
     /// since the client named one call and sent two.
     Client { key: String, from: &'static str },
-    /// The argument the policy names: the framework's EXPLICIT (a repeat with other
+    /// The argument the policy names: the Java framework's EXPLICIT (a repeat with other
     /// arguments replays the first call).
     Field(String),
     /// The arguments' hash (computed by the client library from the arguments).
@@ -36,7 +36,7 @@ pub enum Key {
 
 /// Why a call's key cannot be had: the call is refused with invalid params.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyError {
+pub struct KeyRefused {
     pub message: String,
     pub hint: String,
 }
@@ -47,12 +47,12 @@ pub fn choose(
     strategy: Strategy,
     key_field: Option<&str>,
     arguments: &Value,
-) -> Result<Key, KeyError> {
+) -> Result<Key, KeyRefused> {
     let ours = meta_string(meta, META_KEY)?;
     let sep = meta_string(meta, META_KEY_SEP)?;
     let from_meta = match (ours, sep) {
         (Some(a), Some(b)) if a != b => {
-            return Err(KeyError {
+            return Err(KeyRefused {
                 message: format!(
                     "_meta names two keys: {META_KEY} = {a:?} and {META_KEY_SEP} = {b:?}"
                 ),
@@ -83,7 +83,7 @@ pub fn choose(
                 Some(Value::String(s)) => s.clone(),
                 Some(Value::Number(n)) => n.to_string(),
                 _ => {
-                    return Err(KeyError {
+                    return Err(KeyRefused {
                         message: format!("the call has no argument {field:?}, which names its key"),
                         hint: format!("Pass {field:?} (a string or a number), or name the call's key in _meta ({META_KEY})."),
                     })
@@ -95,26 +95,26 @@ pub fn choose(
     }
 }
 
-fn meta_string(meta: &Map<String, Value>, name: &str) -> Result<Option<String>, KeyError> {
+fn meta_string(meta: &Map<String, Value>, name: &str) -> Result<Option<String>, KeyRefused> {
     match meta.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(KeyError {
+        Some(other) => Err(KeyRefused {
             message: format!("_meta.{name} is {other}, not a string"),
             hint: format!("Send the key as a string: \"_meta\": {{\"{name}\": \"...\"}}."),
         }),
     }
 }
 
-fn check(key: &str, from: &str) -> Result<(), KeyError> {
+fn check(key: &str, from: &str) -> Result<(), KeyRefused> {
     if key.trim().is_empty() {
-        return Err(KeyError {
+        return Err(KeyRefused {
             message: format!("the key from the {from} is blank"),
             hint: "Name every call with a non-blank key (a uuid made once per call and kept across its retries).".into(),
         });
     }
     if key.len() > KEY_MAX {
-        return Err(KeyError {
+        return Err(KeyRefused {
             message: format!(
                 "the key from the {from} is {} bytes long, over the {KEY_MAX} a key may have",
                 key.len()
@@ -123,7 +123,7 @@ fn check(key: &str, from: &str) -> Result<(), KeyError> {
         });
     }
     if let Some(at) = key.find('\0') {
-        return Err(KeyError {
+        return Err(KeyRefused {
             message: format!("the key from the {from} holds U+0000 (a NUL character) at byte {at}"),
             hint: "PostgreSQL text cannot hold U+0000: leave it out of the key, or send a hex or base64 encoding or a hash of a key that has one.".into(),
         });

@@ -52,7 +52,7 @@ pub(crate) struct Call {
 
 /// The settings in force for a call: its arguments, else its scope's policy, else the
 /// defaults.
-struct Settings {
+struct BeginSettings {
     ttl: i64,
     lease: i64,
     on_cache_hit: OnCacheHit,
@@ -60,10 +60,10 @@ struct Settings {
     unresolved_ttl: i64,
 }
 
-impl Settings {
-    fn resolve(call: &Call, policy: &ScopePolicy) -> IdemResult<Settings> {
+impl BeginSettings {
+    fn resolve(call: &Call, policy: &ScopePolicy) -> IdemResult<BeginSettings> {
         let ttl = args::effective_ttl(call.ttl, policy.ttl)?;
-        Ok(Settings {
+        Ok(BeginSettings {
             ttl,
             lease: args::effective_lease(call.lease, policy.lease, ttl)?,
             on_cache_hit: match call.on_cache_hit {
@@ -201,14 +201,14 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
         None => 0,
     };
     let mut pause = 2_000;
-    let mut settings: Option<Settings> = None;
+    let mut settings: Option<BeginSettings> = None;
     for race in 0..MAX_RACES {
         // The first round uses the start time: one clock read for a replay.
         let now = if race == 0 { started } else { clock::now() };
         let (record, policy) = store::read(&id);
         let set = match &settings {
             Some(set) => set,
-            None => settings.insert(Settings::resolve(call, &policy)?),
+            None => settings.insert(BeginSettings::resolve(call, &policy)?),
         };
         let asked = decide::Call {
             fingerprint: call.fingerprint.as_ref().map(|f| &f[..]),
@@ -284,7 +284,7 @@ fn decide(call: &Call) -> IdemResult<Outcome> {
     Err(refusal::contention().into())
 }
 
-fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
+fn fresh_claim<'a>(call: &'a Call, set: &BeginSettings, now: Micros) -> Claim<'a> {
     Claim {
         fence: ids::next_fence(),
         attempt: 1,
@@ -307,7 +307,7 @@ fn fresh_claim<'a>(call: &'a Call, set: &Settings, now: Micros) -> Claim<'a> {
 fn take_over(
     call: &Call,
     asked: &decide::Call<'_>,
-    set: &Settings,
+    set: &BeginSettings,
     record: &Record,
     now: Micros,
     recovered: bool,

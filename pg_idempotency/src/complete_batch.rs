@@ -13,7 +13,7 @@ use crate::batch_args::{at_item, item_count, jsonb_elements};
 use crate::call_args::CompleteBatchArgs;
 use crate::entry::{rows, Args, Column};
 use crate::error::{ErrorKind, IdemResult};
-use crate::holder::{self, Held};
+use crate::fenced::{self, Held};
 use crate::metrics;
 use crate::request;
 
@@ -46,7 +46,7 @@ pub fn idem_complete_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
         let item = i + 1;
         let key = keys.as_ref().and_then(|k| k[i].clone());
         let fence = fences.as_ref().and_then(|f| f[i]);
-        let held = holder::held(Some(scope.clone()), key, fence).map_err(|e| at_item(item, e))?;
+        let held = fenced::held(Some(scope.clone()), key, fence).map_err(|e| at_item(item, e))?;
         let response = responses.as_ref().and_then(|r| r[i]);
         request::check_response_size(response).map_err(|e| at_item(item, e))?;
         items.push(Item {
@@ -64,7 +64,7 @@ pub fn idem_complete_batch(a: &Args) -> IdemResult<pg_sys::Datum> {
     for i in order {
         let it = &items[i];
         let (outcome, state, expires_at) =
-            match holder::complete(&it.held, it.response, it.succeeded, it.cache_failure) {
+            match fenced::complete(&it.held, it.response, it.succeeded, it.cache_failure) {
                 Ok((state, expires_at)) => (BatchCompletion::Completed, Some(state), expires_at),
                 Err(e) if e.kind == ErrorKind::LeaseLost => {
                     (BatchCompletion::LeaseLost, None, None)

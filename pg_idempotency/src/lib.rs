@@ -20,9 +20,9 @@ mod durability;
 mod entry;
 mod error;
 mod estimates;
+mod fenced;
 mod fetch;
 mod gucs;
-mod holder;
 mod ids;
 mod lookup;
 mod metrics;
@@ -45,7 +45,7 @@ extension_sql_file!("../sql/storage.sql", name = "storage", bootstrap);
 extension_sql_file!("../sql/functions.sql", name = "functions", finalize);
 
 entry::sql_function!(idem_begin, pg_finfo_idem_begin, begin::idem_begin);
-entry::sql_function!(idem_complete, pg_finfo_idem_complete, holder::idem_complete);
+entry::sql_function!(idem_complete, pg_finfo_idem_complete, fenced::idem_complete);
 entry::sql_function!(
     idem_begin_batch,
     pg_finfo_idem_begin_batch,
@@ -56,8 +56,8 @@ entry::sql_function!(
     pg_finfo_idem_complete_batch,
     complete_batch::idem_complete_batch
 );
-entry::sql_function!(idem_release, pg_finfo_idem_release, holder::idem_release);
-entry::sql_function!(idem_extend, pg_finfo_idem_extend, holder::idem_extend);
+entry::sql_function!(idem_release, pg_finfo_idem_release, fenced::idem_release);
+entry::sql_function!(idem_extend, pg_finfo_idem_extend, fenced::idem_extend);
 entry::sql_function!(idem_lookup, pg_finfo_idem_lookup, lookup::idem_lookup);
 entry::sql_function!(idem_forget, pg_finfo_idem_forget, lookup::idem_forget);
 entry::sql_function!(

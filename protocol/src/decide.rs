@@ -15,11 +15,11 @@
 //! The refusals these decisions lead to are worded in [`crate::refusal`].
 
 mod begin;
-mod holder;
+mod fenced;
 mod time;
 
 pub use begin::{begin, take_over, Again, Call, Step};
-pub use holder::{completion, extended_expiry, held, Holding, Lost, Op};
+pub use fenced::{completion, extended_expiry, held, Holding, Lost, Op};
 pub use time::Time;
 
 use crate::State;

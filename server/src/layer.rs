@@ -14,12 +14,12 @@ use crate::headers::ReplayHeaders;
 use crate::rule::Rule;
 use crate::scope::Scope;
 use crate::service::IdempotencyService;
-use crate::settings::Settings;
+use crate::settings::LayerSettings;
 
 /// A tower layer that makes the requests of its routes idempotent under `Idempotency-Key`.
 #[derive(Clone)]
 pub struct IdempotencyLayer {
-    settings: Arc<Settings>,
+    settings: Arc<LayerSettings>,
 }
 
 impl IdempotencyLayer {
@@ -29,7 +29,7 @@ impl IdempotencyLayer {
         scope_of: impl Fn(&http::request::Parts) -> Option<Scope> + Send + Sync + 'static,
     ) -> IdempotencyLayer {
         IdempotencyLayer {
-            settings: Arc::new(Settings {
+            settings: Arc::new(LayerSettings {
                 store,
                 scope_of: Box::new(scope_of),
                 rules: HashMap::new(),
@@ -51,7 +51,7 @@ impl IdempotencyLayer {
         }
     }
 
-    fn with(mut self, change: impl FnOnce(&mut Settings)) -> IdempotencyLayer {
+    fn with(mut self, change: impl FnOnce(&mut LayerSettings)) -> IdempotencyLayer {
         let settings = Arc::get_mut(&mut self.settings)
             .expect("an IdempotencyLayer is configured before it is cloned");
         change(settings);

@@ -17,12 +17,12 @@ use crate::body::{BoxError, RequestBody, ResponseBody};
 use crate::claim::RequestClaim;
 use crate::outcome::{fate, Fate, Why};
 use crate::rule::Rule;
-use crate::settings::Settings;
+use crate::settings::LayerSettings;
 use crate::stored::StoredResponse;
 
 /// A request this attempt holds the key of.
 pub(crate) struct Claimed {
-    pub settings: Arc<Settings>,
+    pub settings: Arc<LayerSettings>,
     pub scope: String,
     pub key: String,
     pub rule: Rule,

@@ -20,18 +20,18 @@ use crate::key;
 use crate::problem::Problem;
 use crate::rule::{Presence, Rule};
 use crate::run::{run_claimed, Claimed};
-use crate::settings::Settings;
+use crate::settings::LayerSettings;
 use crate::stored::StoredResponse;
 
 /// The layer's service around `S`.
 #[derive(Clone)]
 pub struct IdempotencyService<S> {
     inner: S,
-    settings: Arc<Settings>,
+    settings: Arc<LayerSettings>,
 }
 
 impl<S> IdempotencyService<S> {
-    pub(crate) fn new(inner: S, settings: Arc<Settings>) -> IdempotencyService<S> {
+    pub(crate) fn new(inner: S, settings: Arc<LayerSettings>) -> IdempotencyService<S> {
         IdempotencyService { inner, settings }
     }
 }
@@ -49,7 +49,7 @@ enum Admission {
     },
 }
 
-fn admit(s: &Settings, parts: &http::request::Parts) -> Admission {
+fn admit(s: &LayerSettings, parts: &http::request::Parts) -> Admission {
     if !s.methods.contains(&parts.method) {
         return Admission::Pass;
     }
@@ -115,7 +115,7 @@ where
 }
 
 async fn handle<S, ReqBody, ResBody>(
-    s: Arc<Settings>,
+    s: Arc<LayerSettings>,
     mut inner: S,
     req: Request<ReqBody>,
 ) -> Answer<ResBody, S::Error>
@@ -242,7 +242,7 @@ where
 /// `begin`, bounded in time; repeated once with the same claim token when its answer was
 /// lost (the repeat gets back a claim the first one made).
 async fn begin(
-    s: &Settings,
+    s: &LayerSettings,
     scope: &str,
     key: &str,
     options: &BeginOptions,

@@ -13,7 +13,7 @@ use crate::rule::Rule;
 use crate::scope::ScopeFn;
 
 /// The layer's settings, shared by every request.
-pub(crate) struct Settings {
+pub(crate) struct LayerSettings {
     pub store: Arc<dyn IdempotencyStore>,
     pub scope_of: Box<ScopeFn>,
     pub rules: HashMap<String, Rule>,
@@ -35,7 +35,7 @@ pub(crate) struct Settings {
     pub headers: Arc<ReplayHeaders>,
 }
 
-impl Settings {
+impl LayerSettings {
     pub fn rule_for(&self, route: &str) -> Rule {
         self.rules.get(route).copied().unwrap_or(self.default_rule)
     }

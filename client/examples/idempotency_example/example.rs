@@ -1,4 +1,4 @@
-//! The framework's `IdempotencyExample`, as a Rust user writes it: the `IssueTools`
+//! The Java framework's `IdempotencyExample`, as a Rust user writes it: the `IssueTools`
 //! toolkit (`create_issue` keyed by its lower-cased title for a day, `place_order` with
 //! its failures cached and repeats refused), the mail role's `send_email` web action
 //! (POST, keyed by `messageId` for a day), and one durable store for both paths.

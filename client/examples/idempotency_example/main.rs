@@ -1,4 +1,4 @@
-//! The framework's `IdempotencyExample` as one program (example.rs holds it; this runs
+//! The Java framework's `IdempotencyExample` as one program (example.rs holds it; this runs
 //! it): each behaviour the example shows, against PostgreSQL and a local mail provider.
 //!
 //!   cargo run -p pg_idempotency_client --example idempotency_example -- "<conninfo of a database with pg_idempotency>"

@@ -45,7 +45,7 @@ impl WebExecutor {
         WebExecutor::over(Dispatcher::new(store))
     }
 
-    /// The default store: a new `MemoryStore` of its own (the framework's WEB_SERVICE
+    /// The default store: a new `MemoryStore` of its own (the Java framework's WEB_SERVICE
     /// actions keep their own in-memory store until given one). The first call of an
     /// action that requires idempotency logs one warning.
     pub fn in_memory() -> WebExecutor {

@@ -267,7 +267,7 @@ async fn failures_rerun_unless_cached(store: Arc<dyn IdempotencyStore>) {
     );
 }
 
-/// The framework's create_issue: "Same title, same issue: body edits do not create a second
+/// The Java framework's create_issue: "Same title, same issue: body edits do not create a second
 /// one." An Explicit key names the call alone; a tool opts into comparing more.
 async fn explicit_keys(store: Arc<dyn IdempotencyStore>) {
     let (tool, sent) = (unique("create_issue"), Arc::new(AtomicU32::new(0)));

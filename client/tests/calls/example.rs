@@ -1,4 +1,4 @@
-//! The framework's `IdempotencyExample` (client/examples/idempotency_example/), its pieces
+//! The Java framework's `IdempotencyExample` (client/examples/idempotency_example/), its pieces
 //! run here against the real database and a real local HTTP mail provider, each behaviour
 //! it shows asserted: create_issue keyed by the lower-cased title, place_order's failure
 //! remembered and its repeat refused at once, send_email sent once over POST with one

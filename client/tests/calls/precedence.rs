@@ -298,8 +298,8 @@ async fn the_tools_own_setting_beats_its_toolkits() {
     about(kept.expect("the policy caches failures"), 4 * HOUR);
 }
 
-/// The framework's rule: an `@Idempotent` on the method replaces the class's whole. A
-/// toolkit that caches failures and refuses repeats (the framework's place_order settings)
+/// The Java framework's rule: an `@Idempotent` on the method replaces the class's whole. A
+/// toolkit that caches failures and refuses repeats (the Java framework's place_order settings)
 /// lends neither to a tool whose own settings only set a ttl: with no policy in the
 /// database, that tool's failure is not cached and its repeat runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

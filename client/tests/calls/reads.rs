@@ -1,4 +1,4 @@
-//! Read-only tools (`side_effect(false)`, the typed `#[tool(read_only)]`): the framework
+//! Read-only tools (`side_effect(false)`, the typed `#[tool(read_only)]`): the Java framework
 //! says to skip deduplication for reads, so neither a toolkit's settings nor the
 //! dispatcher's defaults deduplicate them; only settings on the tool itself do. The
 //! listing says which (`ToolInfo::deduplicated`). On PgStore.

@@ -172,7 +172,7 @@ async fn a_tools_settings_replace_its_toolkits_whole_unless_it_inherits() {
     );
     assert_eq!(sent.cache_failure, Some(Some(true)));
 
-    // Settings of its own, even empty ones: the toolkit's are not its (the framework's
+    // Settings of its own, even empty ones: the toolkit's are not its (the Java framework's
     // `@Idempotent` on the method replaces the class's whole); what it leaves unset is not
     // sent, so the scope's policy decides.
     for tool in [Idempotent::new(), Idempotent::new().ttl(7 * S)] {

@@ -1,6 +1,6 @@
 //! An error that says the lease is not held never becomes a remembered failure: a tool
 //! that stops at `ctx.ensure_lease()?` did not act, so its claim is released (under its
-//! fence) and a retry runs it, even under the framework's `place_order` settings
+//! fence) and a retry runs it, even under the Java framework's `place_order` settings
 //! (`cache_failures`, `FAIL_FAST`), which would refuse every retry of a remembered failure
 //! until the ttl ends.
 //!
@@ -84,7 +84,7 @@ impl IdempotencyStore for Cut {
     }
 }
 
-/// The framework's `place_order`: failures cached, a repeat of a completed call refused
+/// The Java framework's `place_order`: failures cached, a repeat of a completed call refused
 /// (FAIL_FAST). The first run finds the store cut off until its lease ended (nobody takes
 /// the call over) and stops at `ensure_lease` before placing anything; the store comes
 /// back; the holder releases the claim; the retry places the order, once.

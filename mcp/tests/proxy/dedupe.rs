@@ -114,7 +114,7 @@ async fn keys_from_meta() {
 }
 
 /// `strategy = "explicit"`: the named argument is the key, and a repeat with other fields
-/// replays (the framework's EXPLICIT); a call without it is refused.
+/// replays (the Java framework's EXPLICIT); a call without it is refused.
 #[tokio::test]
 async fn explicit_key_field() {
     let Some((parts, python)) = Parts::python_or_skip() else {

@@ -9,7 +9,7 @@ use std::sync::mpsc::Sender;
 
 /// What a `fault_client` is told on its command line.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct ClientSettings {
     pub server: String,
     pub ledger: String,
     pub scope: String,
@@ -32,7 +32,7 @@ pub struct Settings {
     pub api: String,
 }
 
-impl Settings {
+impl ClientSettings {
     fn args(&self) -> Vec<String> {
         let mut args = vec![
             ("--server", self.server.clone()),
@@ -78,7 +78,7 @@ impl ClientProcess {
     /// Starts `exe` (the `fault_client` binary) with `settings`; its lines go to `lines`.
     pub fn spawn(
         exe: &Path,
-        settings: &Settings,
+        settings: &ClientSettings,
         generation: usize,
         lines: Sender<Message>,
     ) -> ClientProcess {

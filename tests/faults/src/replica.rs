@@ -182,7 +182,7 @@ impl ReplicatedServer {
     /// on the servers themselves.
     pub fn prepare(&self, mode: Replication) {
         let mut p = admin(self.primary());
-        // Settings of an earlier trial go (ALTER SYSTEM is not replicated, but a re-seed
+        // ClientSettings of an earlier trial go (ALTER SYSTEM is not replicated, but a re-seed
         // copies postgresql.auto.conf: a new standby must not inherit them).
         settings(&mut p, &["ALTER SYSTEM RESET ALL"]);
         if !self.standby_running.load(Ordering::SeqCst) {

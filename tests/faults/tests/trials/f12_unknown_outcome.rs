@@ -55,7 +55,7 @@ const CHOICES: [Choice; 4] = [
     Choice::ReconcileNotFound,
 ];
 
-/// Settings naming the call by its input's `id`, with this lease and choice.
+/// ClientSettings naming the call by its input's `id`, with this lease and choice.
 fn settings(lease: Duration, choice: Option<Choice>, ledger_dsn: &str) -> Idempotent {
     let idem = Idempotent::new()
         .key_supplier(|v: &Value| v["id"].as_str().map(str::to_string))

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
-use pg_idempotency_faults::client_process::{ClientProcess, Message, Settings};
+use pg_idempotency_faults::client_process::{ClientProcess, ClientSettings, Message};
 use pg_idempotency_faults::history::{Op, Outcome, Run};
 use pg_idempotency_faults::lines::{Line, Recorder};
 use pg_idempotency_faults::report::{self, Tally};
@@ -112,7 +112,7 @@ impl Trial<'_> {
     }
 
     fn start(&mut self, id: usize, generation: usize, calls: usize) -> ClientProcess {
-        let settings = Settings {
+        let settings = ClientSettings {
             server: self.server.into(),
             ledger: self.ledger.into(),
             scope: self.scope.clone(),

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-use pg_idempotency_faults::client_process::{ClientProcess, Message, Settings};
+use pg_idempotency_faults::client_process::{ClientProcess, ClientSettings, Message};
 use pg_idempotency_faults::history::{Event, Op, Outcome, Run};
 use pg_idempotency_faults::lines::{self, Line, Recorder};
 use pg_idempotency_faults::report::{self, Tally};
@@ -88,7 +88,7 @@ async fn trial(server: &str, ledger_dsn: &str, point: &str, api: &str, seed: u64
     l.batch_execute("TRUNCATE effects, fences").await.unwrap();
 
     let (tx, rx) = mpsc::channel();
-    let settings = Settings {
+    let settings = ClientSettings {
         server: server.into(),
         ledger: ledger_dsn.into(),
         scope: w.scope.clone(),
