@@ -12,7 +12,6 @@ use uuid::Uuid;
 
 use crate::error::{ErrorKind, Result};
 use crate::limits::{response as storable_response, scope_and_key_without_nul};
-use crate::store::IdempotencyStore;
 use crate::types::{Begin, BeginOptions, Completed, OnCacheHit, OnMismatch};
 
 /// The most items one batch takes (the SQL API's limit, protocol's `MAX_BATCH_ITEMS`).
@@ -152,12 +151,12 @@ impl BatchComplete {
 
 /// Whether a single call's error is its item's answer in a batch claim (the SQL API
 /// answers it per item) rather than the whole batch's.
-fn an_items_begin_answer(kind: ErrorKind) -> bool {
+pub(crate) fn an_items_begin_answer(kind: ErrorKind) -> bool {
     matches!(kind, ErrorKind::Mismatch | ErrorKind::RepeatRefused)
 }
 
 /// The same for a batch completion.
-fn an_items_complete_answer(kind: ErrorKind) -> bool {
+pub(crate) fn an_items_complete_answer(kind: ErrorKind) -> bool {
     kind == ErrorKind::LeaseLost
 }
 
@@ -198,54 +197,6 @@ pub(crate) fn check_complete_items(scope: &str, items: &[BatchComplete]) -> Resu
         storable_response(item.response.as_ref())?;
     }
     Ok(())
-}
-
-/// Asks `begin` for each item in turn: a refusal that is an item's answer is kept as that
-/// item's `Err`, any other error fails the batch (the items before it keep their claims).
-pub(crate) async fn begin_item_by_item<S: IdempotencyStore + ?Sized>(
-    store: &S,
-    scope: &str,
-    items: &[BatchBegin],
-    options: &BatchOptions,
-) -> Result<Vec<BatchBegun>> {
-    let mut answers = Vec::with_capacity(items.len());
-    for item in items {
-        answers.push(
-            match store.begin(scope, &item.key, &options.for_item(item)).await {
-                Err(e) if an_items_begin_answer(e.kind) => Err(e),
-                Err(e) => return Err(e),
-                ok => ok,
-            },
-        );
-    }
-    Ok(answers)
-}
-
-/// Asks `complete` for each item in turn, as `begin_item_by_item` asks `begin`.
-pub(crate) async fn complete_item_by_item<S: IdempotencyStore + ?Sized>(
-    store: &S,
-    scope: &str,
-    items: &[BatchComplete],
-) -> Result<Vec<BatchCompleted>> {
-    let mut answers = Vec::with_capacity(items.len());
-    for i in items {
-        let done = store
-            .complete(
-                scope,
-                &i.key,
-                i.fence,
-                i.response.as_ref(),
-                i.succeeded,
-                i.cache_failure,
-            )
-            .await;
-        answers.push(match done {
-            Err(e) if an_items_complete_answer(e.kind) => Err(e),
-            Err(e) => return Err(e),
-            ok => ok,
-        });
-    }
-    Ok(answers)
 }
 
 /// One item's claim answer.

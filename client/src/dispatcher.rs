@@ -13,11 +13,12 @@ use tracing::Instrument;
 
 use crate::call::{tool_failed, Call, Dispatched};
 use crate::error::{Error, ErrorKind, Result};
-use crate::holder::{self, Held, Ran, Recorded};
+use crate::holder::{self, Held, Recorded};
 use crate::idempotent::{Idempotent, KeyStrategy, KeySupplier};
 use crate::lease::LeaseState;
 use crate::live_holders;
 use crate::memory::MemoryStore;
+use crate::ran::Ran;
 use crate::replayed::outcome_unknown;
 use crate::resolve;
 use crate::store::IdempotencyStore;

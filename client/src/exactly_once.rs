@@ -14,10 +14,11 @@ use tracing::Instrument;
 
 use crate::call::{tool_failed, Dispatched};
 use crate::error::{Error, ErrorKind, Result};
-use crate::holder::{Plan, Ran};
+use crate::holder::Plan;
 use crate::idempotent::{Idempotent, KeyStrategy, Reconcile, Reconciled};
 use crate::pg::PgStore;
 use crate::pg_sql::{ApiSchema, StatementMode};
+use crate::ran::Ran;
 use crate::replayed::{outcome_unknown, replayed};
 use crate::resolve;
 use crate::savepoint::{CALL, TOOL};

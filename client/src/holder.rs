@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
@@ -19,21 +19,10 @@ use crate::idempotent::{Reconcile, ReconcileFn, Reconciled};
 use crate::lease::{Keeper, LeaseState, LeaseWatch};
 use crate::live_holders::Registration;
 use crate::marks::Mark;
+pub(crate) use crate::ran::Ran;
 use crate::store::IdempotencyStore;
-use crate::tool::{CallContext, FailureRecord, Tool, ToolError};
+use crate::tool::{CallContext, FailureRecord, Tool};
 use crate::types::Claim;
-
-/// What the tool did.
-#[derive(Debug, Clone)]
-pub(crate) enum Ran {
-    Ok(Value),
-    Failed(ToolError),
-    Panicked(String),
-    /// A reconcile read found the earlier attempt's result: the tool did not run.
-    Found(Value),
-    /// The earlier attempt's outcome is unknown and the tool's choice is to refuse.
-    Refused(String),
-}
 
 /// What the holder does with its claim.
 pub(crate) enum Plan {
@@ -41,21 +30,6 @@ pub(crate) enum Plan {
     /// A takeover: the earlier attempt may have acted. Refuse (with why), or ask the read.
     Refuse(String),
     Reconcile(ReconcileFn),
-}
-
-impl Ran {
-    /// What is stored for it, and whether it succeeded.
-    pub(crate) fn response(&self) -> (Option<Value>, bool) {
-        match self {
-            Ran::Ok(v) => (Some(v.clone()), true),
-            Ran::Failed(e) => (e.response.clone(), false),
-            Ran::Panicked(message) => (Some(json!({"error": message})), false),
-            Ran::Found(v) => (Some(v.clone()), true),
-            // A mark, kept as a success: a remembered failure may be claimed again
-            // (`return_cached_if_success`), and a refused call must stay refused.
-            Ran::Refused(why) => (Some(Mark::OutcomeUnknown(why.clone()).to_response()), true),
-        }
-    }
 }
 
 /// What became of the result.

@@ -28,6 +28,7 @@ mod memory;
 mod pg;
 mod pg_sql;
 mod plproxy;
+mod ran;
 #[cfg(feature = "redis")]
 mod redis;
 mod replayed;

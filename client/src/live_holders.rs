@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::holder::Ran;
+use crate::ran::Ran;
 use crate::store::IdempotencyStore;
 
 /// Where a live holder is.

@@ -347,7 +347,7 @@ impl IdempotencyStore for MemoryStore {
                 canon::hash_value(request)?;
             }
         }
-        crate::batch::begin_item_by_item(self, scope, items, o).await
+        crate::store::begin_item_by_item(self, scope, items, o).await
     }
 
     async fn complete_batch(
@@ -361,7 +361,7 @@ impl IdempotencyStore for MemoryStore {
             storable_response(i.response.as_ref())?;
             response_size(i.response.as_ref())?;
         }
-        crate::batch::complete_item_by_item(self, scope, items).await
+        crate::store::complete_item_by_item(self, scope, items).await
     }
 
     async fn complete(

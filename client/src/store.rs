@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::batch::{BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions};
+use crate::batch::{self, BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::joined_wait::JoinedWait;
 use crate::pg_sql::{ApiSchema, StatementMode};
@@ -42,7 +42,7 @@ pub trait IdempotencyStore: Send + Sync {
         options: &BatchOptions,
     ) -> Result<Vec<BatchBegun>> {
         crate::batch::check_begin_items(scope, items)?;
-        crate::batch::begin_item_by_item(self, scope, items, options).await
+        begin_item_by_item(self, scope, items, options).await
     }
 
     /// Completes many claims of one scope: one answer per item, in the items' order, each
@@ -56,7 +56,7 @@ pub trait IdempotencyStore: Send + Sync {
         items: &[BatchComplete],
     ) -> Result<Vec<BatchCompleted>> {
         crate::batch::check_complete_items(scope, items)?;
-        crate::batch::complete_item_by_item(self, scope, items).await
+        complete_item_by_item(self, scope, items).await
     }
 
     /// Gives a claim up without a result.
@@ -166,4 +166,56 @@ fn unsupported(call: &str) -> Error {
         ErrorKind::Database,
         format!("this store does not implement {call}"),
     )
+}
+
+/// The batch calls' fallback, for a store without batches of its own (the trait's
+/// defaults, `MemoryStore`). It lives here, not in batch.rs, so that batch.rs (the batch's
+/// types and checks) needs nothing of the store.
+///
+/// Asks `begin` for each item in turn: a refusal that is an item's answer is kept as that
+/// item's `Err`, any other error fails the batch (the items before it keep their claims).
+pub(crate) async fn begin_item_by_item<S: IdempotencyStore + ?Sized>(
+    store: &S,
+    scope: &str,
+    items: &[BatchBegin],
+    options: &BatchOptions,
+) -> Result<Vec<BatchBegun>> {
+    let mut answers = Vec::with_capacity(items.len());
+    for item in items {
+        answers.push(
+            match store.begin(scope, &item.key, &options.for_item(item)).await {
+                Err(e) if batch::an_items_begin_answer(e.kind) => Err(e),
+                Err(e) => return Err(e),
+                ok => ok,
+            },
+        );
+    }
+    Ok(answers)
+}
+
+/// Asks `complete` for each item in turn, as `begin_item_by_item` asks `begin`.
+pub(crate) async fn complete_item_by_item<S: IdempotencyStore + ?Sized>(
+    store: &S,
+    scope: &str,
+    items: &[BatchComplete],
+) -> Result<Vec<BatchCompleted>> {
+    let mut answers = Vec::with_capacity(items.len());
+    for i in items {
+        let done = store
+            .complete(
+                scope,
+                &i.key,
+                i.fence,
+                i.response.as_ref(),
+                i.succeeded,
+                i.cache_failure,
+            )
+            .await;
+        answers.push(match done {
+            Err(e) if batch::an_items_complete_answer(e.kind) => Err(e),
+            Err(e) => return Err(e),
+            ok => ok,
+        });
+    }
+    Ok(answers)
 }

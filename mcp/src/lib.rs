@@ -12,6 +12,7 @@ pub mod config;
 mod duration;
 pub mod forward_tool;
 pub mod front;
+mod front_check;
 pub mod key;
 pub mod limits;
 pub mod listener;

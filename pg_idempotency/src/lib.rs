@@ -29,6 +29,7 @@ mod metrics;
 mod policy;
 mod policy_cache;
 mod purge;
+mod record;
 mod record_columns;
 mod relations;
 mod request;
@@ -82,11 +83,7 @@ entry::sql_function!(
     policy::idem_drop_policy
 );
 // Bound only by 0.1.0's script, which must still install on the way to an update.
-entry::sql_function!(
-    idem_counters,
-    pg_finfo_idem_counters,
-    relations::outside_window
-);
+entry::sql_function!(idem_counters, pg_finfo_idem_counters, entry::outside_window);
 entry::sql_function!(
     idem_owner_counters,
     pg_finfo_idem_owner_counters,

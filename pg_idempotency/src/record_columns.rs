@@ -7,8 +7,8 @@ use pgrx::spi::SpiTupleTable;
 use pgrx::FromDatum;
 
 use crate::fetch;
+use crate::record::{Record, State};
 use crate::relations::SchemaVersion;
-use crate::store::{Record, State};
 
 /// The columns a read takes, in this order (the mapping below reads them by position). A
 /// schema of 0.3.0 or 0.4.0 lacks the last three, one of 0.5.0 to 0.7.0 the last two, one

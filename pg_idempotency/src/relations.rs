@@ -105,13 +105,6 @@ fn refuse(found: SchemaVersion, function: &'static str) -> ! {
     unreachable!("an ERROR report does not return")
 }
 
-/// The body of a C symbol that only a schema outside the window binds (0.1.0's
-/// `_idem_counters`). The symbol stays so that the release's script still installs, on
-/// the way to the update; `entry::call` refuses such a schema before any body runs.
-pub fn outside_window(_a: &crate::entry::Args) -> crate::error::IdemResult<pg_sys::Datum> {
-    pgrx::error!("pg_idempotency: this function belongs to a schema this library no longer serves")
-}
-
 thread_local! {
     static OIDS: Cell<Option<Oids>> = const { Cell::new(None) };
     /// Bumped whenever the policies table (or everything) is invalidated.

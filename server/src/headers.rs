@@ -18,6 +18,9 @@ use http::header::{
 };
 use http::HeaderMap;
 
+/// The header a replay carries (the IETF draft's and Stripe's name for it).
+pub const REPLAYED: &str = "idempotent-replayed";
+
 /// The headers replayed unless the operator marks them private: what the representation
 /// is (type, encoding, language, disposition), where it is (`Location`,
 /// `Content-Location`, `Link`), how it may be cached (`Cache-Control`, `Expires`, `ETag`,
@@ -60,7 +63,7 @@ pub const NEVER_REPLAYED: [&str; 17] = [
     "proxy-authenticate",
     "date",
     "content-length",
-    crate::stored::REPLAYED,
+    REPLAYED,
 ];
 
 /// Whether `name` is one of `NEVER_REPLAYED`.

@@ -17,10 +17,7 @@ use serde_json::{json, Value};
 use std::fmt;
 use std::time::SystemTime;
 
-use crate::headers::ReplayHeaders;
-
-/// The header a replay carries (the IETF draft's and Stripe's name for it).
-pub const REPLAYED: &str = "idempotent-replayed";
+use crate::headers::{ReplayHeaders, REPLAYED};
 
 /// A response to remember and replay. Build it with `capture` (a handler's response) or
 /// `Problem::into_stored`; store it as `to_json`, read it back with `from_json`.

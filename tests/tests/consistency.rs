@@ -5,6 +5,7 @@
 //! - catalogue_lint: our functions are immune to search_path; the lint finds what is broken
 //! - distributable: every statement on the tables keeps to DESIGN 8's rules (caught live)
 //! - docs_agree: the docs list every SQLSTATE and setting the protocol declares
+//! - import_circles: no two files of a product crate import each other
 //! - plain_migrations: the portable variant's plain-SQL migrations are its psql scripts'
 //! - portable_settings: the PL/pgSQL variant's copies of the settings are the protocol's
 //! - public_execute: no function of ours is executable by PUBLIC
@@ -18,6 +19,8 @@ mod catalogue_lint;
 mod distributable;
 #[path = "consistency/docs_agree.rs"]
 mod docs_agree;
+#[path = "consistency/import_circles.rs"]
+mod import_circles;
 #[path = "consistency/plain_migrations.rs"]
 mod plain_migrations;
 #[path = "consistency/portable_settings.rs"]

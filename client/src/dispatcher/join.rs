@@ -14,10 +14,10 @@ use tokio::time::Instant;
 use super::unrecorded;
 use crate::call::Dispatched;
 use crate::error::Result;
-use crate::holder::Ran;
 use crate::idempotent::Idempotent;
 use crate::joined_wait::JoinedWait;
 use crate::live_holders::{Joined, Stage};
+use crate::ran::Ran;
 use crate::store::IdempotencyStore;
 use crate::tool::ToolSpec;
 
