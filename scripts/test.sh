@@ -285,6 +285,10 @@ for v in "${versions[@]}"; do
     if [ "$v" = pg18 ]; then
         step libtest "$v (portable): migration tools (Alembic, dbmate, node-pg-migrate)" migration_tools "$v"
         step one "benchmark harness smoke run" bench_smoke
+        # The binary the smoke run built (debug, the behaviour suite's feature set): its
+        # package is the release one's but for the binary's speed, and costs no build.
+        step self "pg18: the MCP proxy's Debian package (build, lintian, dpkg -i, a call through it, dpkg --purge)" \
+            "$ROOT/scripts/test-package-mcp.sh" --binary "${CARGO_TARGET_DIR:-$TARGET}/debug/pg-idempotency-mcp"
     fi
 done
 for v in "${skipped_versions[@]}"; do
