@@ -11,6 +11,7 @@
 //! - public_execute: no function of ours is executable by PUBLIC
 //! - released_files: released SQL files never change (sql/released/SHA256SUMS)
 //! - signatures: both backends install each function as protocol/ declares it
+//! - sql_kinds: every SQL file is rendered (and says so), frozen, or a source
 //! - upgrade: a database on each release, upgraded, is a fresh install of this version
 
 #[path = "consistency/catalogue_lint.rs"]
@@ -31,5 +32,7 @@ mod public_execute;
 mod released_files;
 #[path = "consistency/signatures.rs"]
 mod signatures;
+#[path = "consistency/sql_kinds.rs"]
+mod sql_kinds;
 #[path = "consistency/upgrade.rs"]
 mod upgrade;
