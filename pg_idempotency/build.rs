@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use protocol::functions::{Function, Language, SqlType, FUNCTIONS};
+use pg_idempotency_protocol::functions::{Function, Language, SqlType, FUNCTIONS};
 
 /// The Rust type a C function reads an argument of this SQL type as.
 fn rust_type(ty: SqlType) -> &'static str {

@@ -1,6 +1,8 @@
 //! Input without a canonical form is an error, never a panic or a guess.
 
-use canon::{canonical_text, canonical_value, check_nul, check_value, CanonError, MAX_DEPTH};
+use pg_idempotency_canon::{
+    canonical_text, canonical_value, check_nul, check_value, CanonError, MAX_DEPTH,
+};
 use serde_json::{json, Value};
 
 fn nested(depth: usize) -> String {

@@ -9,7 +9,7 @@ fn every_vector_through_the_text_path() {
     for name in VECTORS {
         let input = data(&format!("input/{name}.json"));
         assert_eq!(
-            canon::canonical_text(&input).unwrap(),
+            pg_idempotency_canon::canonical_text(&input).unwrap(),
             expected_lossless(name),
             "{name}"
         );
@@ -24,7 +24,11 @@ fn every_vector_through_the_value_path() {
         // A Value holds 333333333.33333329 as its nearest double, so for values.json the
         // value path gives plain JCS; the text path keeps the digits (above).
         let expected = data(&format!("output/{name}.json"));
-        assert_eq!(canon::canonical_value(&value).unwrap(), expected, "{name}");
+        assert_eq!(
+            pg_idempotency_canon::canonical_value(&value).unwrap(),
+            expected,
+            "{name}"
+        );
     }
 }
 
@@ -33,7 +37,7 @@ fn every_number_line_through_the_value_path() {
     for (d, expected) in number_lines() {
         let v = serde_json::Value::from(d);
         assert_eq!(
-            canon::canonical_value(&v).unwrap(),
+            pg_idempotency_canon::canonical_value(&v).unwrap(),
             expected,
             "bits {:016x}",
             d.to_bits()
@@ -46,7 +50,7 @@ fn every_number_line_in_every_spelling_through_the_text_path() {
     for (d, expected) in number_lines() {
         for spelling in spellings(&expected) {
             assert_eq!(
-                canon::canonical_text(&spelling).unwrap(),
+                pg_idempotency_canon::canonical_text(&spelling).unwrap(),
                 expected,
                 "bits {:016x} as {spelling}",
                 d.to_bits()
@@ -57,9 +61,9 @@ fn every_number_line_in_every_spelling_through_the_text_path() {
 
 #[test]
 fn hashes_and_keys() {
-    let fp = canon::hash_text(r#"{"b": 1, "a": [1.0, "x"]}"#).unwrap();
-    assert_eq!(fp, canon::sha256(r#"{"a":[1,"x"],"b":1}"#));
-    assert_eq!(canon::key_of(&fp).len(), 64);
+    let fp = pg_idempotency_canon::hash_text(r#"{"b": 1, "a": [1.0, "x"]}"#).unwrap();
+    assert_eq!(fp, pg_idempotency_canon::sha256(r#"{"a":[1,"x"],"b":1}"#));
+    assert_eq!(pg_idempotency_canon::key_of(&fp).len(), 64);
     let v: serde_json::Value = serde_json::json!({"a": [1, "x"], "b": 1});
-    assert_eq!(canon::hash_value(&v).unwrap(), fp);
+    assert_eq!(pg_idempotency_canon::hash_value(&v).unwrap(), fp);
 }

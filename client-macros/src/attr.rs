@@ -16,6 +16,9 @@ pub struct ToolAttr {
     pub required: Option<Span>,
     /// No side effect (a read): nothing to protect.
     pub read_only: Option<Span>,
+    /// Where the client crate is, for a crate that depends on it under another name
+    /// (`crate = "idempotency"`, as serde's `#[serde(crate = "..")]`).
+    pub krate: Option<Path>,
 }
 
 /// `idempotent(..)`: the Java framework's `@Idempotent` members, and the client's own.
@@ -36,7 +39,7 @@ pub struct IdempotentAttr {
 
 pub const STRATEGIES: [&str; 4] = ["hash_input", "explicit", "uuid", "none"];
 
-const TOOL_MEMBERS: &str = "name, description, idempotent, required, read_only";
+const TOOL_MEMBERS: &str = "name, description, idempotent, required, read_only, crate";
 const IDEMPOTENT_MEMBERS: &str = "strategy, key, ttl_secs, on_cache_hit, cache_failures, on_mismatch, lease_secs, timeout_secs, wait_secs";
 
 impl ToolAttr {
@@ -63,6 +66,10 @@ impl ToolAttr {
             ),
             "required" => set(&mut self.required, span, span, "required"),
             "read_only" => set(&mut self.read_only, span, span, "read_only"),
+            "crate" => {
+                let path: LitStr = meta.value()?.parse()?;
+                set(&mut self.krate, path.parse()?, span, "crate")
+            }
             "idempotent" => {
                 let mut idem = IdempotentAttr {
                     span: Some(span),
@@ -117,19 +124,19 @@ impl IdempotentAttr {
             }
             "on_cache_hit" => {
                 let word: Ident = meta.value()?.parse()?;
-                word_of::<protocol::OnCacheHit>(
+                word_of::<pg_idempotency_protocol::OnCacheHit>(
                     &word,
-                    protocol::OnCacheHit::parse,
-                    protocol::OnCacheHit::listed,
+                    pg_idempotency_protocol::OnCacheHit::parse,
+                    pg_idempotency_protocol::OnCacheHit::listed,
                 )?;
                 set(&mut self.on_cache_hit, word, span, "on_cache_hit")
             }
             "on_mismatch" => {
                 let word: Ident = meta.value()?.parse()?;
-                word_of::<protocol::OnMismatch>(
+                word_of::<pg_idempotency_protocol::OnMismatch>(
                     &word,
-                    protocol::OnMismatch::parse,
-                    protocol::OnMismatch::listed,
+                    pg_idempotency_protocol::OnMismatch::parse,
+                    pg_idempotency_protocol::OnMismatch::listed,
                 )?;
                 set(&mut self.on_mismatch, word, span, "on_mismatch")
             }

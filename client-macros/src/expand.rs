@@ -10,6 +10,11 @@ use syn::{FnArg, ItemFn, ReturnType, Type};
 use crate::attr::{IdempotentAttr, ToolAttr};
 
 pub fn expand(attr: ToolAttr, func: &ItemFn) -> syn::Result<TokenStream> {
+    // The client crate, by the path the user named (`crate = ".."`) or its own name.
+    let krate = match &attr.krate {
+        Some(path) => quote! { #path },
+        None => quote! { ::pg_idempotency_client },
+    };
     let sig = &func.sig;
     if sig.asyncness.is_none() {
         return Err(syn::Error::new(
@@ -53,7 +58,7 @@ pub fn expand(attr: ToolAttr, func: &ItemFn) -> syn::Result<TokenStream> {
         ));
     }
     let idempotent = match &attr.idempotent {
-        Some(idem) => idempotent(idem, input_ty, attr.required.is_some())?,
+        Some(idem) => idempotent(idem, input_ty, attr.required.is_some(), &krate)?,
         None => quote! {},
     };
     let required = attr
@@ -66,16 +71,16 @@ pub fn expand(attr: ToolAttr, func: &ItemFn) -> syn::Result<TokenStream> {
     // Checked here, at the user's own types, so that a wrong one is named where it is
     // written rather than inside `ToolSpec::typed`'s bounds.
     let input_check = quote_spanned! {input_ty.span()=>
-        ::idempotency::__private::is_tool_input::<#input_ty>();
+        #krate::__private::is_tool_input::<#input_ty>();
     };
     let ctx_check = ctx_ty.map(|ty| {
         quote_spanned! {ty.span()=>
-            ::idempotency::__private::is_call_context::<#ty>();
+            #krate::__private::is_call_context::<#ty>();
         }
     });
 
     let output_check = quote_spanned! {output_ty.span()=>
-        ::idempotency::__private::is_tool_result::<#output_ty>();
+        #krate::__private::is_tool_result::<#output_ty>();
     };
 
     let vis = &func.vis;
@@ -94,7 +99,7 @@ pub fn expand(attr: ToolAttr, func: &ItemFn) -> syn::Result<TokenStream> {
                 quote! { shared: #shared_ty },
                 quote! {
                     move |input: #input_ty #ctx_param| {
-                        #fn_ident(::idempotency::Shared(::std::clone::Clone::clone(&shared)), input #ctx)
+                        #fn_ident(#krate::Shared(::std::clone::Clone::clone(&shared)), input #ctx)
                     }
                 },
             )
@@ -104,11 +109,11 @@ pub fn expand(attr: ToolAttr, func: &ItemFn) -> syn::Result<TokenStream> {
         #func
 
         #[doc = #doc]
-        #vis fn #ctor(#shared_param) -> ::idempotency::ToolSpec {
+        #vis fn #ctor(#shared_param) -> #krate::ToolSpec {
             #input_check
             #ctx_check
             #output_check
-            ::idempotency::ToolSpec::typed(#name, #tool)
+            #krate::ToolSpec::typed(#name, #tool)
                 .description(#description)
                 #idempotent
                 #required
@@ -152,7 +157,7 @@ fn params(func: &ItemFn) -> syn::Result<Params<'_>> {
     }
 }
 
-/// `T` of a type written `Shared<T>` (the client's `idempotency::Shared`).
+/// `T` of a type written `Shared<T>` (the client's `pg_idempotency_client::Shared`).
 fn shared_of(ty: &Type) -> Option<&Type> {
     let Type::Path(path) = ty else { return None };
     let last = path.path.segments.last()?;
@@ -192,7 +197,12 @@ fn doc_comment(func: &ItemFn) -> Option<String> {
 
 /// `.idempotent(Idempotent::new()...)`, refusing here what `register` would refuse anyway
 /// for a tool that requires idempotency, since its own strategy and ttl win over any level.
-fn idempotent(idem: &IdempotentAttr, input_ty: &Type, required: bool) -> syn::Result<TokenStream> {
+fn idempotent(
+    idem: &IdempotentAttr,
+    input_ty: &Type,
+    required: bool,
+    krate: &TokenStream,
+) -> syn::Result<TokenStream> {
     let at = idem.span.unwrap_or_else(Span::call_site);
     let strategy = match (&idem.strategy, &idem.key) {
         (Some(s), Some(_)) if s != "explicit" => {
@@ -212,8 +222,8 @@ fn idempotent(idem: &IdempotentAttr, input_ty: &Type, required: bool) -> syn::Re
             match s.to_string().as_str() {
                 "hash_input" => quote! { .hash_input() },
                 "explicit" => quote! { .explicit() },
-                "uuid" => quote! { .strategy(::idempotency::KeyStrategy::Uuid) },
-                _ => quote! { .strategy(::idempotency::KeyStrategy::None) },
+                "uuid" => quote! { .strategy(#krate::KeyStrategy::Uuid) },
+                _ => quote! { .strategy(#krate::KeyStrategy::None) },
             }
         }
         (None, None) => quote! {},
@@ -230,11 +240,11 @@ fn idempotent(idem: &IdempotentAttr, input_ty: &Type, required: bool) -> syn::Re
     };
     let on_cache_hit = idem.on_cache_hit.as_ref().map(|w| {
         let variant = camel(w);
-        quote! { .on_cache_hit(::idempotency::OnCacheHit::#variant) }
+        quote! { .on_cache_hit(#krate::OnCacheHit::#variant) }
     });
     let on_mismatch = idem.on_mismatch.as_ref().map(|w| {
         let variant = camel(w);
-        quote! { .on_mismatch(::idempotency::OnMismatch::#variant) }
+        quote! { .on_mismatch(#krate::OnMismatch::#variant) }
     });
     let cache_failures = idem
         .cache_failures
@@ -247,7 +257,7 @@ fn idempotent(idem: &IdempotentAttr, input_ty: &Type, required: bool) -> syn::Re
     let timeout = secs("timeout", idem.timeout_secs);
     let wait = secs("wait", idem.wait_secs);
     Ok(quote_spanned! {at=>
-        .idempotent(::idempotency::Idempotent::new()
+        .idempotent(#krate::Idempotent::new()
             #strategy #ttl #on_cache_hit #cache_failures #on_mismatch #lease #timeout #wait)
     })
 }

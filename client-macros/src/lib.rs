@@ -1,5 +1,5 @@
 //! `#[tool]`: the Java framework's `@Tool` and `@Idempotent` on one async function. Re-exported
-//! by the client as `idempotency::tool`; see its documentation there.
+//! by the client as `pg_idempotency_client::tool`; see its documentation there.
 
 use proc_macro::TokenStream;
 
@@ -12,7 +12,7 @@ mod expand;
 ///
 /// ```ignore
 /// /// Send an email.
-/// #[idempotency::tool(idempotent(ttl_secs = 86_400), required)]
+/// #[pg_idempotency_client::tool(idempotent(ttl_secs = 86_400), required)]
 /// async fn send_email(input: SendEmail, ctx: CallContext) -> Result<Sent, MyError> { .. }
 ///
 /// dispatcher.register(send_email_tool())?;

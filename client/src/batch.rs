@@ -15,18 +15,18 @@ use crate::limits::{response as storable_response, scope_and_key_without_nul};
 use crate::types::{Begin, BeginOptions, Completed, OnCacheHit, OnMismatch};
 
 /// The most items one batch takes (the SQL API's limit, protocol's `MAX_BATCH_ITEMS`).
-pub const MAX_BATCH_ITEMS: usize = protocol::functions::MAX_BATCH_ITEMS;
+pub const MAX_BATCH_ITEMS: usize = pg_idempotency_protocol::functions::MAX_BATCH_ITEMS;
 
 /// One call of a batch claim.
 ///
 /// ```no_run
-/// use idempotency::{BatchBegin, BatchComplete, BatchOptions, Begin, IdempotencyStore};
+/// use pg_idempotency_client::{BatchBegin, BatchComplete, BatchOptions, Begin, IdempotencyStore};
 /// use serde_json::{json, Value};
 ///
 /// async fn send_all(
 ///     store: &dyn IdempotencyStore,
 ///     jobs: &[(String, Value)],
-/// ) -> idempotency::Result<()> {
+/// ) -> pg_idempotency_client::Result<()> {
 ///     let items: Vec<BatchBegin> = jobs
 ///         .iter()
 ///         .map(|(id, payload)| BatchBegin::new(id).request(payload.clone()))
@@ -184,7 +184,7 @@ pub(crate) fn check_begin_items(scope: &str, items: &[BatchBegin]) -> Result<()>
     for item in items {
         scope_and_key_without_nul(scope, &item.key)?;
         if let Some(request) = &item.request {
-            canon::check_value(request)?;
+            pg_idempotency_canon::check_value(request)?;
         }
     }
     Ok(())

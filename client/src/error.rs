@@ -1,9 +1,9 @@
-//! One error type, with a kind per SQLSTATE of the SQL API (protocol::ErrorCode, the table in
+//! One error type, with a kind per SQLSTATE of the SQL API (pg_idempotency_protocol::ErrorCode, the table in
 //! docs/errors.md) plus the client's own kinds.
 
 use std::fmt;
 
-use protocol::ErrorCode;
+use pg_idempotency_protocol::ErrorCode;
 
 /// More kinds may come in a later release: a `match` on it needs a `_` arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +85,9 @@ impl ErrorKind {
     pub fn from_sqlstate(code: &str) -> ErrorKind {
         match ErrorCode::from_sqlstate(code) {
             Some(c) => c.into(),
-            None if protocol::errors::NOT_INSTALLED.contains(&code) => ErrorKind::NotInstalled,
+            None if pg_idempotency_protocol::errors::NOT_INSTALLED.contains(&code) => {
+                ErrorKind::NotInstalled
+            }
             None => ErrorKind::Database,
         }
     }
@@ -303,15 +305,15 @@ impl From<tokio_postgres::Error> for Error {
     }
 }
 
-impl From<canon::CanonError> for Error {
-    fn from(e: canon::CanonError) -> Error {
+impl From<pg_idempotency_canon::CanonError> for Error {
+    fn from(e: pg_idempotency_canon::CanonError) -> Error {
         // In the SQL API's words (IK005), where the server has the same case.
         let hint = match e {
-            canon::CanonError::TooDeep => format!(
+            pg_idempotency_canon::CanonError::TooDeep => format!(
                 "Requests are hashed in canonical JSON, which allows at most {} levels of nesting.",
-                canon::MAX_DEPTH
+                pg_idempotency_canon::MAX_DEPTH
             ),
-            canon::CanonError::Nul => {
+            pg_idempotency_canon::CanonError::Nul => {
                 "Encode such data (base64, for example) or leave the U+0000 out of the request."
                     .to_string()
             }
@@ -329,8 +331,8 @@ impl From<canon::CanonError> for Error {
 
 /// A refusal of the state machine (mismatch, refused repeat, lost lease), in the words
 /// protocol/src/refusal.rs gives every store.
-impl From<protocol::refusal::Refusal> for Error {
-    fn from(r: protocol::refusal::Refusal) -> Error {
+impl From<pg_idempotency_protocol::refusal::Refusal> for Error {
+    fn from(r: pg_idempotency_protocol::refusal::Refusal) -> Error {
         Error::new(r.code.into(), r.message)
             .with_detail(r.detail)
             .with_hint(r.hint)

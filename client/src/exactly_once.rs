@@ -30,7 +30,7 @@ use crate::types::{Begin, Claim};
 /// Transactional tools by name, each called inside the caller's transaction:
 ///
 /// ```no_run
-/// # use idempotency::*;
+/// # use pg_idempotency_client::*;
 /// # use serde_json::json;
 /// # async fn f(pool: deadpool_postgres::Pool) -> std::result::Result<(), Box<dyn std::error::Error>> {
 /// let tools = ExactlyOnce::new();

@@ -201,7 +201,7 @@ impl fmt::Debug for OnUnknownOutcome {
 /// and set with the builder methods of the same name:
 ///
 /// ```
-/// # use idempotency::{Idempotent, OnCacheHit};
+/// # use pg_idempotency_client::{Idempotent, OnCacheHit};
 /// # use std::time::Duration;
 /// let place_order = Idempotent::new()
 ///     .hash_input()

@@ -57,11 +57,11 @@ pub use idempotent::{
     ReconcileFn, Reconciled,
 };
 pub use joined_wait::JoinedWait;
-/// `#[tool]`: an async function of a typed input made a tool, with its description, input
-/// schema and settings (the Java framework's `@Tool` and `@Idempotent`). See docs/client.md.
-pub use macros::tool;
 pub use memory::MemoryStore;
 pub use pg::{PgSource, PgStore};
+/// `#[tool]`: an async function of a typed input made a tool, with its description, input
+/// schema and settings (the Java framework's `@Tool` and `@Idempotent`). See docs/client.md.
+pub use pg_idempotency_client_macros::tool;
 pub use pg_sql::{ApiSchema, StatementMode};
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;

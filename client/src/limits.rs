@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use protocol::settings;
+use pg_idempotency_protocol::settings;
 
 use serde_json::Value;
 
@@ -73,7 +73,7 @@ pub fn scope_and_key_without_nul(scope: &str, key: &str) -> Result<()> {
 /// response that can be stored, or release it. A walk over the value (canon's U+0000
 /// check), no serialisation.
 pub fn response(response: Option<&Value>) -> Result<()> {
-    match response.map(canon::check_nul) {
+    match response.map(pg_idempotency_canon::check_nul) {
         Some(Err(_)) => Err(Error::invalid("response must not contain U+0000")
             .with_detail(
                 "A string or member name of the response has the character U+0000, which jsonb cannot hold.",

@@ -18,7 +18,7 @@ pub fn is_tool_input<T: ToolInput>() {}
 
 #[diagnostic::on_unimplemented(
     message = "the second parameter of a tool is its `CallContext`, not `{Self}`",
-    label = "expected `idempotency::CallContext`",
+    label = "expected `pg_idempotency_client::CallContext`",
     note = "a tool takes its input, and may take its call's context: `async fn name(input: Input, ctx: CallContext)`"
 )]
 pub trait IsCallContext {}

@@ -5,9 +5,9 @@
 //! API's defaults (ttl 1 hour, lease 1 minute capped by the ttl).
 //!
 //! Every decision about a record (claim, take over, replay, in progress, wait, mismatch,
-//! refuse; whether a fence holds it; what a completion leaves) is protocol::decide's, the
+//! refuse; whether a fence holds it; what a completion leaves) is pg_idempotency_protocol::decide's, the
 //! same functions the extension (pg_idempotency/src/begin.rs, holder.rs) takes them
-//! through, and every refusal is worded by protocol::refusal; this file reads and writes
+//! through, and every refusal is worded by pg_idempotency_protocol::refusal; this file reads and writes
 //! the entries under its mutex. The PL/pgSQL variant (sql/pg_idempotency.sql) and
 //! `RedisStore`'s scripts (client/src/redis_lua/) state the same rules in their own
 //! languages; client/tests/parity.rs runs one table of scenarios over every store and
@@ -21,8 +21,8 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use protocol::decide::{self, Holding, Lost, Op, Read, Step};
-use protocol::refusal::{self, Api};
+use pg_idempotency_protocol::decide::{self, Holding, Lost, Op, Read, Step};
+use pg_idempotency_protocol::refusal::{self, Api};
 use serde_json::Value;
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -61,7 +61,7 @@ struct Entry {
     /// the same bound; None for a result.
     unresolved_until: Option<SystemTime>,
     /// The length of the lease the holder last took (its claim, a takeover, its last
-    /// extension): whether it has stopped beating (protocol::estimate).
+    /// extension): whether it has stopped beating (pg_idempotency_protocol::estimate).
     lease: Option<Duration>,
 }
 
@@ -318,7 +318,11 @@ impl IdempotencyStore for MemoryStore {
         scope_and_key(scope, key)?;
         let (ttl, lease) = begin_durations(o.ttl, o.lease, o.wait)?;
         let unresolved_ttl = unresolved_ttl(o.unresolved_ttl)?;
-        let fingerprint = o.request.as_ref().map(canon::hash_value).transpose()?;
+        let fingerprint = o
+            .request
+            .as_ref()
+            .map(pg_idempotency_canon::hash_value)
+            .transpose()?;
         // Counted once per call, by its final answer (after any wait), as the extension
         // counts.
         let times = Times {
@@ -344,7 +348,7 @@ impl IdempotencyStore for MemoryStore {
         for item in items {
             scope_and_key(scope, &item.key)?;
             if let Some(request) = &item.request {
-                canon::hash_value(request)?;
+                pg_idempotency_canon::hash_value(request)?;
             }
         }
         crate::store::begin_item_by_item(self, scope, items, o).await

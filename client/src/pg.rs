@@ -17,8 +17,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{response as storable_response, scope_and_key_without_nul};
 use crate::pg_sql::{params, ApiSchema, StatementMode, Statements};
 use crate::store::IdempotencyStore;
-use protocol::refusal::{self, Api};
-use protocol::{BatchCompletion, BatchOutcome, Completion, Outcome, State};
+use pg_idempotency_protocol::refusal::{self, Api};
+use pg_idempotency_protocol::{BatchCompletion, BatchOutcome, Completion, Outcome, State};
 
 use crate::types::{
     state_named, Begin, BeginOptions, Claim, Completed, InProgress, OutcomeCounts, Record, Replay,
@@ -277,7 +277,10 @@ fn item_refused(item: i32, outcome: BatchOutcome) -> Error {
 }
 
 fn item_lease_lost(item: i32) -> Error {
-    let r = refusal::lease_lost(protocol::decide::Lost::OtherFence, Api::Client);
+    let r = refusal::lease_lost(
+        pg_idempotency_protocol::decide::Lost::OtherFence,
+        Api::Client,
+    );
     Error::new(ErrorKind::LeaseLost, r.message)
         .with_detail(format!(
             "Item {item} of the batch: the fence does not hold the record (taken over, completed, released, forgotten or expired)."
@@ -488,7 +491,7 @@ impl<S: PgSource> IdempotencyStore for PgStore<S> {
         // stores give. The other limits are the server's (they are settings there).
         scope_and_key_without_nul(scope, key)?;
         if let Some(request) = &o.request {
-            canon::check_value(request)?;
+            pg_idempotency_canon::check_value(request)?;
         }
         let rows = self
             .call(

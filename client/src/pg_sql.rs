@@ -11,7 +11,7 @@
 use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
 
-use protocol::functions::IDEM_BEGIN;
+use pg_idempotency_protocol::functions::IDEM_BEGIN;
 use tokio_postgres::types::Type;
 
 use crate::error::{Error, Result};

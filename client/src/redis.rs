@@ -5,11 +5,11 @@
 //! it is atomic. Times come from the Redis server's clock. Expired records are removed by
 //! Redis itself, so `purge` has nothing to do.
 //!
-//! The record's state machine is decided by protocol::decide for the extension and
+//! The record's state machine is decided by pg_idempotency_protocol::decide for the extension and
 //! `MemoryStore`; this store states it again in its scripts (client/src/redis_lua/), which
 //! must decide inside Redis to be atomic, as the PL/pgSQL variant (sql/pg_idempotency.sql)
 //! does inside PostgreSQL. client/tests/parity.rs runs one table of scenarios over every
-//! store and holds them equal. Its refusals are worded by protocol::refusal, as every
+//! store and holds them equal. Its refusals are worded by pg_idempotency_protocol::refusal, as every
 //! store's are. Every limit and default the scripts use comes in as an argument from
 //! client/src/limits.rs and protocol/src/estimate.rs: the scripts hold none of their own.
 //!
@@ -36,9 +36,9 @@ use crate::limits::{
 use crate::marks::Mark;
 use crate::store::IdempotencyStore;
 use crate::types::*;
-use protocol::decide::Lost;
-use protocol::estimate::{FLOOR_MS, UNKNOWN_MS, WEIGHT};
-use protocol::refusal::{self, Api};
+use pg_idempotency_protocol::decide::Lost;
+use pg_idempotency_protocol::estimate::{FLOOR_MS, UNKNOWN_MS, WEIGHT};
+use pg_idempotency_protocol::refusal::{self, Api};
 
 const BEGIN: &str = include_str!("redis_lua/begin.lua");
 const HELD: &str = include_str!("redis_lua/held.lua");
@@ -389,7 +389,11 @@ impl IdempotencyStore for RedisStore {
         scope_and_key(scope, key)?;
         let (ttl, lease) = begin_durations(o.ttl, o.lease, o.wait)?;
         unresolved_ttl(o.unresolved_ttl)?;
-        let given = o.request.as_ref().map(canon::hash_value).transpose()?;
+        let given = o
+            .request
+            .as_ref()
+            .map(pg_idempotency_canon::hash_value)
+            .transpose()?;
         let fp = given.as_ref().map(hex_of).unwrap_or_default();
         let deadline = tokio::time::Instant::now() + o.wait;
         let mut pause = Duration::from_millis(5);
@@ -435,7 +439,12 @@ impl IdempotencyStore for RedisStore {
         let mut given = Vec::with_capacity(items.len());
         for item in items {
             scope_and_key(scope, &item.key)?;
-            given.push(item.request.as_ref().map(canon::hash_value).transpose()?);
+            given.push(
+                item.request
+                    .as_ref()
+                    .map(pg_idempotency_canon::hash_value)
+                    .transpose()?,
+            );
         }
         if items.is_empty() {
             return Ok(Vec::new());
@@ -731,7 +740,7 @@ fn glob_escaped(text: &str) -> String {
 }
 
 fn hex_of(b: &[u8; 32]) -> String {
-    canon::key_of(b)
+    pg_idempotency_canon::key_of(b)
 }
 
 fn hex_decode(s: &str) -> Option<[u8; 32]> {

@@ -102,7 +102,9 @@ pub(crate) fn call_key(
     input: &Value,
 ) -> Result<Option<String>> {
     match strategy {
-        KeyStrategy::HashInput => Ok(Some(canon::key_of(&canon::hash_value(input)?))),
+        KeyStrategy::HashInput => Ok(Some(pg_idempotency_canon::key_of(
+            &pg_idempotency_canon::hash_value(input)?,
+        ))),
         KeyStrategy::Explicit(supplier) => match supplier.as_ref().and_then(|f| f(input)) {
             Some(k) if !k.trim().is_empty() => Ok(Some(k)),
             _ => Err(

@@ -13,7 +13,7 @@ use crate::tool::ToolSpec;
 /// [`WebExecutor`](crate::WebExecutor)) that share settings:
 ///
 /// ```
-/// # use idempotency::*;
+/// # use pg_idempotency_client::*;
 /// # use serde_json::json;
 /// # use std::time::Duration;
 /// let issues = Toolkit::new("issue_tools")

@@ -206,7 +206,7 @@ impl Idempotent {
 ///
 /// ```no_run
 /// use deadpool_postgres::Pool;
-/// use idempotency::{tool, CallContext, Dispatcher, PgStore, Shared};
+/// use pg_idempotency_client::{tool, CallContext, Dispatcher, PgStore, Shared};
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Deserialize, schemars::JsonSchema)]
@@ -240,7 +240,7 @@ impl Idempotent {
 ///     Ok(Sent { email_id: row.get(0) })
 /// }
 ///
-/// # fn agent(pool: Pool) -> idempotency::Result<()> {
+/// # fn agent(pool: Pool) -> pg_idempotency_client::Result<()> {
 /// let agent = Dispatcher::new(std::sync::Arc::new(PgStore::new(pool.clone())));
 /// agent.register(send_email_tool(pool))?;
 /// # Ok(())

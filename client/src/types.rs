@@ -6,7 +6,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 /// The policy words, as the SQL API takes them (`as_sql`).
-pub use protocol::{OnCacheHit, OnMismatch};
+pub use pg_idempotency_protocol::{OnCacheHit, OnMismatch};
 
 /// The optional arguments of `begin`; `None` leaves a setting to the scope's policy (where
 /// the store has policies) and then to the defaults.
@@ -61,7 +61,7 @@ pub struct InProgress {
     pub upstream_key: Uuid,
     /// How long the running attempt is expected to take still, never past its lease: the
     /// scope's estimate of a call's claim-to-completion time minus the time the attempt
-    /// has run, at least `protocol::estimate::FLOOR_MS`; `UNKNOWN_MS` while the scope has
+    /// has run, at least `pg_idempotency_protocol::estimate::FLOOR_MS`; `UNKNOWN_MS` while the scope has
     /// no completed call; in every case at most the time until the holder's lease lapses
     /// (protocol/src/estimate.rs, the same rule in every store).
     pub retry_after: Duration,
@@ -83,18 +83,18 @@ pub enum Completed {
     Absent,
 }
 
-impl From<protocol::Completion> for Completed {
-    fn from(c: protocol::Completion) -> Completed {
+impl From<pg_idempotency_protocol::Completion> for Completed {
+    fn from(c: pg_idempotency_protocol::Completion) -> Completed {
         match c {
-            protocol::Completion::Succeeded => Completed::Succeeded,
-            protocol::Completion::Failed => Completed::Failed,
-            protocol::Completion::Absent => Completed::Absent,
+            pg_idempotency_protocol::Completion::Succeeded => Completed::Succeeded,
+            pg_idempotency_protocol::Completion::Failed => Completed::Failed,
+            pg_idempotency_protocol::Completion::Absent => Completed::Absent,
         }
     }
 }
 
 /// A record's state, in the protocol's words.
-pub use protocol::State;
+pub use pg_idempotency_protocol::State;
 
 /// The state a store names: one of the protocol's words, or the store answered nonsense.
 pub(crate) fn state_named(word: &str) -> crate::error::Result<State> {

@@ -15,7 +15,7 @@
 //! - calls/example.rs: the Java framework's IdempotencyExample (client/examples/
 //!   idempotency_example/) does what it shows, on PgStore and a local mail provider
 //! - calls/reads.rs: read-only tools are deduplicated by their own settings only
-//! - calls/typed.rs: typed tools (`#[idempotency::tool]`): run once, bad input refused
+//! - calls/typed.rs: typed tools (`#[pg_idempotency_client::tool]`): run once, bad input refused
 //!   before any claim, listed with their schema
 //! - calls/unstorable.rs: what no store can hold, refused alike before anything is sent
 //! - calls/default_store.rs: the default MemoryStore and its one warning

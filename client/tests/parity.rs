@@ -5,7 +5,7 @@
 //! its reason when `REDIS_URL` is unset). One test per (scenario, store), named
 //! `<scenario>::<store>`, so a failure names both.
 //!
-//! The record's state machine is written three times: protocol::decide
+//! The record's state machine is written three times: pg_idempotency_protocol::decide
 //! (protocol/src/decide.rs), which the extension (pg_idempotency/src/begin.rs, holder.rs)
 //! and `MemoryStore` (client/src/memory.rs) take every decision through, the portable
 //! PL/pgSQL variant (sql/pg_idempotency.sql), and `RedisStore`'s scripts

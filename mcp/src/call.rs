@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use idempotency::{
+use pg_idempotency_client::{
     Call, Dispatched, Error, ErrorKind, Fingerprint, Idempotent, KeyStrategy, OnUnknownOutcome,
 };
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData, ServerResult};
@@ -63,13 +63,13 @@ pub async fn deduplicated(
         Key::Client { key, .. } => (key, Fingerprint::WholeInput),
         Key::Field(key) => (key, Fingerprint::ByStrategy),
         Key::HashInput => {
-            let hash = canon::hash_value(&arguments).map_err(|e| {
+            let hash = pg_idempotency_canon::hash_value(&arguments).map_err(|e| {
                 answer::invalid_params(
                     format!("the arguments have no canonical JSON form: {e}"),
                     "Send arguments that are valid JSON (no lone surrogates).".into(),
                 )
             })?;
-            (canon::key_of(&hash), Fingerprint::WholeInput)
+            (pg_idempotency_canon::key_of(&hash), Fingerprint::WholeInput)
         }
     };
     let dispatcher = proxy.dispatcher_for(&scope).map_err(|e| {

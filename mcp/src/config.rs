@@ -251,18 +251,18 @@ impl ToolConfig {
             }
         }
         if let Some(w) = &self.on_cache_hit {
-            if protocol::OnCacheHit::parse(w).is_none() {
+            if pg_idempotency_protocol::OnCacheHit::parse(w).is_none() {
                 bail!(
                     "{at} on_cache_hit = {w:?}: expected one of {}",
-                    protocol::OnCacheHit::listed()
+                    pg_idempotency_protocol::OnCacheHit::listed()
                 );
             }
         }
         if let Some(w) = &self.on_mismatch {
-            if protocol::OnMismatch::parse(w).is_none() {
+            if pg_idempotency_protocol::OnMismatch::parse(w).is_none() {
                 bail!(
                     "{at} on_mismatch = {w:?}: expected one of {}",
-                    protocol::OnMismatch::listed()
+                    pg_idempotency_protocol::OnMismatch::listed()
                 );
             }
         }

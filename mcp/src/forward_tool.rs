@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
-use idempotency::marks::Mark;
-use idempotency::{tool_fn_with, CallContext, Tool, ToolError};
+use pg_idempotency_client::marks::Mark;
+use pg_idempotency_client::{tool_fn_with, CallContext, Tool, ToolError};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, ErrorData, GetMeta, RequestMetaObject,
     ServerResult,

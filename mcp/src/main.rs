@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Parser;
-use idempotency_mcp::config::{Config, FrontTransport};
-use idempotency_mcp::proxy::Proxy;
-use idempotency_mcp::upstream::Target;
-use idempotency_mcp::{front, store, upstream_child};
+use pg_idempotency_mcp::config::{Config, FrontTransport};
+use pg_idempotency_mcp::proxy::Proxy;
+use pg_idempotency_mcp::upstream::Target;
+use pg_idempotency_mcp::{front, store, upstream_child};
 
 /// An MCP proxy that makes the tool calls of the server behind it safe to retry: calls of
 /// tools with an effect are deduplicated in PostgreSQL (pg_idempotency).
@@ -47,9 +47,8 @@ fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PGIDEM_MCP_LOG").unwrap_or_else(|_| {
-                "warn,rmcp=error,pg_idempotency_mcp=info,idempotency_mcp=info".into()
-            }),
+            tracing_subscriber::EnvFilter::try_from_env("PGIDEM_MCP_LOG")
+                .unwrap_or_else(|_| "warn,rmcp=error,pg_idempotency_mcp=info".into()),
         )
         .init();
     let cli = Cli::parse();

@@ -90,9 +90,9 @@ pub struct Policy {
     pub ttl: Option<Duration>,
     pub lease: Option<Duration>,
     pub wait: Duration,
-    pub on_cache_hit: Option<protocol::OnCacheHit>,
+    pub on_cache_hit: Option<pg_idempotency_protocol::OnCacheHit>,
     pub cache_failures: Option<bool>,
-    pub on_mismatch: Option<protocol::OnMismatch>,
+    pub on_mismatch: Option<pg_idempotency_protocol::OnMismatch>,
     pub max_result_bytes: usize,
     pub oversize: Oversize,
     pub on_unknown_outcome: Unknown,
@@ -149,12 +149,12 @@ fn policy_of(t: &ToolConfig, hints: Hints) -> Policy {
         on_cache_hit: t
             .on_cache_hit
             .as_deref()
-            .and_then(protocol::OnCacheHit::parse),
+            .and_then(pg_idempotency_protocol::OnCacheHit::parse),
         cache_failures: t.cache_failures,
         on_mismatch: t
             .on_mismatch
             .as_deref()
-            .and_then(protocol::OnMismatch::parse),
+            .and_then(pg_idempotency_protocol::OnMismatch::parse),
         max_result_bytes: t.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES),
         oversize: t.oversize.unwrap_or(Oversize::Mark),
         on_unknown_outcome,

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
 use anyhow::Result;
-use idempotency::{Dispatcher, IdempotencyStore, Idempotent, Tool, ToolSpec};
+use pg_idempotency_client::{Dispatcher, IdempotencyStore, Idempotent, Tool, ToolSpec};
 
 use crate::config::Config;
 use crate::forward_tool::forward_tool;
@@ -122,7 +122,7 @@ impl Proxy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idempotency::MemoryStore;
+    use pg_idempotency_client::MemoryStore;
 
     fn proxy(max: usize) -> Proxy {
         let config: Config = toml::from_str("[upstream]\ncommand = \"true\"\n").unwrap();

@@ -3,7 +3,7 @@
 //! whether the effect happened. Found: its result is the call's answer, and nothing runs.
 //! Not found: the call runs. No answer a boolean can be read from: the call is refused.
 
-use idempotency::{Reconcile, Reconciled, ToolError};
+use pg_idempotency_client::{Reconcile, Reconciled, ToolError};
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult};
 use rmcp::{Peer, RoleClient};
 use serde_json::{Map, Value};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use idempotency::{
+use pg_idempotency_client::{
     ApiSchema, BatchBegin, BatchBegun, BatchComplete, BatchCompleted, BatchOptions, Begin,
     BeginOptions, Completed, Error, ErrorKind, IdempotencyStore, JoinedWait, Record, Result,
     ScopeMetrics, StatementMode,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use deadpool_postgres::{Pool, Runtime};
-use idempotency::{ApiSchema, IdempotencyStore, PgStore, StatementMode};
+use pg_idempotency_client::{ApiSchema, IdempotencyStore, PgStore, StatementMode};
 
 use crate::config::Database;
 use crate::limits::Limits;

@@ -4,7 +4,7 @@
 
 use pgrx::datum::Interval;
 
-pub use protocol::{OnCacheHit, OnMismatch};
+pub use pg_idempotency_protocol::{OnCacheHit, OnMismatch};
 
 use crate::error::{IdemError, IdemResult};
 use crate::gucs;

@@ -3,7 +3,7 @@
 use pgrx::pg_sys;
 
 use crate::error::{IdemError, IdemResult};
-use protocol::functions::MAX_BATCH_ITEMS;
+use pg_idempotency_protocol::functions::MAX_BATCH_ITEMS;
 
 /// The elements of a `jsonb[]` argument, as datums (never converted to Rust values, like a
 /// single call's request). A multi-dimensional array is read in storage order, as

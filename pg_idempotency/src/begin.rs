@@ -5,16 +5,16 @@
 //! or an `UPDATE` guarded by the fence that was read for a row that can be claimed again.
 //! When that statement loses a race, the loop reads again and answers from what won.
 //!
-//! Every decision is protocol::decide's (`decide::begin`, `decide::take_over`), the same
+//! Every decision is pg_idempotency_protocol::decide's (`decide::begin`, `decide::take_over`), the same
 //! functions the client's MemoryStore (client/src/memory.rs) takes them through; this file
 //! reads, asks, and writes what the answer says. The PL/pgSQL variant
 //! (sql/pg_idempotency.sql, held equal by the behaviour suite tests/ run on both backends)
 //! and RedisStore's scripts (client/src/redis_lua/, by the parity suite
 //! client/tests/parity.rs) state the same rules in their own languages.
 
+use pg_idempotency_protocol::decide::{self, Step, MAX_RACES};
+use pg_idempotency_protocol::refusal::{self, Api};
 use pgrx::{pg_sys, IntoDatum};
-use protocol::decide::{self, Step, MAX_RACES};
-use protocol::refusal::{self, Api};
 
 use crate::args::{self, micros_interval, OnCacheHit, OnMismatch};
 use crate::call_args::BeginArgs;
@@ -360,7 +360,7 @@ pub(crate) fn columns(outcome: Outcome) -> [Column; 10] {
             lease_until,
             expires_at,
         } => [
-            text(protocol::Outcome::Claimed.as_sql()),
+            text(pg_idempotency_protocol::Outcome::Claimed.as_sql()),
             fence.into_datum(),
             attempt.into_datum(),
             recovered.into_datum(),
@@ -379,7 +379,7 @@ pub(crate) fn columns(outcome: Outcome) -> [Column; 10] {
             lease_until,
             expires_at,
         } => [
-            text(protocol::Outcome::Replay.as_sql()),
+            text(pg_idempotency_protocol::Outcome::Replay.as_sql()),
             None,
             attempt.into_datum(),
             false.into_datum(),
@@ -397,7 +397,7 @@ pub(crate) fn columns(outcome: Outcome) -> [Column; 10] {
             expires_at,
             retry_after_us,
         } => [
-            text(protocol::Outcome::InProgress.as_sql()),
+            text(pg_idempotency_protocol::Outcome::InProgress.as_sql()),
             None,
             attempt.into_datum(),
             false.into_datum(),

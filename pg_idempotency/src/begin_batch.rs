@@ -7,8 +7,8 @@
 //! in the order of the items. A refusal that a single call raises (a mismatch, a refused
 //! repeat) is its item's outcome here, so one bad item does not undo the others' claims.
 
+use pg_idempotency_protocol::BatchOutcome;
 use pgrx::{pg_sys, IntoDatum};
-use protocol::BatchOutcome;
 
 use crate::args;
 use crate::batch_args::{at_item, item_count, jsonb_elements};

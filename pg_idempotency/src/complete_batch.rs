@@ -5,8 +5,8 @@
 //! order. A lost lease, which a single call raises, is its item's outcome here: the others'
 //! effects happened, and their results are recorded.
 
+use pg_idempotency_protocol::BatchCompletion;
 use pgrx::{pg_sys, IntoDatum};
-use protocol::BatchCompletion;
 
 use crate::args;
 use crate::batch_args::{at_item, item_count, jsonb_elements};

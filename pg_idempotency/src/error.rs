@@ -17,7 +17,7 @@ pub struct IdemError {
 }
 
 /// The kinds and their SQLSTATEs are the protocol's, which the client maps back.
-pub use protocol::ErrorCode as ErrorKind;
+pub use pg_idempotency_protocol::ErrorCode as ErrorKind;
 
 impl IdemError {
     pub fn new(
@@ -44,8 +44,8 @@ impl IdemError {
 }
 
 /// A refusal of the state machine, in the words protocol/src/refusal.rs gives every store.
-impl From<protocol::refusal::Refusal> for IdemError {
-    fn from(r: protocol::refusal::Refusal) -> Self {
+impl From<pg_idempotency_protocol::refusal::Refusal> for IdemError {
+    fn from(r: pg_idempotency_protocol::refusal::Refusal) -> Self {
         IdemError::new(r.code, r.message, r.detail, r.hint)
     }
 }

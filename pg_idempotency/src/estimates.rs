@@ -1,5 +1,5 @@
 //! Each owner's and scope's estimate of how long its calls take from claim to completion
-//! (protocol::estimate), in shared memory: `retry_after` is computed from it.
+//! (pg_idempotency_protocol::estimate), in shared memory: `retry_after` is computed from it.
 //!
 //! Unlike the counters, an estimate is advice, so the table forgets: scopes are many and
 //! change (a scope per tenant, per test run), and a new scope must get an estimate however
@@ -124,7 +124,8 @@ pub fn sample(owner: pg_sys::Oid, scope: &str, micros: i64) {
 
 fn update(s: &Slot, us: u64, now: Micros) {
     let before = s.estimate_us.load(Ordering::Relaxed);
-    let next = protocol::estimate::next_estimate((before != 0).then_some(before), us);
+    let next =
+        pg_idempotency_protocol::estimate::next_estimate((before != 0).then_some(before), us);
     s.estimate_us.store(next.max(1), Ordering::Relaxed);
     s.sampled_at.store(now.max(0) as u64, Ordering::Relaxed);
 }

@@ -1,14 +1,14 @@
 //! What only the holder of a claim may do, named by its fence: complete, release, extend.
 //!
-//! Each reads the record, asks protocol::decide (`held`, `completion`, `extended_expiry`:
+//! Each reads the record, asks pg_idempotency_protocol::decide (`held`, `completion`, `extended_expiry`:
 //! the same functions the client's MemoryStore takes), then writes with a statement
 //! guarded by the fence; if the record changed in between, it reads again. A stale fence is
 //! an error, never a silent no-op, except completing again with the fence that completed
 //! the record (its first reply may have been lost), which keeps the stored result.
 
+use pg_idempotency_protocol::decide::{self, Holding, Lost, Op, MAX_RACES};
+use pg_idempotency_protocol::refusal::{self, Api};
 use pgrx::{pg_sys, IntoDatum};
-use protocol::decide::{self, Holding, Lost, Op, MAX_RACES};
-use protocol::refusal::{self, Api};
 
 use crate::args;
 use crate::call_args::{CompleteArgs, ExtendArgs, ReleaseArgs};

@@ -3,8 +3,8 @@
 
 use std::ffi::{CStr, CString};
 
+use pg_idempotency_protocol::settings::{self, Context, IntSetting, Unit};
 use pgrx::{pg_sys, GucContext, GucFlags, GucRegistry, GucSetting};
-use protocol::settings::{self, Context, IntSetting, Unit};
 
 /// The value of each integer setting; names, defaults and ranges are protocol's.
 static MAX_KEY_BYTES: GucSetting<i32> = GucSetting::<i32>::new(settings::MAX_KEY_BYTES.default);

@@ -7,7 +7,7 @@ use pgrx::pg_sys;
 use crate::clock::Micros;
 
 /// A record's state, in the protocol's words (the table's CHECK allows only these).
-pub use protocol::State;
+pub use pg_idempotency_protocol::State;
 
 /// One row of `idempotency.records`.
 pub struct Record {
@@ -47,9 +47,9 @@ impl Record {
         self.read().is_live(now)
     }
 
-    /// The record as the state machine (protocol::decide) reads it.
-    pub fn read(&self) -> protocol::decide::Read<'_, Micros> {
-        protocol::decide::Read {
+    /// The record as the state machine (pg_idempotency_protocol::decide) reads it.
+    pub fn read(&self) -> pg_idempotency_protocol::decide::Read<'_, Micros> {
+        pg_idempotency_protocol::decide::Read {
             state: self.state,
             fence: self.fence,
             attempt: self.attempt,

@@ -39,7 +39,7 @@ pub enum SchemaVersion {
     /// past its ttl: `unresolved_until`.
     V0_8,
     /// The records keep the length of the lease their holder last took, `lease_length`:
-    /// whether the holder has stopped beating (protocol::estimate).
+    /// whether the holder has stopped beating (pg_idempotency_protocol::estimate).
     V0_9,
 }
 

@@ -44,31 +44,31 @@ pub(crate) fn jsonb_text(jsonb: pg_sys::Datum) -> String {
     String::from_utf8_lossy(&utf8).into_owned()
 }
 
-fn uncanonicalizable(err: canon::CanonError) -> IdemError {
+fn uncanonicalizable(err: pg_idempotency_canon::CanonError) -> IdemError {
     IdemError::new(
         ErrorKind::Uncanonicalizable,
         "request has no canonical form",
         format!("{err}."),
         format!(
             "Requests are hashed in canonical JSON, which allows at most {} levels of nesting.",
-            canon::MAX_DEPTH
+            pg_idempotency_canon::MAX_DEPTH
         ),
     )
 }
 
 /// The canonical JSON text of a jsonb.
 pub fn canonical(jsonb: pg_sys::Datum) -> IdemResult<String> {
-    canon::canonical_text(&jsonb_text(jsonb)).map_err(uncanonicalizable)
+    pg_idempotency_canon::canonical_text(&jsonb_text(jsonb)).map_err(uncanonicalizable)
 }
 
 /// SHA-256 of the request's canonical JSON: the request fingerprint, and (as lowercase hex)
 /// the key of the HASH_INPUT strategy.
 pub fn fingerprint(request: pg_sys::Datum) -> IdemResult<[u8; 32]> {
-    canonical(request).map(|c| canon::sha256(&c))
+    canonical(request).map(|c| pg_idempotency_canon::sha256(&c))
 }
 
 pub fn hash_key(fingerprint: &[u8; 32]) -> String {
-    canon::key_of(fingerprint)
+    pg_idempotency_canon::key_of(fingerprint)
 }
 
 /// Refuses a response larger than `pg_idempotency.max_response_bytes`.

@@ -24,13 +24,13 @@ pub fn caller() -> IdemResult<pg_sys::Oid> {
 /// `role` as the owner of its own records: refused when it is a grant role.
 fn own_owner(role: pg_sys::Oid) -> IdemResult<pg_sys::Oid> {
     if is_grant_role(role) {
-        return Err(protocol::refusal::grant_role_caller(&display(role)).into());
+        return Err(pg_idempotency_protocol::refusal::grant_role_caller(&display(role)).into());
     }
     Ok(role)
 }
 
 /// Whether `role` is one of the roles the install grants to others
-/// (protocol::refusal::GRANT_ROLES).
+/// (pg_idempotency_protocol::refusal::GRANT_ROLES).
 fn is_grant_role(role: pg_sys::Oid) -> bool {
     [c"idempotency_user", c"idempotency_admin"]
         .iter()

@@ -51,7 +51,7 @@ pub struct Read<'a, T> {
     pub unresolved_until: Option<T>,
     /// The length of the lease its holder last took (its claim, a takeover, its last
     /// extension), in microseconds (only a running claim's is looked at): None for a claim
-    /// made before 0.9.0, whose holder never counts as stopped (protocol::estimate).
+    /// made before 0.9.0, whose holder never counts as stopped (pg_idempotency_protocol::estimate).
     pub lease_us: Option<u64>,
 }
 

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use idempotency::{ApiSchema, Completed, IdempotencyStore, PgStore, StatementMode};
+use pg_idempotency_client::{ApiSchema, Completed, IdempotencyStore, PgStore, StatementMode};
 use uuid::Uuid;
 
 use crate::headers::ReplayHeaders;
@@ -15,7 +15,7 @@ use crate::stored::StoredResponse;
 /// The claim a request holds, as its handler finds it among the request's extensions
 /// (`axum::Extension<RequestClaim>`): the store's scope and key, the attempt's fence, and
 /// how to complete the call in the handler's own transaction. Built from the client's
-/// [`idempotency::Claim`] (the store's answer to `begin`) when the layer claims the call.
+/// [`pg_idempotency_client::Claim`] (the store's answer to `begin`) when the layer claims the call.
 #[derive(Debug, Clone)]
 pub struct RequestClaim {
     /// The store's scope (principal and route) and the caller's key.
@@ -56,7 +56,7 @@ impl RequestClaim {
         &self,
         tx: &tokio_postgres::Transaction<'_>,
         response: &StoredResponse,
-    ) -> idempotency::Result<Completed> {
+    ) -> pg_idempotency_client::Result<Completed> {
         let (succeeded, cache_failure) = match fate(response.status, &response.headers, &self.rule)
         {
             Fate::Succeeded => (true, None),

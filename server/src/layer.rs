@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
-use idempotency::IdempotencyStore;
-use protocol::settings::MAX_SCOPE_BYTES;
+use pg_idempotency_client::IdempotencyStore;
+use pg_idempotency_protocol::settings::MAX_SCOPE_BYTES;
 use tower_layer::Layer;
 
 use crate::headers::ReplayHeaders;

@@ -24,10 +24,12 @@ mod settings;
 pub use body::{RequestBody, ResponseBody};
 pub use claim::RequestClaim;
 pub use headers::ReplayHeaders;
-/// The name of [`RequestClaim`] until 0.5.0, beside the client's `idempotency::Claim`
+/// The name of [`RequestClaim`] until 0.5.0, beside the client's `pg_idempotency_client::Claim`
 /// (a store's answer to `begin`), which holds something else: kept so that handlers written
 /// against 0.5.0 build, with a warning that names the new one.
-#[deprecated(note = "renamed RequestClaim (idempotency::Claim is the client's begin answer)")]
+#[deprecated(
+    note = "renamed RequestClaim (pg_idempotency_client::Claim is the client's begin answer)"
+)]
 pub type Claim = RequestClaim;
 pub use layer::IdempotencyLayer;
 pub use outcome::{fate, Fate, Why};

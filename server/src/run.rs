@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body;
 use http_body_util::{BodyExt, Either, Full};
-use idempotency::{ErrorKind, State};
+use pg_idempotency_client::{ErrorKind, State};
 use tower_service::Service;
 
 use crate::answer;
@@ -26,7 +26,7 @@ pub(crate) struct Claimed {
     pub scope: String,
     pub key: String,
     pub rule: Rule,
-    pub claim: idempotency::Claim,
+    pub claim: pg_idempotency_client::Claim,
 }
 
 /// The heartbeat's period: a third of the lease, so that two beats may fail before it

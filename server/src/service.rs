@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body;
 use http_body_util::{Either, Full};
-use idempotency::{Begin, BeginOptions, ErrorKind, OnCacheHit, OnMismatch};
+use pg_idempotency_client::{Begin, BeginOptions, ErrorKind, OnCacheHit, OnMismatch};
 use tower_service::Service;
 use uuid::Uuid;
 
@@ -246,12 +246,12 @@ async fn begin(
     scope: &str,
     key: &str,
     options: &BeginOptions,
-) -> idempotency::Result<Begin> {
+) -> pg_idempotency_client::Result<Begin> {
     let limit = s.wait + s.store_timeout;
     let once = || async {
         match tokio::time::timeout(limit, s.store.begin(scope, key, options)).await {
             Ok(answer) => answer,
-            Err(_) => Err(idempotency::Error::new(
+            Err(_) => Err(pg_idempotency_client::Error::new(
                 ErrorKind::Timeout,
                 format!("the store did not answer within {limit:?}"),
             )),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
-use idempotency::IdempotencyStore;
+use pg_idempotency_client::IdempotencyStore;
 
 use crate::headers::ReplayHeaders;
 use crate::rule::Rule;

@@ -79,6 +79,10 @@ pub const SCRIPTS: &[(&str, &[(&str, &str)])] = &[
             ),
             ("package.sh", "build the Debian package of the extension"),
             (
+                "package-mcp.sh [--binary PATH]",
+                "build the Debian package of the MCP proxy",
+            ),
+            (
                 "mcp-parts.sh",
                 "install the MCP SDKs and servers the proxy is tested with",
             ),
@@ -110,6 +114,10 @@ pub const SCRIPTS: &[(&str, &[(&str, &str)])] = &[
             (
                 "test-package.sh",
                 "the Debian package: build, dpkg -i, smoke test, purge",
+            ),
+            (
+                "test-package-mcp.sh [--binary PATH]",
+                "the MCP proxy's Debian package: build, lintian, dpkg -i, a call through it, purge",
             ),
             (
                 "test-staging.sh pg18",

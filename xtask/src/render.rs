@@ -1,5 +1,5 @@
 //! The `CREATE FUNCTION` text of both backends, rendered from
-//! [`protocol::functions::FUNCTIONS`]: here the extension's pg_idempotency/sql/functions.sql
+//! [`pg_idempotency_protocol::functions::FUNCTIONS`]: here the extension's pg_idempotency/sql/functions.sql
 //! and what both share, in [`portable`] the PL/pgSQL variant's sql/pg_idempotency.sql.
 //! cargo xtask render-sql writes both; tests/tests/consistency/signatures.rs holds them
 //! equal to this rendering.
@@ -13,7 +13,9 @@ pub mod psql_lex;
 use std::fmt::Write;
 use std::path::Path;
 
-use protocol::functions::{Arg, Function, Grant, Language, Returns, Schema, Volatility, FUNCTIONS};
+use pg_idempotency_protocol::functions::{
+    Arg, Function, Grant, Language, Returns, Schema, Volatility, FUNCTIONS,
+};
 
 /// The first lines of the rendered file.
 pub const HEADER: &str = "\
@@ -296,7 +298,7 @@ fn read_source(path: &Path) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use protocol::functions::IDEM_BEGIN;
+    use pg_idempotency_protocol::functions::IDEM_BEGIN;
 
     #[test]
     fn a_c_function_names_its_symbol_and_comment_signature() {

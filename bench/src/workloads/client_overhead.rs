@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use idempotency::{
+use pg_idempotency_client::{
     tool_fn, Begin, BeginOptions, Dispatcher, IdempotencyStore, Idempotent, MemoryStore, PgStore,
     StatementMode, ToolSpec,
 };

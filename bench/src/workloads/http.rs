@@ -17,8 +17,8 @@ use axum::extract::MatchedPath;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
-use idempotency::PgStore;
-use idempotency_server::{IdempotencyLayer, Rule, Scope};
+use pg_idempotency_client::PgStore;
+use pg_idempotency_server::{IdempotencyLayer, Rule, Scope};
 use serde_json::{json, Value};
 
 use super::Row;

@@ -6,7 +6,7 @@
 //!   (parts 1 to 4);
 //! - `create_charge` is a web action against an authenticated payments API, with the
 //!   caller's HTTP client and a bearer token per call (part 5);
-//! - `charge_card` is a typed tool (`#[idempotency::tool]`) whose takeover after a crash
+//! - `charge_card` is a typed tool (`#[pg_idempotency_client::tool]`) whose takeover after a crash
 //!   asks the provider what the crashed attempt did instead of charging again (part 6).
 //!
 //! Run by `scripts/demo.sh`:
@@ -18,7 +18,7 @@ mod provider;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -131,7 +131,7 @@ async fn main() -> Demo {
 
     println!("\n3. An agent process claims a call and crashes; its 1 s lease lapses and the call is taken over.");
     let reset = json!({"to": "ann@example.com", "subject": "Password reset"});
-    let key = canon::key_of(&canon::hash_value(&reset)?);
+    let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&reset)?);
     let crashed = store
         .begin(
             "send_email",
@@ -306,7 +306,7 @@ impl Api {
 }
 
 /// Charge a customer's card.
-#[idempotency::tool(idempotent(ttl_secs = 86_400), required)]
+#[pg_idempotency_client::tool(idempotent(ttl_secs = 86_400), required)]
 async fn charge_card(
     Shared(api): Shared<Api>,
     input: ChargeCard,
@@ -362,7 +362,7 @@ async fn unknown_outcome(
         amount_cents: 4900,
     };
     let call = serde_json::to_value(&input)?;
-    let key = canon::key_of(&canon::hash_value(&call)?);
+    let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&call)?);
     // The crashed process: claimed the call with a 1 s lease, charged, and died.
     let Begin::Claimed(crashed) = store
         .begin(

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde::Deserialize;
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -28,7 +28,7 @@ pub struct CreateIssue {
 }
 
 /// Create an issue in the tracker.
-#[idempotency::tool(idempotent(strategy = explicit, ttl_secs = 86_400))]
+#[pg_idempotency_client::tool(idempotent(strategy = explicit, ttl_secs = 86_400))]
 pub async fn create_issue(
     Shared(backend): Shared<Arc<Backend>>,
     input: CreateIssue,
@@ -50,7 +50,7 @@ pub struct PlaceOrder {
 }
 
 /// Place an order. A rejected order stays rejected: cache the failure and refuse the repeat.
-#[idempotency::tool(idempotent(strategy = hash_input, cache_failures, on_cache_hit = fail_fast))]
+#[pg_idempotency_client::tool(idempotent(strategy = hash_input, cache_failures, on_cache_hit = fail_fast))]
 pub async fn place_order(
     Shared(backend): Shared<Arc<Backend>>,
     input: PlaceOrder,

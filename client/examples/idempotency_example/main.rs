@@ -11,7 +11,7 @@ mod mail_service;
 
 use std::sync::Arc;
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::json;
 
 type Run = std::result::Result<(), Box<dyn std::error::Error>>;

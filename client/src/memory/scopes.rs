@@ -1,5 +1,5 @@
 //! What `MemoryStore` keeps per scope beside the records: the estimate of a call's
-//! claim-to-completion time that `retry_after` is computed from (by protocol::decide,
+//! claim-to-completion time that `retry_after` is computed from (by pg_idempotency_protocol::decide,
 //! under protocol/src/estimate.rs; in microseconds, as the extension keeps it), and the
 //! outcome counters that `metrics` shows (counted where the extension counts them: one per
 //! `begin`, by its answer).
@@ -7,8 +7,8 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use protocol::decide::Time;
-use protocol::estimate;
+use pg_idempotency_protocol::decide::Time;
+use pg_idempotency_protocol::estimate;
 
 use crate::error::{ErrorKind, Result};
 use crate::types::{Begin, OutcomeCounts};

@@ -180,7 +180,7 @@ impl WebExecutor {
     /// anything is claimed or sent.
     ///
     /// ```no_run
-    /// # use idempotency::*;
+    /// # use pg_idempotency_client::*;
     /// # use serde_json::json;
     /// # async fn demo(store: std::sync::Arc<dyn IdempotencyStore>, client: reqwest::Client, token: String) -> Result<()> {
     /// let web = WebExecutor::new(store).with_http_client(client);

@@ -119,8 +119,8 @@ impl From<Headers> for Call {
 /// header's value (a token, an account) never reaches the store, not even to be hashed.
 pub(crate) fn values_of(names: &[HeaderName], headers: &HeaderMap) -> Value {
     let text = |v: &HeaderValue| {
-        let hash = canon::sha256(&String::from_utf8_lossy(v.as_bytes()));
-        Value::String(canon::key_of(&hash))
+        let hash = pg_idempotency_canon::sha256(&String::from_utf8_lossy(v.as_bytes()));
+        Value::String(pg_idempotency_canon::key_of(&hash))
     };
     Value::Object(
         names

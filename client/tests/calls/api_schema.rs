@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use pg_idempotency_tests::attack::{Canary, Db, TestRole};
 use pg_idempotency_tests::{backend, connect_to, drop_database, fresh_database, Backend, Client};
 use serde_json::json;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::common::*;
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::{json, Value};
 use tracing::field::{Field, Visit};
 use tracing::instrument::WithSubscriber;

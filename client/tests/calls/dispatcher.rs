@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::common::*;
 use async_trait::async_trait;
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify};
 
@@ -624,7 +624,7 @@ async fn a_crashed_holder_is_taken_over(store: Arc<dyn IdempotencyStore>) {
     let (tool, sent) = (unique("send_email"), Arc::new(AtomicU32::new(0)));
     let input = json!({"to": "ann@example.com"});
     // A process claimed the call and died: its lease lapses.
-    let key = canon::key_of(&canon::hash_value(&input).unwrap());
+    let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&input).unwrap());
     let o = BeginOptions {
         request: Some(input.clone()),
         lease: Some(Duration::from_millis(100)),
@@ -669,7 +669,7 @@ async fn a_timeout_covers_the_tool(store: Arc<dyn IdempotencyStore>) {
         &steer,
     ));
     let input = json!({"to": "ann@example.com"});
-    let key = canon::key_of(&canon::hash_value(&input).unwrap());
+    let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&input).unwrap());
     let timed_out = tokio::spawn({
         let (d, tool, input) = (d.clone(), tool.clone(), input.clone());
         async move { tokio::time::timeout(BOUND, d.dispatch(&tool, input)).await }
@@ -976,7 +976,10 @@ async fn postgres_a_scope_policy_in_the_database_governs_the_dispatcher() {
     assert!(again.message.ends_with("(remembered)"), "{again:?}");
     // And its ttl: the record is kept two hours, not the server's default hour.
     let rec = store
-        .lookup(&tool, &canon::key_of(&canon::hash_value(&bounce).unwrap()))
+        .lookup(
+            &tool,
+            &pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&bounce).unwrap()),
+        )
         .await
         .unwrap()
         .expect("the cached failure");

@@ -17,7 +17,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::{Client, IsolationLevel, NoTls};
 
 use crate::common::*;
-use idempotency::*;
+use pg_idempotency_client::*;
 
 /// How long a test waits for something it is sure will happen before calling it a failure.
 const BOUND: Duration = Duration::from_secs(10);
@@ -136,7 +136,7 @@ impl Fixture {
 
     /// The committed record of the call with `input` (HashInput: the key is its hash).
     async fn record(&self, input: &Value) -> Option<Record> {
-        let key = canon::key_of(&canon::hash_value(input).unwrap());
+        let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(input).unwrap());
         pg_store(&self.observer)
             .lookup(&self.scope, &key)
             .await
@@ -549,7 +549,7 @@ async fn a_takeover_of_a_lapsed_claim_follows_the_tools_choice() {
         )
         .await;
         let input = json!({"id": "l1"});
-        let key = canon::key_of(&canon::hash_value(&input).unwrap());
+        let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&input).unwrap());
         let crashed = BeginOptions {
             request: Some(input.clone()),
             lease: Some(Duration::from_millis(300)),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::common::*;
 use crate::idempotency_example::{self as example, Backend};
 use crate::mail_service::MailService;
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::json;
 
 /// `expires_at - completed_at` and the upstream key of the caller's record, through the
@@ -80,7 +80,7 @@ async fn the_frameworks_example_does_what_it_shows() {
         .unwrap_err();
     assert_eq!(refused.kind, ErrorKind::RepeatRefused, "{refused:?}");
     assert_eq!(backend.orders.lock().unwrap().len(), 1, "the repeat ran");
-    let key = canon::key_of(&canon::hash_value(&order).unwrap());
+    let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&order).unwrap());
     let record = store.lookup("place_order", &key).await.unwrap().unwrap();
     assert_eq!(record.state, State::Failed);
 

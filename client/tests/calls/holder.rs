@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::common::*;
 use async_trait::async_trait;
-use idempotency::*;
+use pg_idempotency_client::*;
 use pg_idempotency_tests::{until_async, Deadline};
 use serde_json::{json, Value};
 use tokio::sync::{Notify, Semaphore};
@@ -124,7 +124,7 @@ fn counting(sent: Arc<AtomicU32>) -> Arc<dyn Tool> {
 }
 
 fn hash_key(input: &Value) -> String {
-    canon::key_of(&canon::hash_value(input).unwrap())
+    pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(input).unwrap())
 }
 
 /// Waits until `check` holds of the call's record.

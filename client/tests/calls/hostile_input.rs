@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use crate::common::raw_http::read_request;
-use idempotency::*;
+use pg_idempotency_client::*;
 use pg_idempotency_tests::attack::Db;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
@@ -275,10 +275,10 @@ async fn web_body_with_u0000(
         Some(&json!({"v": "a\u{0}b"})),
         "{store_name}"
     );
-    let key = canon::key_of(&canon::hash_value(&input).unwrap());
+    let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&input).unwrap());
     let rec = s.lookup("nul", &key).await.unwrap().expect("the record");
     assert!(
-        idempotency::marks::Mark::of(rec.response.as_ref()).is_some(),
+        pg_idempotency_client::marks::Mark::of(rec.response.as_ref()).is_some(),
         "{store_name}: the result, not the mark, was stored: {rec:?}"
     );
     let again = web.execute("nul", input).await.unwrap_err();

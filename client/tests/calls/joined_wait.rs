@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use idempotency::*;
+use pg_idempotency_client::*;
 use pg_idempotency_tests::until;
 use serde_json::{json, Value};
 use tokio::sync::Notify;

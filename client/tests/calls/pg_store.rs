@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use idempotency::*;
+use pg_idempotency_client::*;
 
 fn claimed(b: Begin) -> Claim {
     match b {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::*;
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::{json, Value};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -82,7 +82,7 @@ fn store() -> Arc<dyn IdempotencyStore> {
 
 /// How long the record of (scope, input) is kept after its completion.
 async fn kept(store: &dyn IdempotencyStore, scope: &str, input: &Value) -> Duration {
-    let key = canon::key_of(&canon::hash_value(input).unwrap());
+    let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(input).unwrap());
     let rec = store
         .lookup(scope, &key)
         .await
@@ -96,14 +96,17 @@ async fn kept(store: &dyn IdempotencyStore, scope: &str, input: &Value) -> Durat
 /// The server's `pg_idempotency.default_ttl` as this session sees it (the PL/pgSQL
 /// variant reads the same name, and both fall back to the protocol's default).
 async fn server_default_ttl() -> Duration {
-    let fallback = format!("{}s", protocol::settings::DEFAULT_TTL.default);
+    let fallback = format!(
+        "{}s",
+        pg_idempotency_protocol::settings::DEFAULT_TTL.default
+    );
     let row = pool()
         .get()
         .await
         .unwrap()
         .query_one(
             "SELECT extract(epoch FROM coalesce(nullif(current_setting($1, true), ''), $2)::interval)::float8",
-            &[&protocol::settings::DEFAULT_TTL.name, &fallback],
+            &[&pg_idempotency_protocol::settings::DEFAULT_TTL.name, &fallback],
         )
         .await
         .unwrap();
@@ -192,7 +195,7 @@ impl Dispatch {
             None => d.dispatch(&scope, input.clone()).await,
         };
         let repeat = repeat_of(answer, runs.load(Ordering::SeqCst) == 2);
-        let key = canon::key_of(&canon::hash_value(&input).unwrap());
+        let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&input).unwrap());
         let kept = match store.lookup(&scope, &key).await.unwrap() {
             Some(_) => Some(kept(&*store, &scope, &input).await),
             None => None,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::*;
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::{json, Value};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -74,7 +74,7 @@ async fn a_read_only_tool_is_not_deduplicated_by_its_toolkit_or_the_defaults() {
         );
     }
     // Nothing was remembered for the reads the defaults did not cover.
-    let key = canon::key_of(&canon::hash_value(&input).unwrap());
+    let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&input).unwrap());
     let s = d.store();
     assert!(s.lookup(&in_kit, &key).await.unwrap().is_none());
     assert!(s.lookup(&alone, &key).await.unwrap().is_none());
@@ -104,7 +104,7 @@ async fn a_read_only_tools_own_settings_may_inherit_the_rest() {
         Dispatched::Replayed(_)
     ));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
-    let key = canon::key_of(&canon::hash_value(&input).unwrap());
+    let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&input).unwrap());
     let rec = d.store().lookup(&name, &key).await.unwrap().unwrap();
     let kept = rec
         .expires_at

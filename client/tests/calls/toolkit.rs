@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::common::*;
 use async_trait::async_trait;
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::{json, Value};
 
 /// What the dispatcher sent to `begin` and `complete`.
@@ -144,7 +144,10 @@ async fn nothing_set_is_nothing_sent() {
     );
     // HashInput: the key is the input's hash, and the whole input its fingerprint.
     let input = json!({"cents": 5});
-    assert_eq!(sent.key, canon::key_of(&canon::hash_value(&input).unwrap()));
+    assert_eq!(
+        sent.key,
+        pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&input).unwrap())
+    );
     assert_eq!(o.request, Some(input));
 }
 
@@ -297,7 +300,7 @@ async fn the_toolkits_key_supplier_names_its_explicit_tools_calls() {
     d.dispatch(&order, input.clone()).await.unwrap();
     assert_eq!(
         store.last().key,
-        canon::key_of(&canon::hash_value(&input).unwrap())
+        pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&input).unwrap())
     );
     d.dispatch(&labelled, input).await.unwrap();
     assert_eq!(store.last().key, "bug");

@@ -1,5 +1,5 @@
 //! Typed tools over MemoryStore and PgStore: a function of a typed input and one attribute
-//! (`#[idempotency::tool]`), run once however often it is called, its input refused before
+//! (`#[pg_idempotency_client::tool]`), run once however often it is called, its input refused before
 //! any claim when it does not fit, its errors (any error, through `?`) reported as what
 //! they are, and listed for an agent with its description and input schema.
 
@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::*;
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -35,7 +35,11 @@ struct Sent {
     key: Option<String>,
 }
 
-#[idempotency::tool(description = "Send an email", idempotent(ttl_secs = 86_400), required)]
+#[pg_idempotency_client::tool(
+    description = "Send an email",
+    idempotent(ttl_secs = 86_400),
+    required
+)]
 async fn send_email(input: SendEmail, ctx: CallContext) -> Result<Sent, ToolError> {
     assert!(!input.subject.is_empty());
     let mut sent = SENT.lock().unwrap();
@@ -59,7 +63,7 @@ struct PlaceOrder {
 /// Place an order.
 ///
 /// A rejected order stays rejected: its failure is remembered, and a repeat refused.
-#[idempotency::tool(idempotent(strategy = hash_input, cache_failures, on_cache_hit = fail_fast))]
+#[pg_idempotency_client::tool(idempotent(strategy = hash_input, cache_failures, on_cache_hit = fail_fast))]
 async fn place_order(input: PlaceOrder) -> Result<String, ToolError> {
     if input.quantity == 0 {
         return Err(ToolError::new("nothing to order"));
@@ -78,7 +82,7 @@ fn issue_key(issue: &CreateIssue) -> String {
 }
 
 /// Create an issue in the tracker.
-#[idempotency::tool(idempotent(key = issue_key, ttl_secs = 86_400))]
+#[pg_idempotency_client::tool(idempotent(key = issue_key, ttl_secs = 86_400))]
 async fn create_issue(input: CreateIssue) -> Result<String, ToolError> {
     Ok(format!("created: {} ({})", input.title, input.body))
 }
@@ -89,19 +93,19 @@ struct Render {
 }
 
 /// Read a template: `?` on an io error, through `From<std::io::Error> for ToolError`.
-#[idempotency::tool(read_only)]
+#[pg_idempotency_client::tool(read_only)]
 async fn read_template(input: Render) -> Result<String, ToolError> {
     Ok(std::fs::read_to_string(input.template)?)
 }
 
 /// Parse a template: `?` on a serde error, through `From<serde_json::Error>`.
-#[idempotency::tool(read_only)]
+#[pg_idempotency_client::tool(read_only)]
 async fn parse_template(input: Render) -> Result<serde_json::Value, ToolError> {
     Ok(serde_json::from_str(&input.template)?)
 }
 
 /// Read a template, failing with any error at all (a boxed io error).
-#[idempotency::tool(read_only)]
+#[pg_idempotency_client::tool(read_only)]
 async fn read_template_boxed(
     input: Render,
 ) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
@@ -125,13 +129,13 @@ impl std::error::Error for Rendering {
 }
 
 /// Render an email, failing with an error type of its own.
-#[idempotency::tool(read_only)]
+#[pg_idempotency_client::tool(read_only)]
 async fn render_email(input: Render) -> Result<String, Rendering> {
     std::fs::read_to_string(input.template).map_err(Rendering)
 }
 
 /// Read a template, failing with anyhow's error and its context.
-#[idempotency::tool(read_only)]
+#[pg_idempotency_client::tool(read_only)]
 async fn read_template_anyhow(input: Render) -> anyhow::Result<String> {
     use anyhow::Context;
     std::fs::read_to_string(&input.template).context("reading the template")
@@ -144,7 +148,7 @@ struct Charge {
 
 /// A provider's refusal, told as a ToolError of its own, returned through a generic error
 /// type.
-#[idempotency::tool(idempotent(cache_failures = false))]
+#[pg_idempotency_client::tool(idempotent(cache_failures = false))]
 async fn charge_card(input: Charge) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
     Err(ToolError {
         kind: ErrorKind::Http,
@@ -158,7 +162,7 @@ async fn charge_card(input: Charge) -> Result<u64, Box<dyn std::error::Error + S
 }
 
 /// The same refusal, through anyhow.
-#[idempotency::tool(idempotent(cache_failures = false))]
+#[pg_idempotency_client::tool(idempotent(cache_failures = false))]
 async fn charge_card_anyhow(input: Charge) -> anyhow::Result<u64> {
     Err(ToolError {
         kind: ErrorKind::Http,
@@ -177,7 +181,7 @@ struct Visit {
 }
 
 /// Count a visit: its counter is the tool's shared state, given when the tool is built.
-#[idempotency::tool(idempotent)]
+#[pg_idempotency_client::tool(idempotent)]
 async fn count_visit(
     Shared(visits): Shared<Arc<AtomicU32>>,
     input: Visit,
@@ -191,8 +195,8 @@ async fn count_visit(
 }
 
 /// A nested call's failure (here a mismatch), met through `?`.
-#[idempotency::tool(read_only)]
-async fn forward(input: Charge) -> Result<u64, idempotency::Error> {
+#[pg_idempotency_client::tool(read_only)]
+async fn forward(input: Charge) -> Result<u64, pg_idempotency_client::Error> {
     Err(Error::new(
         ErrorKind::Mismatch,
         format!("the nested call of {} cents", input.cents),
@@ -215,7 +219,7 @@ fn dispatcher(store: Arc<dyn IdempotencyStore>, spec: ToolSpec) -> (Dispatcher, 
 }
 
 fn key_of(input: &serde_json::Value) -> String {
-    canon::key_of(&canon::hash_value(input).unwrap())
+    pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(input).unwrap())
 }
 
 async fn three_calls_run_once_and_replay_the_typed_output(store: Arc<dyn IdempotencyStore>) {

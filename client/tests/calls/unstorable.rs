@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::*;
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::json;
 
 fn claimed(b: Begin) -> Claim {
@@ -150,11 +150,11 @@ async fn a_tool_result_with_u0000_is_not_remembered(s: Arc<dyn IdempotencyStore>
     let e = agent.dispatch(&name, input.clone()).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Unrecorded, "{e}");
     assert_eq!(e.response(), Some(&json!({"v": "a\u{0}b"})));
-    let key = canon::key_of(&canon::hash_value(&input).unwrap());
+    let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&input).unwrap());
     let rec = s.lookup(&name, &key).await.unwrap().expect("the record");
     assert_eq!(rec.state, State::Succeeded);
     assert!(
-        idempotency::marks::Mark::of(rec.response.as_ref()).is_some(),
+        pg_idempotency_client::marks::Mark::of(rec.response.as_ref()).is_some(),
         "{:?}",
         rec.response
     );

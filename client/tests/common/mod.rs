@@ -34,24 +34,26 @@ pub fn pool() -> deadpool_postgres::Pool {
 /// How the suites' `PgStore`s send their statements: `PGIDEM_STATEMENTS` (`prepared`, the
 /// default, or `unnamed`: the test command's step through PgBouncer in transaction mode
 /// sets it).
-pub fn statement_mode() -> idempotency::StatementMode {
+pub fn statement_mode() -> pg_idempotency_client::StatementMode {
     match std::env::var("PGIDEM_STATEMENTS") {
         Ok(word) => word
             .parse()
             .expect("PGIDEM_STATEMENTS: prepared or unnamed"),
-        Err(_) => idempotency::StatementMode::default(),
+        Err(_) => pg_idempotency_client::StatementMode::default(),
     }
 }
 
 /// A `PgStore` over `source` in the suites' statement mode.
-pub fn pg_store<S: idempotency::PgSource>(source: S) -> idempotency::PgStore<S> {
-    idempotency::PgStore::new(source).statement_mode(statement_mode())
+pub fn pg_store<S: pg_idempotency_client::PgSource>(
+    source: S,
+) -> pg_idempotency_client::PgStore<S> {
+    pg_idempotency_client::PgStore::new(source).statement_mode(statement_mode())
 }
 
 /// Whether the suites run through a pooler in transaction mode (`PGIDEM_STATEMENTS=unnamed`):
 /// the tests' own statements are then unnamed too, and a session's pid names nobody.
 pub fn through_pooler() -> bool {
-    statement_mode() == idempotency::StatementMode::Unnamed
+    statement_mode() == pg_idempotency_client::StatementMode::Unnamed
 }
 
 /// A name no other test (or earlier run) uses, so suites and stores never meet.
@@ -98,10 +100,10 @@ pub async fn redis_connection(url: &str) -> (redis::Client, redis::aio::Multiple
 /// A RedisStore on the test Redis, under a prefix of its own; None, and the test skipped,
 /// when there is no Redis server.
 #[cfg(feature = "redis")]
-pub async fn redis_store() -> Option<std::sync::Arc<dyn idempotency::IdempotencyStore>> {
+pub async fn redis_store() -> Option<std::sync::Arc<dyn pg_idempotency_client::IdempotencyStore>> {
     let url = redis_url()?;
     let (_, conn) = redis_connection(&url).await;
-    Some(std::sync::Arc::new(idempotency::RedisStore::new(
+    Some(std::sync::Arc::new(pg_idempotency_client::RedisStore::new(
         conn,
         unique("idem") + ":",
     )))

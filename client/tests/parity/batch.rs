@@ -3,7 +3,7 @@
 //! lost lease being that item's `Err`; an argument no store takes fails the whole batch and
 //! changes nothing (tests/tests/behaviour/batch.rs holds the SQL API to the same).
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::json;
 
 use super::harness::Harness;

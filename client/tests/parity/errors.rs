@@ -1,7 +1,7 @@
 //! Error words (tests/regress/sql/errors.sql): every refusal of the table has, on every
 //! store, the SQL API's kind and message, its detail, and a hint.
 
-use idempotency::*;
+use pg_idempotency_client::*;
 
 use super::harness::Harness;
 use super::refusals::{Detail, Hint, CASES};

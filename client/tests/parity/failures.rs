@@ -1,7 +1,7 @@
 //! Failures, cached or not, and what a repeat gets under each `on_cache_hit`
 //! (tests/regress/sql/failures.sql; policies.sql's `cache_failure` given by the call).
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::json;
 
 use super::harness::Harness;

@@ -1,7 +1,7 @@
 //! Fences: a fence that does not hold the record is refused as lease lost, never a silent
 //! no-op, and the refusal changes nothing (tests/regress/sql/errors.sql, IK003).
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::json;
 
 use super::harness::Harness;

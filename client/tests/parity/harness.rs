@@ -5,7 +5,7 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use tokio_postgres::types::Type;
 
 use crate::common::*;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use idempotency::*;
+use pg_idempotency_client::*;
 use pg_idempotency_tests::until_async;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
@@ -155,7 +155,7 @@ pub async fn an_unconfirmed_lease_releases_the_call(h: Harness) {
         async move { cut.completed.load(Ordering::SeqCst) >= 1 }
     })
     .await;
-    let key = canon::key_of(&canon::hash_value(&input).unwrap());
+    let key = pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(&input).unwrap());
     let record = h.lookup(&scope, &key).await.unwrap();
     assert_eq!(
         record.map(|r| r.state),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::json;
 
 use super::harness::Harness;
@@ -18,7 +18,7 @@ const SLACK: Duration = Duration::from_secs(5);
 pub async fn claim_complete_replay(h: Harness) {
     let sc = h.scope("lifecycle");
     let request = json!({"to": "ann@example.com"});
-    let fingerprint = canon::hash_value(&request).unwrap();
+    let fingerprint = pg_idempotency_canon::hash_value(&request).unwrap();
     let o = BeginOptions {
         request: Some(request),
         ..opts()

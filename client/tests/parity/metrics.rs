@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::json;
 
 use super::harness::Harness;

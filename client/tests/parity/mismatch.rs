@@ -1,7 +1,7 @@
 //! Mismatch: the same key with a different request (tests/regress/sql/failures.sql's
 //! mismatch part and lifecycle.sql's "the same request, spelled differently").
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::{json, Value};
 
 use super::harness::Harness;
@@ -18,8 +18,8 @@ fn with(request: Value) -> BeginOptions {
 pub fn mismatch_detail(first: &Value, this: &Value) -> String {
     format!(
         "The key was first used with a request of fingerprint \\x{}; this request's fingerprint is \\x{}.",
-        canon::key_of(&canon::hash_value(first).unwrap()),
-        canon::key_of(&canon::hash_value(this).unwrap())
+        pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(first).unwrap()),
+        pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(this).unwrap())
     )
 }
 
@@ -84,7 +84,10 @@ pub async fn the_first_request_stays_the_fingerprint(h: Harness) {
     let again = claimed(h.begin(&sc, KEY, &rerun(b.clone())).await);
     assert_eq!(again.attempt, 2);
     let rec = h.lookup(&sc, KEY).await.unwrap().unwrap();
-    assert_eq!(rec.fingerprint, Some(canon::hash_value(&a).unwrap()));
+    assert_eq!(
+        rec.fingerprint,
+        Some(pg_idempotency_canon::hash_value(&a).unwrap())
+    );
     let e = refused(
         h.begin(&sc, KEY, &with(b.clone())).await,
         ErrorKind::Mismatch,
@@ -102,6 +105,9 @@ pub async fn the_first_request_stays_the_fingerprint(h: Harness) {
         .unwrap();
     claimed(h.begin(&bare, KEY, &rerun(a.clone())).await);
     let rec = h.lookup(&bare, KEY).await.unwrap().unwrap();
-    assert_eq!(rec.fingerprint, Some(canon::hash_value(&a).unwrap()));
+    assert_eq!(
+        rec.fingerprint,
+        Some(pg_idempotency_canon::hash_value(&a).unwrap())
+    );
     refused(h.begin(&bare, KEY, &with(b)).await, ErrorKind::Mismatch);
 }

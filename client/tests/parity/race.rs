@@ -1,7 +1,7 @@
 //! Concurrent first begins of one key: exactly one claims (the isolation specs' race, in
 //! the client).
 
-use idempotency::*;
+use pg_idempotency_client::*;
 
 use super::harness::Harness;
 use super::support::*;

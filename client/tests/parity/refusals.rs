@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::{json, Value};
 
 use super::harness::Harness;

@@ -11,8 +11,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use idempotency::*;
-use protocol::estimate::FLOOR_MS;
+use pg_idempotency_client::*;
+use pg_idempotency_protocol::estimate::FLOOR_MS;
 use serde_json::json;
 
 use super::harness::Harness;

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use idempotency::marks::Mark;
-use idempotency::*;
+use pg_idempotency_client::marks::Mark;
+use pg_idempotency_client::*;
 
 use super::harness::Harness;
 use super::support::*;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::json;
 
 use super::harness::Harness;

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use tokio::task::JoinHandle;
 use tokio_postgres::types::Type;
 

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Value};
 
@@ -159,7 +159,7 @@ pub async fn headers_are_never_stored(store: Store) {
         .expect("the record, under the input's key");
     assert_eq!(
         record.fingerprint,
-        Some(canon::hash_value(&input).unwrap()),
+        Some(pg_idempotency_canon::hash_value(&input).unwrap()),
         "the fingerprint is the input's alone"
     );
     let text = format!("{record:?}");
@@ -266,7 +266,10 @@ pub async fn fingerprint_headers_join_the_fingerprint(store: Store) {
         .await
         .unwrap()
         .unwrap();
-    assert_ne!(record.fingerprint, Some(canon::hash_value(&input).unwrap()));
+    assert_ne!(
+        record.fingerprint,
+        Some(pg_idempotency_canon::hash_value(&input).unwrap())
+    );
 
     // Without the option, another account replays the first one's answer.
     let unnamed = unique_action("charge");

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::{json, Value};
 
 use super::provider::provider;

@@ -3,7 +3,7 @@
 //! the query; an input that cannot fill a parameter is refused before anything is claimed
 //! or sent.
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::{json, Value};
 
 use super::provider::provider;

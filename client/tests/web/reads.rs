@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::json;
 
 use super::provider::provider;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use idempotency::*;
+use pg_idempotency_client::*;
 
 use crate::common::*;
 
@@ -45,7 +45,7 @@ pub fn unique_action(what: &str) -> String {
 
 /// The call's key under `KeyStrategy::HashInput`: what the provider must see.
 pub fn hash_key(input: &serde_json::Value) -> String {
-    canon::key_of(&canon::hash_value(input).unwrap())
+    pg_idempotency_canon::key_of(&pg_idempotency_canon::hash_value(input).unwrap())
 }
 
 /// Methods that change something upstream (and carry `Idempotency-Key`).

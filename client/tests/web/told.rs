@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use idempotency::*;
+use pg_idempotency_client::*;
 use serde_json::Value;
 
 use super::stores::Store;

@@ -205,7 +205,7 @@ impl HttpProxy {
             .arg("--http")
             .arg("127.0.0.1:0")
             // The gate's count of waiting duplicates is logged at debug (waiters.rs).
-            .env("PGIDEM_MCP_LOG", "info,idempotency_mcp::waiters=debug")
+            .env("PGIDEM_MCP_LOG", "info,pg_idempotency_mcp::waiters=debug")
             .envs(env.iter().cloned())
             .stdin(Stdio::null())
             .stderr(Stdio::piped())
@@ -278,7 +278,7 @@ async fn bound_port(
 
 /// The count in a line of the waiters' gate (`waiting=N`), its colours taken out.
 fn waiting_in(line: &str) -> Option<usize> {
-    if !line.contains("idempotency_mcp::waiters") {
+    if !line.contains("pg_idempotency_mcp::waiters") {
         return None;
     }
     let mut plain = String::new();
@@ -367,7 +367,7 @@ pub async fn call_as_told<S: rmcp::Service<RoleClient>>(
 ) -> Result<CallToolResult, ErrorData> {
     for _ in 0..10 {
         match call(client, tool, args.clone(), meta.clone()).await {
-            Err(e) if e.code.0 == idempotency_mcp::answer::code::IN_PROGRESS => {
+            Err(e) if e.code.0 == pg_idempotency_mcp::answer::code::IN_PROGRESS => {
                 tokio::time::sleep(retry_after_of(&e)).await;
             }
             other => return other,

@@ -98,7 +98,7 @@ async fn store_down_is_32075_without_database_text() {
     .unwrap_err();
     assert_eq!(
         down.code.0,
-        idempotency_mcp::answer::code::STORE_UNAVAILABLE,
+        pg_idempotency_mcp::answer::code::STORE_UNAVAILABLE,
         "{down:?}"
     );
     let data = down.data.clone().unwrap_or(Value::Null);
@@ -243,7 +243,7 @@ async fn key_reused_shows_no_fingerprint() {
     .unwrap_err();
     assert_eq!(
         reused.code.0,
-        idempotency_mcp::answer::code::KEY_REUSED,
+        pg_idempotency_mcp::answer::code::KEY_REUSED,
         "{reused:?}"
     );
     let data = reused.data.clone().unwrap_or(Value::Null);

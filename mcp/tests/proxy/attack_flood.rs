@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::*;
-use idempotency_mcp::answer::code;
+use pg_idempotency_mcp::answer::code;
 use rmcp::model::{CallToolResult, ErrorData};
 use serde_json::{json, Value};
 
@@ -238,7 +238,7 @@ async fn flood_never_takes_over(how: Waits) {
     let holder = holder_proxy(how, &c, 4, &app, &rest).await;
     let db = database().await;
     let (key, args) = ("flood-1", held_call("flood-1"));
-    let scope = idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-a");
+    let scope = pg_idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-a");
     let a = tenant(&proxy, TOKEN_A).await;
     let first = tokio::spawn({
         let args = args.clone();

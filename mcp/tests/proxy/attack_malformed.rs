@@ -135,7 +135,7 @@ async fn stdio_line_over_the_bound_is_refused_with_a_json_rpc_error() {
     let Some(mut p) = StdioProxy::start("malformed-stdio-large").await else {
         return;
     };
-    let bound = idempotency_mcp::stdio_front::MAX_LINE_BYTES;
+    let bound = pg_idempotency_mcp::stdio_front::MAX_LINE_BYTES;
     let mut line = br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"pad":""#.to_vec();
     line.resize(bound + 1, b'x');
     line.extend_from_slice(br#""}}"#);

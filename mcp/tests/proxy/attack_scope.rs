@@ -188,7 +188,7 @@ async fn unknown_tool_is_refused_before_the_store() {
         assert!(data["hint"].is_string());
     }
     for scope in [
-        idempotency_mcp::scope::scope_of(&server, "no_such_tool", "local"),
+        pg_idempotency_mcp::scope::scope_of(&server, "no_such_tool", "local"),
         format!("{server}/no_such_tool@local"),
     ] {
         assert_eq!(state(&db, &scope, "u-1").await, None, "{scope}");

@@ -94,7 +94,7 @@ async fn keys_from_meta() {
     .unwrap_err();
     assert_eq!(
         reused.code.0,
-        idempotency_mcp::answer::code::KEY_REUSED,
+        pg_idempotency_mcp::answer::code::KEY_REUSED,
         "{reused:?}"
     );
     assert_eq!(reused.data.as_ref().unwrap()["kind"], "key_reused");
@@ -187,7 +187,7 @@ async fn reads_pass_and_the_listing_shows_the_policy() {
     assert_eq!(send["deduplicated"], true);
     assert_eq!(send["decidedBy"], "annotated effect");
     assert_eq!(send["onUnknownOutcome"], "refuse");
-    assert!(send_text.ends_with(idempotency_mcp::listing::SUFFIX));
+    assert!(send_text.ends_with(pg_idempotency_mcp::listing::SUFFIX));
     let (count, count_text) = policy("count_emails");
     assert_eq!(count["deduplicated"], false);
     assert_eq!(count["decidedBy"], "readOnlyHint");
@@ -375,7 +375,7 @@ async fn a_short_wait_is_told_to_retry() {
         .unwrap_err();
     assert_eq!(
         busy.code.0,
-        idempotency_mcp::answer::code::IN_PROGRESS,
+        pg_idempotency_mcp::answer::code::IN_PROGRESS,
         "{busy:?}"
     );
     let data = busy.data.unwrap();
@@ -417,11 +417,11 @@ async fn principals_never_share_a_call() {
     assert_eq!(c.count("send_email"), 2);
     assert_eq!(
         marks[0]["scope"],
-        idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-a")
+        pg_idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-a")
     );
     assert_eq!(
         marks[1]["scope"],
-        idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-b")
+        pg_idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-b")
     );
     assert_eq!(marks[2]["replayed"], true);
 }

@@ -76,7 +76,7 @@ async fn an_unannotated_read_sees_fresh_data_and_a_write_is_deduplicated() {
         json!({
             "deduplicated": true,
             "decidedBy": "annotated effect",
-            "replaysFor": idempotency_mcp::listing::STORE_TTL,
+            "replaysFor": pg_idempotency_mcp::listing::STORE_TTL,
             "onUnknownOutcome": "refuse",
             "onUnknownOutcomeDecidedBy": "default",
         })

@@ -45,7 +45,7 @@ async fn the_proxy_killed_mid_call_refuse() {
         let e = r.expect_err("a takeover under refuse is refused");
         assert_eq!(
             e.code.0,
-            idempotency_mcp::answer::code::OUTCOME_UNKNOWN,
+            pg_idempotency_mcp::answer::code::OUTCOME_UNKNOWN,
             "{e:?}"
         );
     })
@@ -62,7 +62,7 @@ async fn the_proxy_killed_mid_call_refuses_by_default() {
         let e = r.expect_err("a takeover is refused by default");
         assert_eq!(
             e.code.0,
-            idempotency_mcp::answer::code::OUTCOME_UNKNOWN,
+            pg_idempotency_mcp::answer::code::OUTCOME_UNKNOWN,
             "{e:?}"
         );
         let data = e.data.expect("the error says what to do");
@@ -135,7 +135,7 @@ async fn proxy_killed(
             .expect_err("the refusal is kept");
         assert_eq!(
             again.code.0,
-            idempotency_mcp::answer::code::OUTCOME_UNKNOWN,
+            pg_idempotency_mcp::answer::code::OUTCOME_UNKNOWN,
             "{again:?}"
         );
         assert_eq!(c.count("send_email"), effects, "{:#?}", c.effects());
@@ -179,7 +179,7 @@ async fn the_upstream_killed_mid_call() {
         Err(rmcp::ServiceError::McpError(e)) => {
             assert_eq!(
                 e.code.0,
-                idempotency_mcp::answer::code::UPSTREAM_LOST,
+                pg_idempotency_mcp::answer::code::UPSTREAM_LOST,
                 "{e:?}"
             )
         }

@@ -39,7 +39,7 @@ async fn header_key_and_bearer_principals() {
     assert_eq!(mark(&first)["key"], "h-1");
     assert_eq!(
         mark(&first)["scope"],
-        idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-a")
+        pg_idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-a")
     );
     // Another session of the same principal, the same header: a replay, though the
     // arguments' hash would be the same too, the key is the header's.
@@ -67,7 +67,7 @@ async fn header_key_and_bearer_principals() {
     assert_eq!(mark(&theirs)["replayed"], false);
     assert_eq!(
         mark(&theirs)["scope"],
-        idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-b")
+        pg_idempotency_mcp::scope::scope_of(&name, "send_email", "tenant-b")
     );
     assert_eq!(c.count("send_email"), 2);
     // A `_meta` key goes over the header.
@@ -161,7 +161,7 @@ async fn a_cancelled_call_releases_its_claim() {
     );
     let config = write_config(&c.dir, &rest);
     let client = stdio_client(&config, &c.env()).await;
-    let scope = idempotency_mcp::scope::scope_of(&name, "send_email", "local");
+    let scope = pg_idempotency_mcp::scope::scope_of(&name, "send_email", "local");
     let (db, conn) = tokio_postgres::connect(&pg_idempotency_tests::dsn(), tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -241,7 +241,7 @@ async fn an_oversized_result() {
     let retry = call(&client, "send_email", args, None).await.unwrap_err();
     assert_eq!(
         retry.code.0,
-        idempotency_mcp::answer::code::UNRECORDED,
+        pg_idempotency_mcp::answer::code::UNRECORDED,
         "{retry:?}"
     );
     assert_eq!(c.count("send_email"), 1);

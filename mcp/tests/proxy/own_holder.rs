@@ -68,7 +68,7 @@ async fn a_retry_joins_its_own_holder_after_an_outage_past_the_lease() {
         .await
         .unwrap();
     tokio::spawn(conn);
-    let scope = idempotency_mcp::scope::scope_of(&name, "send_email", "anonymous");
+    let scope = pg_idempotency_mcp::scope::scope_of(&name, "send_email", "anonymous");
     let key = "own-1";
     let args = json!({"to": "a@x", "subject": "s", "message_id": key, "hold": true});
     let client = proxy.client().await;

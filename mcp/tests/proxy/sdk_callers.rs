@@ -486,7 +486,7 @@ async fn typescript_sdk_the_upstream_killed() {
     let (_, lines, stderr) = first.await.unwrap();
     assert_eq!(
         lines[0]["error"]["code"],
-        idempotency_mcp::answer::code::UPSTREAM_LOST,
+        pg_idempotency_mcp::answer::code::UPSTREAM_LOST,
         "{lines:?} {stderr}"
     );
     c.release();
@@ -504,7 +504,7 @@ async fn typescript_sdk_the_upstream_killed() {
             &c.env(),
         )
         .await;
-        if out[0]["error"]["code"] != idempotency_mcp::answer::code::IN_PROGRESS {
+        if out[0]["error"]["code"] != pg_idempotency_mcp::answer::code::IN_PROGRESS {
             break;
         }
         let ms = out[0]["error"]["data"]["retryAfterMs"].as_u64();

@@ -252,7 +252,7 @@ fn assert_refused(r: &Result<CallToolResult, ErrorData>) -> ErrorData {
     let e = r.clone().expect_err("a takeover under refuse is refused");
     assert_eq!(
         e.code.0,
-        idempotency_mcp::answer::code::OUTCOME_UNKNOWN,
+        pg_idempotency_mcp::answer::code::OUTCOME_UNKNOWN,
         "{e:?}"
     );
     e
@@ -485,7 +485,7 @@ fn a_child_outlives_the_thread_that_asked_for_it() {
             let thread = unsafe { libc::gettid() };
             let cat = tokio::process::Command::new("cat");
             let started = tokio::runtime::Handle::current()
-                .block_on(idempotency_mcp::upstream_child::spawn(cat));
+                .block_on(pg_idempotency_mcp::upstream_child::spawn(cat));
             (thread, started)
         })
         .await

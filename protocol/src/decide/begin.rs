@@ -31,9 +31,9 @@ pub enum Step<'a> {
     /// The call completed: its remembered result.
     Replay,
     /// Another attempt holds the call and the wait is over, or its holder has stopped
-    /// beating (protocol::estimate: then the wait ends at once): tell the caller so, with
+    /// beating (pg_idempotency_protocol::estimate: then the wait ends at once): tell the caller so, with
     /// the running attempt's estimated time left, or the lease's time left for a holder
-    /// that stopped (protocol::estimate), in microseconds.
+    /// that stopped (pg_idempotency_protocol::estimate), in microseconds.
     InProgress { retry_after_us: u64 },
     /// Another attempt holds the call and the caller still waits: read again after a
     /// pause of at most `wait_left_us`; the lease lapses in `lease_left_us` (then the call

@@ -23,9 +23,9 @@ use axum::routing::post;
 use axum::{Extension, Json, Router};
 use bytes::Bytes;
 use deadpool_postgres::Pool;
-use idempotency::PgStore;
-use idempotency_server::stored::StoredResponse;
-use idempotency_server::{ClientErrors, IdempotencyLayer, RequestClaim, Rule, Scope};
+use pg_idempotency_client::PgStore;
+use pg_idempotency_server::stored::StoredResponse;
+use pg_idempotency_server::{ClientErrors, IdempotencyLayer, RequestClaim, Rule, Scope};
 use serde_json::{json, Value};
 
 /// The example's own tables, beside the extension's.

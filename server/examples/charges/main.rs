@@ -9,7 +9,7 @@
 mod app;
 
 use deadpool_postgres::{Manager, Pool};
-use idempotency::PgStore;
+use pg_idempotency_client::PgStore;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use axum::extract::MatchedPath;
 use axum::Router;
-use idempotency::{IdempotencyStore, PgStore, Record, State};
-use idempotency_server::{IdempotencyLayer, Scope};
+use pg_idempotency_client::{IdempotencyStore, PgStore, Record, State};
+use pg_idempotency_server::{IdempotencyLayer, Scope};
 use tokio::sync::{mpsc, Mutex, Semaphore};
 
 #[allow(unused_imports)] // not every test binary polls
@@ -37,12 +37,12 @@ pub fn store_on(pool: deadpool_postgres::Pool) -> Arc<dyn IdempotencyStore> {
 /// How the suite's `PgStore`s send their statements: `PGIDEM_STATEMENTS` (`prepared`, the
 /// default, or `unnamed`: the test command's step through PgBouncer in transaction mode
 /// sets it).
-pub fn statement_mode() -> idempotency::StatementMode {
+pub fn statement_mode() -> pg_idempotency_client::StatementMode {
     match std::env::var("PGIDEM_STATEMENTS") {
         Ok(word) => word
             .parse()
             .expect("PGIDEM_STATEMENTS: prepared or unnamed"),
-        Err(_) => idempotency::StatementMode::default(),
+        Err(_) => pg_idempotency_client::StatementMode::default(),
     }
 }
 

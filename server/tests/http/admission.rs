@@ -5,7 +5,7 @@
 use axum::http::{HeaderValue, StatusCode};
 use axum::routing::post;
 use axum::Router;
-use idempotency_server::Rule;
+use pg_idempotency_server::Rule;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::*;
@@ -15,7 +15,9 @@ use crate::http::running::charge;
 /// optional route.
 async fn app(
     gate: &Gate,
-    configure: impl FnOnce(idempotency_server::IdempotencyLayer) -> idempotency_server::IdempotencyLayer,
+    configure: impl FnOnce(
+        pg_idempotency_server::IdempotencyLayer,
+    ) -> pg_idempotency_server::IdempotencyLayer,
 ) -> String {
     let store = store_on(pool());
     let g = gate.clone();

@@ -9,8 +9,8 @@ use axum::http::{header, StatusCode};
 use axum::response::{AppendHeaders, IntoResponse};
 use axum::routing::post;
 use axum::Router;
-use idempotency::{IdempotencyStore, PgStore};
-use idempotency_server::Rule;
+use pg_idempotency_client::{IdempotencyStore, PgStore};
+use pg_idempotency_server::Rule;
 use pg_idempotency_tests::attack::{Db, TestRole};
 
 use crate::common::*;

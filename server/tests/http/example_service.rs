@@ -198,7 +198,7 @@ fn a_retried_charge_gives_one_charge_row() {
                 .await
                 .unwrap()
                 .get(0);
-        let scope = idempotency_server::Scope::new(&ann, "/charges").store_scope(128);
+        let scope = pg_idempotency_server::Scope::new(&ann, "/charges").store_scope(128);
         let record =
             s.db.query_one(
                 "SELECT xmin::text, state::text FROM idempotency.records \

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use idempotency_server::{IdempotencyLayer, Rule};
+use pg_idempotency_server::{IdempotencyLayer, Rule};
 use tower::{service_fn, Layer, ServiceExt};
 
 use crate::common::*;

@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use http_body::Frame;
-use idempotency::State;
-use idempotency_server::{ClientErrors, IdempotencyLayer, Rule};
+use pg_idempotency_client::State;
+use pg_idempotency_server::{ClientErrors, IdempotencyLayer, Rule};
 
 use crate::common::*;
 
@@ -64,7 +64,7 @@ fn answers(gate: Gate) -> Router {
 
 struct Case {
     base: String,
-    store: std::sync::Arc<dyn idempotency::IdempotencyStore>,
+    store: std::sync::Arc<dyn pg_idempotency_client::IdempotencyStore>,
     gate: Gate,
     http: reqwest::Client,
     principal: String,

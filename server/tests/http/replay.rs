@@ -8,7 +8,7 @@ use axum::http::{HeaderName, HeaderValue, Response, StatusCode};
 use axum::routing::post;
 use axum::Router;
 use base64::Engine;
-use idempotency_server::Rule;
+use pg_idempotency_server::Rule;
 
 use crate::common::*;
 

@@ -10,8 +10,8 @@ use axum::http::{header, StatusCode};
 use axum::response::{AppendHeaders, IntoResponse};
 use axum::routing::post;
 use axum::Router;
-use idempotency::State;
-use idempotency_server::Rule;
+use pg_idempotency_client::State;
+use pg_idempotency_server::Rule;
 use tokio::sync::mpsc;
 
 use crate::common::*;

@@ -11,9 +11,9 @@ use axum::http::{header, HeaderMap, HeaderValue, Response, StatusCode};
 use axum::routing::post;
 use axum::Router;
 use bytes::Bytes;
-use idempotency::{IdempotencyStore, PgStore, State};
-use idempotency_server::stored::StoredResponse;
-use idempotency_server::{RequestClaim, Rule};
+use pg_idempotency_client::{IdempotencyStore, PgStore, State};
+use pg_idempotency_server::stored::StoredResponse;
+use pg_idempotency_server::{RequestClaim, Rule};
 use pg_idempotency_tests::{backend, connect_to, drop_database, fresh_database, Backend};
 
 use crate::common::*;

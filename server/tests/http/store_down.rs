@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::routing::post;
 use axum::Router;
-use idempotency_server::Rule;
+use pg_idempotency_server::Rule;
 use pg_idempotency_tests::{backend, install_backend, TempCluster};
 
 use crate::common::*;

@@ -7,9 +7,9 @@ use axum::http::{header, HeaderMap, HeaderValue, Response, StatusCode};
 use axum::routing::post;
 use axum::Router;
 use bytes::Bytes;
-use idempotency::State;
-use idempotency_server::stored::StoredResponse;
-use idempotency_server::{RequestClaim, Rule};
+use pg_idempotency_client::State;
+use pg_idempotency_server::stored::StoredResponse;
+use pg_idempotency_server::{RequestClaim, Rule};
 
 use crate::common::*;
 

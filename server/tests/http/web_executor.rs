@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use axum::routing::post;
 use axum::Router;
-use idempotency::{
+use pg_idempotency_client::{
     Action, Dispatched, ErrorKind, Idempotent, MemoryStore, Method, Retry, UpstreamKey, WebExecutor,
 };
-use idempotency_server::{IdempotencyLayer, Rule, Scope};
+use pg_idempotency_server::{IdempotencyLayer, Rule, Scope};
 use serde_json::json;
 
 use crate::common::*;

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
-use idempotency::{
+use pg_idempotency_client::{
     Begin, BeginOptions, CallContext, Completed, IdempotencyStore, Reconcile, Reconciled, Record,
     ScopeMetrics, Tool, ToolError,
 };
@@ -78,7 +78,7 @@ impl Counting {
         );
     }
 
-    fn count<T>(&self, r: &idempotency::Result<T>, completion: bool) {
+    fn count<T>(&self, r: &pg_idempotency_client::Result<T>, completion: bool) {
         self.counts.send_modify(|c| {
             c.operations += 1;
             if completion {
@@ -103,7 +103,7 @@ impl IdempotencyStore for Counting {
         scope: &str,
         key: &str,
         options: &BeginOptions,
-    ) -> idempotency::Result<Begin> {
+    ) -> pg_idempotency_client::Result<Begin> {
         let r = self.inner.begin(scope, key, options).await;
         self.count(&r, false);
         r
@@ -117,7 +117,7 @@ impl IdempotencyStore for Counting {
         response: Option<&Value>,
         succeeded: bool,
         cache_failure: Option<bool>,
-    ) -> idempotency::Result<Completed> {
+    ) -> pg_idempotency_client::Result<Completed> {
         let r = self
             .inner
             .complete(scope, key, fence, response, succeeded, cache_failure)
@@ -126,7 +126,12 @@ impl IdempotencyStore for Counting {
         r
     }
 
-    async fn release(&self, scope: &str, key: &str, fence: i64) -> idempotency::Result<()> {
+    async fn release(
+        &self,
+        scope: &str,
+        key: &str,
+        fence: i64,
+    ) -> pg_idempotency_client::Result<()> {
         let r = self.inner.release(scope, key, fence).await;
         self.count(&r, false);
         r
@@ -138,25 +143,29 @@ impl IdempotencyStore for Counting {
         key: &str,
         fence: i64,
         lease: Option<Duration>,
-    ) -> idempotency::Result<SystemTime> {
+    ) -> pg_idempotency_client::Result<SystemTime> {
         let r = self.inner.extend(scope, key, fence, lease).await;
         self.count(&r, false);
         r
     }
 
-    async fn lookup(&self, scope: &str, key: &str) -> idempotency::Result<Option<Record>> {
+    async fn lookup(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> pg_idempotency_client::Result<Option<Record>> {
         self.inner.lookup(scope, key).await
     }
 
-    async fn purge(&self) -> idempotency::Result<u64> {
+    async fn purge(&self) -> pg_idempotency_client::Result<u64> {
         self.inner.purge().await
     }
 
-    async fn forget(&self, scope: &str, key: &str) -> idempotency::Result<bool> {
+    async fn forget(&self, scope: &str, key: &str) -> pg_idempotency_client::Result<bool> {
         self.inner.forget(scope, key).await
     }
 
-    async fn metrics(&self) -> idempotency::Result<Vec<ScopeMetrics>> {
+    async fn metrics(&self) -> pg_idempotency_client::Result<Vec<ScopeMetrics>> {
         self.inner.metrics().await
     }
 
@@ -491,7 +500,8 @@ impl Verdict {
             Ok(Some(r)) => self.expect(
                 Invariant::I2,
                 key,
-                r.state == idempotency::State::Succeeded && r.response.as_ref() == Some(result),
+                r.state == pg_idempotency_client::State::Succeeded
+                    && r.response.as_ref() == Some(result),
                 format!(
                     "the record holds {:?} {:?}, not succeeded with {result}",
                     r.state, r.response

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use idempotency::{Begin, BeginOptions, Completed, IdempotencyStore, PgStore};
+use pg_idempotency_client::{Begin, BeginOptions, Completed, IdempotencyStore, PgStore};
 use serde_json::Value;
 use tokio_postgres::Client;
 
@@ -33,7 +33,7 @@ pub fn duration(interval: &str) -> Duration {
 /// A client error as an outcome: a definite failure when it carries the SQLSTATE of a
 /// kind the API defines, unknown otherwise (the connection broke, or the server failed in
 /// a way the call cannot tell apart from one).
-fn failure(e: &idempotency::Error) -> Outcome {
+fn failure(e: &pg_idempotency_client::Error) -> Outcome {
     match e.kind.sqlstate() {
         Some(code) => Outcome::Failed {
             sqlstate: code.to_string(),

@@ -220,7 +220,7 @@ fn wide_json_is_accepted_without_a_crash() {
             .query_one("SELECT idem_canonical($1::text::jsonb)", &[text])
             .unwrap_or_else(|e| panic!("idem_canonical of {what}: {e}"))
             .get(0);
-        let expected = canon::canonical_text(text).unwrap();
+        let expected = pg_idempotency_canon::canonical_text(text).unwrap();
         assert!(canonical == expected, "canonical form of {what} differs");
         let b = try_begin(&mut c, &sc, what, Some(text), None, None).unwrap();
         assert_eq!(b.outcome, "claimed", "{what}");

@@ -52,8 +52,8 @@ fn a_key_computed_in_rust_is_the_key_sql_derives() {
     let mut c = connect();
     let scope = scope("hash-input");
     let request = serde_json::json!({"to": "ann@example.com", "amount": 12.5, "id": 9007199254740993u64, "tags": ["a", "é"]});
-    let rust_fingerprint = canon::hash_value(&request).unwrap();
-    let rust_key = canon::key_of(&rust_fingerprint);
+    let rust_fingerprint = pg_idempotency_canon::hash_value(&request).unwrap();
+    let rust_key = pg_idempotency_canon::key_of(&rust_fingerprint);
     let sent = serde_json::to_string(&request).unwrap();
     let sql_hash: Vec<u8> = c
         .query_one("SELECT idem_hash($1::text::jsonb)", &[&sent])
@@ -130,7 +130,7 @@ proptest! {
     #[test]
     fn sql_agrees_with_the_text_path_on_generated_documents(doc in gen::doc(), style in any::<u32>()) {
         let text = gen::text(&doc, style);
-        let rust = canon::canonical_text(&text).unwrap();
+        let rust = pg_idempotency_canon::canonical_text(&text).unwrap();
         thread_local! { static CLIENT: std::cell::RefCell<Client> = std::cell::RefCell::new(connect()); }
         let sql = CLIENT.with(|c| sql_canonical(&mut c.borrow_mut(), &text)).unwrap();
         prop_assert_eq!(sql, rust);

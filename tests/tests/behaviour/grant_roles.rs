@@ -6,9 +6,9 @@
 //! saying how to grant; the tenants keep their own key spaces through the grants the hint
 //! gives.
 
+use pg_idempotency_protocol::ErrorCode;
 use pg_idempotency_tests::attack::TestRole;
 use pg_idempotency_tests::*;
-use protocol::ErrorCode;
 
 const GRANT_ROLE: &str = "IK006";
 

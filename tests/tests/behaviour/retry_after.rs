@@ -1,12 +1,12 @@
 //! `retry_after` (0.5.0): a duplicate is told the running call's estimated time left
-//! (protocol::estimate), not the time until the holder's lease lapses. The estimate is the
+//! (pg_idempotency_protocol::estimate), not the time until the holder's lease lapses. The estimate is the
 //! scope's claim-to-completion time; each test makes its own scope, so with one completed
 //! call the estimate is exactly that call's time, in both backends.
 
 use std::time::Duration;
 
+use pg_idempotency_protocol::estimate::{FLOOR_MS, UNKNOWN_MS};
 use pg_idempotency_tests::*;
-use protocol::estimate::{FLOOR_MS, UNKNOWN_MS};
 
 /// A lease far longer than any call here: a retry_after near it is the old, lease-based one.
 const LONG_LEASE: &str = "60 s";

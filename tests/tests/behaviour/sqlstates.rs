@@ -2,9 +2,9 @@
 //! same cases: each code has a case here that makes the extension and the PL/pgSQL
 //! variant raise exactly it.
 
+use pg_idempotency_protocol::ErrorCode;
 use pg_idempotency_tests::backends::Both;
 use pg_idempotency_tests::{scope, Backend};
-use protocol::ErrorCode;
 
 /// Statements that end with the error of `code` (the ones before it set the case up); None
 /// for a code no single session can cause on purpose.

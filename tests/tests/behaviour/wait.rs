@@ -67,7 +67,7 @@ fn a_wait_that_runs_out_answers_in_progress() {
 }
 
 /// A holder that claimed with a 3 s lease and never extends has stopped beating once two
-/// thirds of it passed (protocol::estimate): a duplicate waiting up to 30 s answers
+/// thirds of it passed (pg_idempotency_protocol::estimate): a duplicate waiting up to 30 s answers
 /// in_progress then, while the lease still runs, told the lease's time left; the holder
 /// keeps the call. (Until 0.9.0 it waited out the lease and took the call over.)
 #[test]

@@ -1,9 +1,9 @@
 //! The pages that list the protocol's facts (docs/errors.md's SQLSTATEs, docs/settings.md's
 //! settings) list every one of them as protocol/ declares it.
 
+use pg_idempotency_protocol::settings::INT_SETTINGS;
+use pg_idempotency_protocol::ErrorCode;
 use pg_idempotency_tests::root;
-use protocol::settings::INT_SETTINGS;
-use protocol::ErrorCode;
 
 fn page(name: &str) -> String {
     std::fs::read_to_string(root().join("docs").join(name)).unwrap()
@@ -40,5 +40,5 @@ fn settings_md_has_each_setting_with_its_default() {
             s.default
         );
     }
-    assert!(row(&text, protocol::settings::DATABASE_NAME).is_some());
+    assert!(row(&text, pg_idempotency_protocol::settings::DATABASE_NAME).is_some());
 }

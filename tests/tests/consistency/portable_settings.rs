@@ -2,9 +2,9 @@
 //! read protocol/src/settings.rs): held here to the protocol's, in its source and in a fresh
 //! install.
 
+use pg_idempotency_protocol::settings::{IntSetting, Unit, INT_SETTINGS};
 use pg_idempotency_tests::backends::installed;
 use pg_idempotency_tests::{connect_to, sql_file, Backend};
-use protocol::settings::{IntSetting, Unit, INT_SETTINGS};
 
 fn setting(name: &str) -> &'static IntSetting {
     INT_SETTINGS
@@ -112,11 +112,11 @@ fn a_fresh_install_holds_the_protocol_s_limits() {
     );
 }
 
-/// `_idem_retry_after` keeps its own copies of protocol::estimate's constants: the
+/// `_idem_retry_after` keeps its own copies of pg_idempotency_protocol::estimate's constants: the
 /// no-history answer, the floor (both in microseconds) and how many records it averages.
 #[test]
 fn the_variant_s_retry_after_has_the_protocol_s_constants() {
-    use protocol::estimate::{FLOOR_MS, PORTABLE_SAMPLE, UNKNOWN_MS};
+    use pg_idempotency_protocol::estimate::{FLOOR_MS, PORTABLE_SAMPLE, UNKNOWN_MS};
     let source = std::fs::read_to_string(sql_file("pg_idempotency.sql")).unwrap();
     let start = source
         .find("CREATE FUNCTION :\"storage\"._idem_retry_after(")

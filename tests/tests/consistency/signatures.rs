@@ -2,9 +2,11 @@
 //! it renders (the extension's functions.sql, the PL/pgSQL variant's installer), and the
 //! two declare the same signatures, as PostgreSQL itself reports them.
 
+use pg_idempotency_protocol::functions::{
+    self, Function, Grant, Portable, Returns, Schema, SqlType, Volatility,
+};
 use pg_idempotency_tests::backends::Both;
 use pg_idempotency_tests::{root, Backend, Client};
-use protocol::functions::{self, Function, Grant, Portable, Returns, Schema, SqlType, Volatility};
 use xtask::render::{
     extension_functions_sql, portable::portable_install_sql, proxy::proxy_install_sql,
 };

@@ -78,6 +78,8 @@ fn the_setting_defaults_to_the_protocol_s_batch() {
         .get(0);
     assert_eq!(
         shown,
-        protocol::settings::PURGE_BATCH_SIZE.default.to_string()
+        pg_idempotency_protocol::settings::PURGE_BATCH_SIZE
+            .default
+            .to_string()
     );
 }

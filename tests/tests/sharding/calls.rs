@@ -4,9 +4,9 @@
 use std::sync::mpsc;
 use std::thread;
 
+use pg_idempotency_protocol::ErrorCode;
 use pg_idempotency_tests::sharded::Sharded;
 use pg_idempotency_tests::*;
-use protocol::ErrorCode;
 
 #[test]
 fn claim_duplicate_complete_replay_on_the_keys_partition() {

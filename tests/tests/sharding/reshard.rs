@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
+use pg_idempotency_protocol::ErrorCode;
 use pg_idempotency_tests::sharded::{partition_of, Sharded};
 use pg_idempotency_tests::*;
-use protocol::ErrorCode;
 
 const KEYS: usize = 240;
 const WORKERS: usize = 6;

@@ -1,9 +1,9 @@
 //! The calling role reaches the partition: PL/Proxy connects as it, so the partition's
 //! functions see it as the owner, and each role keeps its own key space through the proxy.
 
+use pg_idempotency_protocol::ErrorCode;
 use pg_idempotency_tests::sharded::Sharded;
 use pg_idempotency_tests::*;
-use protocol::ErrorCode;
 
 fn role(c: &mut Client, name: &str) {
     c.batch_execute(&format!(

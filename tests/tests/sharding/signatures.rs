@@ -46,8 +46,8 @@ fn the_proxy_declares_the_api_as_the_partitions_do() {
     };
     let (mut proxy, mut partition) = (s.connect(), s.partition(0));
     // The operators' functions over records are the partitions' alone (docs/scaling.md).
-    let routed =
-        protocol::functions::api().filter(|f| f.proxy != protocol::functions::Proxy::Absent);
+    let routed = pg_idempotency_protocol::functions::api()
+        .filter(|f| f.proxy != pg_idempotency_protocol::functions::Proxy::Absent);
     for f in routed {
         let (on_proxy, on_partition) = (
             declared(&mut proxy, f.name),

@@ -17,7 +17,7 @@ use std::path::Path;
 use super::{
     arguments, behaviour, comment, privileges, read_source, returns, rows, schema, split, Schemas,
 };
-use protocol::functions::{Function, Portable, FUNCTIONS};
+use pg_idempotency_protocol::functions::{Function, Portable, FUNCTIONS};
 
 /// psql's quoted identifiers of the two schemas, as the installer's `-v schema=... -v
 /// storage=...` set them.
@@ -149,7 +149,7 @@ pub fn portable_install_sql(root: &Path) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use protocol::functions::{IDEM_CANONICAL, IDEM_LOOKUP, IDEM_OWNER_COUNTERS};
+    use pg_idempotency_protocol::functions::{IDEM_CANONICAL, IDEM_LOOKUP, IDEM_OWNER_COUNTERS};
 
     #[test]
     fn a_body_files_leading_comments_go_above_the_function() {
@@ -183,6 +183,9 @@ mod tests {
     #[test]
     fn the_extensions_own_helpers_are_not_rendered() {
         assert!(rendered().all(|f| f.name != IDEM_OWNER_COUNTERS.name));
-        assert_eq!(rendered().count(), protocol::functions::api().count());
+        assert_eq!(
+            rendered().count(),
+            pg_idempotency_protocol::functions::api().count()
+        );
     }
 }

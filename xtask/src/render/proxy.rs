@@ -24,7 +24,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::{arguments, columns, comment, privileges, read_source, returns, rows, split, Schemas};
-use protocol::functions::{Function, Grant, Proxy, Returns, Schema, FUNCTIONS};
+use pg_idempotency_protocol::functions::{Function, Grant, Proxy, Returns, Schema, FUNCTIONS};
 
 /// The schemas on the proxy: the API where the partitions have it (PL/Proxy calls the
 /// partition's function by the proxy function's qualified name), and a storage schema that
@@ -182,7 +182,7 @@ pub fn create_fan_out(f: &Function) -> String {
     let mut out = String::new();
     let _ = write!(out, "CREATE FUNCTION {}.{}", PROXY.storage, fan_out_name(f));
     arguments(&mut out, f);
-    let per_server = f.name == protocol::functions::IDEM_METRICS.name;
+    let per_server = f.name == pg_idempotency_protocol::functions::IDEM_METRICS.name;
     match f.returns {
         Returns::Scalar(t) => {
             let _ = writeln!(out, "RETURNS SETOF {}", t.sql());
@@ -436,7 +436,7 @@ pub fn proxy_install_sql(root: &Path) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use protocol::functions::{
+    use pg_idempotency_protocol::functions::{
         IDEM_BEGIN, IDEM_COMPLETE, IDEM_HASH, IDEM_METRICS, IDEM_PURGE_EXPIRED,
     };
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use idempotency::{Begin, BeginOptions, IdempotencyStore, PgStore, RedisStore};
+use pg_idempotency_client::{Begin, BeginOptions, IdempotencyStore, PgStore, RedisStore};
 use serde_json::json;
 use tokio_postgres::Client;
 

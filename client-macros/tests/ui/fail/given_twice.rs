@@ -1,4 +1,4 @@
-use idempotency::{tool, ToolError};
+use pg_idempotency_client::{tool, ToolError};
 
 /// Place an order.
 #[tool(idempotent(ttl_secs = 60, ttl_secs = 3600))]

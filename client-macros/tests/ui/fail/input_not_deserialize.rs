@@ -1,4 +1,4 @@
-use idempotency::{tool, ToolError};
+use pg_idempotency_client::{tool, ToolError};
 
 struct SendEmail {
     to: String,

@@ -1,4 +1,4 @@
-use idempotency::{tool, ToolError};
+use pg_idempotency_client::{tool, ToolError};
 
 /// Send an email.
 #[tool(ttl_secs = 86_400)]

@@ -1,4 +1,4 @@
-use idempotency::{tool, ToolError};
+use pg_idempotency_client::{tool, ToolError};
 
 #[tool(idempotent)]
 async fn send_email(to: String) -> Result<String, ToolError> {

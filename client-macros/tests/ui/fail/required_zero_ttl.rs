@@ -1,4 +1,4 @@
-use idempotency::{tool, ToolError};
+use pg_idempotency_client::{tool, ToolError};
 
 /// Charge a card.
 #[tool(idempotent(ttl_secs = 0), required)]

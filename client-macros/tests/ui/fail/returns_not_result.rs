@@ -1,4 +1,4 @@
-use idempotency::tool;
+use pg_idempotency_client::tool;
 
 /// Send an email.
 #[tool]

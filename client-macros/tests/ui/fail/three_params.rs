@@ -1,4 +1,4 @@
-use idempotency::{tool, CallContext, ToolError};
+use pg_idempotency_client::{tool, CallContext, ToolError};
 
 /// Send an email.
 #[tool]

@@ -1,4 +1,4 @@
-use idempotency::{tool, ToolError};
+use pg_idempotency_client::{tool, ToolError};
 
 /// Place an order.
 #[tool(idempotent(on_cache_hit = return_cache))]

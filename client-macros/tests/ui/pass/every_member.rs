@@ -1,4 +1,4 @@
-use idempotency::{tool, CallContext, KeyStrategy, OnCacheHit, OnMismatch, ToolError};
+use pg_idempotency_client::{tool, CallContext, KeyStrategy, OnCacheHit, OnMismatch, ToolError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -57,7 +57,7 @@ async fn notify(input: u32) -> Result<(), Box<dyn std::error::Error + Send + Syn
 /// With state of its own: built by `count_tool(counter)`.
 #[tool(idempotent)]
 async fn count(
-    idempotency::Shared(counter): idempotency::Shared<std::sync::Arc<std::sync::atomic::AtomicU32>>,
+    pg_idempotency_client::Shared(counter): pg_idempotency_client::Shared<std::sync::Arc<std::sync::atomic::AtomicU32>>,
     page: String,
 ) -> Result<u32, ToolError> {
     let _ = page;

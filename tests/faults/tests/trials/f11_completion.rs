@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use idempotency::{
+use pg_idempotency_client::{
     Action, Dispatched, Dispatcher, ErrorKind, IdempotencyStore, Idempotent, Method, PgStore,
     RedisStore, ToolSpec, WebExecutor,
 };
@@ -108,7 +108,7 @@ impl Caller {
                             .idempotent(idem)
                             // The bare call key: the trial counts the provider's effects
                             // and reads the store by the key the provider saw.
-                            .upstream_key(idempotency::UpstreamKey::CallKey),
+                            .upstream_key(pg_idempotency_client::UpstreamKey::CallKey),
                     )
                     .unwrap();
                 Caller {
@@ -124,7 +124,7 @@ impl Caller {
         }
     }
 
-    async fn call(&self, input: &Value) -> idempotency::Result<Dispatched> {
+    async fn call(&self, input: &Value) -> pg_idempotency_client::Result<Dispatched> {
         match self.front {
             Front::Dispatcher => {
                 self.dispatcher
@@ -191,7 +191,7 @@ impl Caller {
 
 /// The result of a call that ran: `Ran(v)`, or `Unrecorded` carrying v (the dispatch gave up
 /// waiting for the recording; the holder goes on).
-fn result_of(answer: &idempotency::Result<Dispatched>) -> Option<Value> {
+fn result_of(answer: &pg_idempotency_client::Result<Dispatched>) -> Option<Value> {
     match answer {
         Ok(Dispatched::Ran(v)) => Some(v.clone()),
         Err(e) if e.kind == ErrorKind::Unrecorded => e.response().cloned(),
@@ -205,7 +205,7 @@ fn result_of(answer: &idempotency::Result<Dispatched>) -> Option<Value> {
 async fn until_completed(store: &dyn IdempotencyStore, scope: &str, key: &str) {
     suite::eventually_async(BOUND, || async {
         matches!(store.lookup(scope, key).await,
-                 Ok(Some(r)) if r.state != idempotency::State::InProgress)
+                 Ok(Some(r)) if r.state != pg_idempotency_client::State::InProgress)
     })
     .await;
 }
@@ -216,7 +216,7 @@ async fn judge(
     caller: &Caller,
     store: &dyn IdempotencyStore,
     input: &Value,
-    answer: &idempotency::Result<Dispatched>,
+    answer: &pg_idempotency_client::Result<Dispatched>,
     runs_before: usize,
 ) -> Verdict {
     let mut verdict = Verdict::default();

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use idempotency::{
+use pg_idempotency_client::{
     Dispatched, Dispatcher, ErrorKind, IdempotencyStore, Idempotent, MemoryStore, OnUnknownOutcome,
     PgStore, RedisStore, ToolSpec,
 };

@@ -19,7 +19,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use idempotency::{
+use pg_idempotency_client::{
     Attempt, Dispatched, Dispatcher, ErrorKind, IdempotencyStore, Idempotent, PgStore, RedisStore,
     Retry, ToolSpec,
 };
@@ -109,7 +109,7 @@ impl Server {
 }
 
 /// The result an answer carries: a run's, a replay's, or an `Unrecorded` error's.
-fn result_of(answer: &idempotency::Result<Dispatched>) -> Option<Value> {
+fn result_of(answer: &pg_idempotency_client::Result<Dispatched>) -> Option<Value> {
     match answer {
         Ok(Dispatched::Ran(v)) | Ok(Dispatched::Replayed(v)) => Some(v.clone()),
         Err(e) if e.kind == ErrorKind::Unrecorded => e.response().cloned(),
@@ -118,7 +118,7 @@ fn result_of(answer: &idempotency::Result<Dispatched>) -> Option<Value> {
 }
 
 /// Whether a caller is done: the store answered the call (a run or a replay).
-fn from_the_store(answer: &idempotency::Result<Dispatched>) -> bool {
+fn from_the_store(answer: &pg_idempotency_client::Result<Dispatched>) -> bool {
     matches!(answer, Ok(Dispatched::Ran(_)) | Ok(Dispatched::Replayed(_)))
 }
 
@@ -138,7 +138,7 @@ async fn keep_calling(
     d: Arc<Dispatcher>,
     name: String,
     input: Value,
-) -> Vec<idempotency::Result<Dispatched>> {
+) -> Vec<pg_idempotency_client::Result<Dispatched>> {
     let started = Instant::now();
     let mut answers = Vec::new();
     while started.elapsed() < BOUND {
@@ -205,7 +205,7 @@ async fn trial(server: &Server, ledger_dsn: &str, n: usize) -> (Verdict, Arc<Cou
     let key = result["key"].as_str().unwrap_or_default().to_string();
     suite::eventually_async(BOUND, || async {
         matches!(store.lookup(&name, &key).await,
-                 Ok(Some(r)) if r.state != idempotency::State::InProgress)
+                 Ok(Some(r)) if r.state != pg_idempotency_client::State::InProgress)
     })
     .await;
     // Every run of the tool performs the effect: the ledger keeps one row per upstream
@@ -238,7 +238,7 @@ async fn keep_one(
     d: Arc<Dispatcher>,
     name: String,
     input: Value,
-) -> idempotency::Result<Dispatched> {
+) -> pg_idempotency_client::Result<Dispatched> {
     d.dispatch(&name, input).await
 }
 

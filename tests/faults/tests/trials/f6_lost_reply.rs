@@ -609,7 +609,7 @@ async fn without_a_token_a_lost_claim_waits_out_its_lease() {
 /// tool, once, with the lost claim's fence; a lease of an hour shows nothing was waited out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dispatcher_picks_up_a_claim_whose_reply_was_lost() {
-    use idempotency::{tool_fn, Dispatched, Dispatcher, Idempotent, PgStore, ToolSpec};
+    use pg_idempotency_client::{tool_fn, Dispatched, Dispatcher, Idempotent, PgStore, ToolSpec};
     use std::sync::atomic::AtomicU32;
 
     let name = "dispatcher";

@@ -663,7 +663,7 @@ async fn what_ends_a_half_open_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pooled_connection_cut_mid_call_is_not_reused() {
     use deadpool_postgres::{Manager, ManagerConfig, Pool};
-    use idempotency::{BeginOptions, IdempotencyStore, PgStore};
+    use pg_idempotency_client::{BeginOptions, IdempotencyStore, PgStore};
 
     let db = format!("{NAME}_pool");
     let db2 = db.clone();
