@@ -6,6 +6,7 @@
 //! - distributable: every statement on the tables keeps to DESIGN 8's rules (caught live)
 //! - docs_agree: the docs list every SQLSTATE and setting the protocol declares
 //! - import_circles: no two files of a product crate import each other
+//! - places: what a new function or test file must reach that nothing else checks
 //! - plain_migrations: the portable variant's plain-SQL migrations are its psql scripts'
 //! - portable_settings: the PL/pgSQL variant's copies of the settings are the protocol's
 //! - public_execute: no function of ours is executable by PUBLIC
@@ -22,6 +23,8 @@ mod distributable;
 mod docs_agree;
 #[path = "consistency/import_circles.rs"]
 mod import_circles;
+#[path = "consistency/places.rs"]
+mod places;
 #[path = "consistency/plain_migrations.rs"]
 mod plain_migrations;
 #[path = "consistency/portable_settings.rs"]
