@@ -120,6 +120,13 @@ impl Killed {
                     .status()
                     .unwrap();
                 assert!(killed.success());
+                // `kill` returns before the process has gone: its threads exit after, and
+                // the parent-death signal reaches its child only then. A zombie (or no
+                // process) has no thread left, so its child has been signalled.
+                until("the SIGKILLed proxy to be gone", PATIENCE, || {
+                    !alive(i64::from(pid))
+                })
+                .await;
             }
         }
     }
