@@ -29,17 +29,32 @@ fn installed(path: PathBuf, how: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// Runs the tool with its output in files, not pipes: Node writes to a file synchronously,
+/// but may exit with a write to a pipe unfinished, and node-pg-migrate prints the whole
+/// failed migration (hundreds of kB for an upgrade from 0.4.0) before its error.
 fn run(cmd: &mut Command) -> (bool, String) {
-    let out = cmd
-        .output()
+    let dir = std::env::temp_dir().join(format!(
+        "pgidem-migration-tool-{}-{}",
+        std::process::id(),
+        OUTPUTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (out, err) = (dir.join("stdout"), dir.join("stderr"));
+    let status = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .status()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    let read =
+        |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
+    let text = format!("{}{}", read(&out), read(&err));
+    let _ = std::fs::remove_dir_all(&dir);
+    (status.success(), text)
 }
+
+/// Each run's output files are its own, tests running side by side.
+static OUTPUTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn rows(c: &mut Client, table: &str, column: &str) -> Vec<String> {
     let exists: bool = c
@@ -123,8 +138,7 @@ impl Tool for NodePgMigrate {
                 "DATABASE_URL",
                 format!("postgres://postgres@127.0.0.1:{port}/{db}"),
             )
-            // Not verbose: its echo of every statement (hundreds of kB for an upgrade from
-            // 0.4.0) is cut short when it exits, and the error with it.
+            // Not verbose: its echo of every statement adds nothing a test reads.
             .args(["up", "-m", "migrations", "--no-verbose"]))
     }
     fn applied(&self, c: &mut Client) -> Vec<String> {
