@@ -13,6 +13,7 @@
 # Prints the path of the .deb on its last line.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
+source "$(dirname "$0")/debian.sh"
 
 binary=""
 if [ "${1:-}" = --binary ]; then binary="${2:?--binary needs a path}"; fi
@@ -41,42 +42,17 @@ install -m 0644 "$ROOT/mcp/examples/proxy.toml" "$doc/examples/proxy.toml"
 # The reference is docs/mcp.md and `pg-idempotency-mcp --help`; there is no manual page.
 printf '%s: no-manual-page [usr/bin/%s]\n' "$name" "$name" > "$stage/usr/share/lintian/overrides/$name"
 chmod 0644 "$stage/usr/share/lintian/overrides/$name"
-maintainer="${DEB_MAINTAINER:-pg_idempotency contributors <pg-idempotency@users.noreply.github.com>}"
-# Dated by the last commit, as are the archive's timestamps (dpkg-deb reads
-# SOURCE_DATE_EPOCH), so the same commit and binary give the same package.
-export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || date +%s)}"
-cat <<EOF | gzip -9n > "$doc/changelog.gz"
-$name ($version) unstable; urgency=medium
+deb_changelog "$name" "$version" "$doc" "pg-idempotency-mcp $version, built by scripts/package-mcp.sh."
 
-  * pg-idempotency-mcp $version, built by scripts/package-mcp.sh.
-
- -- $maintainer  $(date -R -u -d "@$SOURCE_DATE_EPOCH")
-EOF
-chmod 0644 "$doc/changelog.gz"
-
-# Depends: the libraries the binary links to, as dpkg-shlibdeps works them out (libc6 and
-# libgcc-s1: Rust unwinds through libgcc_s).
-shlibdeps() {
-    local dir
-    dir=$(mktemp -d)
-    mkdir -p "$dir/debian"
-    printf 'Source: %s\n\nPackage: %s\nArchitecture: any\n' "$name" "$name" > "$dir/debian/control"
-    (cd "$dir" && dpkg-shlibdeps -O "$stage/usr/bin/$name" 2>/dev/null) | sed -n 's/^shlibs:Depends=//p'
-    rm -rf "$dir"
-}
-if command -v dpkg-shlibdeps >/dev/null; then
-    libdeps=$(shlibdeps)
-else
-    glibc=$(objdump -T "$stage/usr/bin/$name" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n1)
-    libdeps="libc6 (>= $glibc), libgcc-s1"
-fi
+# Depends: the libraries the binary links to; not PostgreSQL.
+libdeps=$(deb_libdeps "$name" "$stage/usr/bin/$name")
 [ -n "$libdeps" ] || die "could not work out which libraries the proxy needs"
 
 cat > "$stage/DEBIAN/control" <<EOF
 Package: $name
 Version: $version
 Architecture: $arch
-Maintainer: $maintainer
+Maintainer: $DEB_MAINTAINER
 Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 Depends: $libdeps
 Section: net
@@ -91,11 +67,6 @@ Description: MCP proxy that makes tool calls safe to retry
  The database needs pg_idempotency's SQL API: the extension
  (postgresql-NN-pg-idempotency) or the portable SQL variant.
 EOF
-(cd "$stage" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) > "$stage/DEBIAN/md5sums"
-chmod 0644 "$stage/DEBIAN/control" "$stage/DEBIAN/md5sums"
-find "$stage" -type d -exec chmod 0755 {} +
-
 deb="$TARGET/debian/${name}_${version}_$arch.deb"
-dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >/dev/null
-log "built $deb ($(du -h "$deb" | cut -f1))"
+deb_build "$stage" "$deb"
 echo "$deb"

@@ -12,6 +12,7 @@
 # Prints the path of the .deb on its last line.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
+source "$(dirname "$0")/debian.sh"
 
 pg_config="${1:-$PG15_PG_CONFIG}"
 [ -x "$pg_config" ] || die "no pg_config at $pg_config (Debian's postgresql-server-dev-NN)"
@@ -45,47 +46,17 @@ strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage$
 install -m 0644 "$out$extdir"/pg_idempotency.control "$out$extdir"/pg_idempotency--*.sql "$stage$extdir/"
 install -m 0644 "$ROOT"/pg_idempotency/sql/released/pg_idempotency--*.sql "$stage$extdir/"
 install -m 0644 "$ROOT/LICENSE" "$stage/usr/share/doc/$name/copyright"
-maintainer="${DEB_MAINTAINER:-pg_idempotency contributors <pg-idempotency@users.noreply.github.com>}"
-# Dated by the last commit, as are the archive's timestamps (dpkg-deb reads
-# SOURCE_DATE_EPOCH), so the same commit gives the same package.
-export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || date +%s)}"
-# Debian wants a changelog in every package (lintian: no-changelog).
-cat <<EOF | gzip -9n > "$stage/usr/share/doc/$name/changelog.gz"
-$name ($version) unstable; urgency=medium
+deb_changelog "$name" "$version" "$stage/usr/share/doc/$name" "pg_idempotency $version, built from the repository by scripts/package.sh."
 
-  * pg_idempotency $version, built from the repository by scripts/package.sh.
-
- -- $maintainer  $(date -R -u -d "@$SOURCE_DATE_EPOCH")
-EOF
-chmod 0644 "$stage/usr/share/doc/$name/changelog.gz"
-
-# Depends: the server, and the libraries the .so links to with the versions its symbols
-# need, as dpkg-shlibdeps works them out from the installed packages' shlibs files
-# (normally libc6 and libgcc-s1: Rust unwinds through libgcc_s).
-shlibdeps() {
-    local dir
-    dir=$(mktemp -d)
-    mkdir -p "$dir/debian"
-    # dpkg-shlibdeps reads the source package's control file; a minimal one does.
-    printf 'Source: %s\n\nPackage: %s\nArchitecture: any\n' "$name" "$name" > "$dir/debian/control"
-    (cd "$dir" && dpkg-shlibdeps -O "$stage$libdir/pg_idempotency.so" 2>/dev/null) |
-        sed -n 's/^shlibs:Depends=//p'
-    rm -rf "$dir"
-}
-if command -v dpkg-shlibdeps >/dev/null; then
-    libdeps=$(shlibdeps)
-else
-    # Without dpkg-dev: libc6 at the newest GLIBC_ symbol version the library asks for.
-    glibc=$(objdump -T "$stage$libdir/pg_idempotency.so" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n1)
-    libdeps="libc6 (>= $glibc), libgcc-s1"
-fi
+# Depends: the server, and the libraries the library links to.
+libdeps=$(deb_libdeps "$name" "$stage$libdir/pg_idempotency.so")
 [ -n "$libdeps" ] || die "could not work out which libraries the extension needs"
 
 cat > "$stage/DEBIAN/control" <<EOF
 Package: $name
 Version: $version
 Architecture: $arch
-Maintainer: $maintainer
+Maintainer: $DEB_MAINTAINER
 Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 Depends: postgresql-$major, $libdeps
 Section: database
@@ -101,11 +72,6 @@ Description: idempotency keys inside PostgreSQL $major
  expired records. This package holds the library, the control file, the install
  script and the upgrade scripts from every earlier release.
 EOF
-(cd "$stage" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) > "$stage/DEBIAN/md5sums"
-chmod 0644 "$stage/DEBIAN/control" "$stage/DEBIAN/md5sums"
-find "$stage" -type d -exec chmod 0755 {} +
-
 deb="$TARGET/debian/${name}_${version}_$arch.deb"
-dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >/dev/null
-log "built $deb ($(du -h "$deb" | cut -f1))"
+deb_build "$stage" "$deb"
 echo "$deb"

@@ -12,41 +12,23 @@
 # build. Each check is a test of the test command's results file when PGIDEM_RESULTS names one.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
+source "$(dirname "$0")/debian.sh"
 
 layer="pg18: the MCP proxy's Debian package"
-record() { if [ -n "${PGIDEM_RESULTS:-}" ]; then python3 "$ROOT/scripts/results.py" "$@"; fi; }
 what="build, lintian, dpkg -i, a call through it, dpkg --purge"
 if ! is_root; then
     reason="installing a Debian package needs root (scripts/test.sh as root)"
-    record add skip-missing "$layer" "$what" "$reason"; log "skipped: $reason"; exit 0
+    deb_record add skip-missing "$layer" "$what" "$reason"; log "skipped: $reason"; exit 0
 fi
 python="$TARGET/mcp-venv/bin/python"
 if [ ! -x "$python" ]; then
     reason="the MCP parts are not installed (scripts/mcp-parts.sh)"
-    record add skip-missing "$layer" "$what" "$reason"; log "skipped: $reason"; exit 0
+    deb_record add skip-missing "$layer" "$what" "$reason"; log "skipped: $reason"; exit 0
 fi
 
 work="$TARGET/package-mcp-test"
 rm -rf "$work" && mkdir -p "$work"
 
-check() {
-    local name="$1" rc; shift
-    log "$layer: $name"
-    set +e
-    (set -e; "$@") > "$work/check.out" 2>&1
-    rc=$?
-    set -e
-    cat "$work/check.out"
-    if [ $rc -eq 0 ]; then
-        record add pass "$layer" "$name"
-    else
-        record add fail "$layer" "$name" "$(tail -n 8 "$work/check.out" | tr '\n' '|')"
-        exit 1
-    fi
-}
-expect() {
-    if [ "$2" != "$3" ]; then echo "$1: wanted '$2', got '$3'" >&2; return 1; fi
-}
 
 build() {
     "$ROOT/scripts/package-mcp.sh" "$@" > "$work/deb-path"
@@ -55,13 +37,13 @@ build() {
     [ -f "$deb" ] || { echo "scripts/package-mcp.sh named no .deb"; return 1; }
     dpkg-deb --info "$deb"
 }
-check "build (scripts/package-mcp.sh)" build "$@"
+deb_check "build (scripts/package-mcp.sh)" build "$@"
 deb=$(tail -n1 "$work/deb-path")
 
 if command -v lintian >/dev/null; then
-    check "lintian: no errors, no warnings" lintian --fail-on error,warning "$deb"
+    deb_check "lintian: no errors, no warnings" lintian --fail-on error,warning "$deb"
 else
-    record add skip-missing "$layer" "lintian: no errors, no warnings" "lintian is not installed (setup installs it as root: apt-get install lintian)"
+    deb_record add skip-missing "$layer" "lintian: no errors, no warnings" "lintian is not installed (setup installs it as root: apt-get install lintian)"
 fi
 pkg=$(dpkg-deb --field "$deb" Package)
 version=$(dpkg-deb --field "$deb" Version)
@@ -71,16 +53,16 @@ installed() { dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null | grep -
 not_installed_yet() {
     ! installed || { echo "$pkg is installed on this machine already: this test would remove it (dpkg --purge $pkg first)"; return 1; }
 }
-check "not installed before the test" not_installed_yet
+deb_check "not installed before the test" not_installed_yet
 trap 'if installed; then dpkg --purge "$pkg" >/dev/null || true; fi' EXIT
 
 install_package() {
     dpkg -i "$deb"
-    expect "dpkg's status of $pkg" "ii $version" "$(dpkg-query -W -f='${db:Status-Abbrev}${Version}' "$pkg" | tr -s ' ')"
-    expect "files that differ from the package (dpkg --verify)" "" "$(dpkg --verify "$pkg")"
-    expect "the installed binary's version" "pg-idempotency-mcp $version" "$(/usr/bin/pg-idempotency-mcp --version)"
+    deb_expect "dpkg's status of $pkg" "ii $version" "$(dpkg-query -W -f='${db:Status-Abbrev}${Version}' "$pkg" | tr -s ' ')"
+    deb_expect "files that differ from the package (dpkg --verify)" "" "$(dpkg --verify "$pkg")"
+    deb_expect "the installed binary's version" "pg-idempotency-mcp $version" "$(/usr/bin/pg-idempotency-mcp --version)"
 }
-check "dpkg -i" install_package
+deb_check "dpkg -i" install_package
 
 # A host's session through the installed binary: initialize, a call, its repeat; then the
 # host closes stdin, and the proxy exits having recorded the call.
@@ -137,12 +119,12 @@ EOF
     local effects_count scope state
     scope=$(tail -n1 <<< "$out")
     effects_count=$(grep -c '"send_email"' "$effects" || true)
-    expect "effects of the call and its repeat" 1 "$effects_count"
+    deb_expect "effects of the call and its repeat" 1 "$effects_count"
     state=$("$(bindir_of pg18)/psql" -X -At "$(conninfo pg18) dbname=$db" \
         -v scope="$scope" <<< "SELECT state FROM idem_lookup(:'scope', 'package-1')")
-    expect "the record once the proxy exited" succeeded "$state"
+    deb_expect "the record once the proxy exited" succeeded "$state"
 }
-check "a call and its repeat through /usr/bin/pg-idempotency-mcp: one effect, the record succeeded" call_through_it
+deb_check "a call and its repeat through /usr/bin/pg-idempotency-mcp: one effect, the record succeeded" call_through_it
 
 remove_package() {
     dpkg --purge "$pkg"
@@ -151,9 +133,9 @@ remove_package() {
     fi
     local left
     left=$(while read -r f; do if [ -e "$f" ]; then echo "$f"; fi; done < "$work/files")
-    expect "files of the package left behind" "" "$left"
+    deb_expect "files of the package left behind" "" "$left"
     [ ! -e "/usr/share/doc/$pkg" ] || { echo "/usr/share/doc/$pkg is left behind"; return 1; }
 }
-check "dpkg --purge leaves none of its files, and dpkg forgets it" remove_package
+deb_check "dpkg --purge leaves none of its files, and dpkg forgets it" remove_package
 trap - EXIT
 log "$layer: every check passed"

@@ -18,17 +18,17 @@
 # Each check is a test of the test command's results file when PGIDEM_RESULTS names one.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
+source "$(dirname "$0")/debian.sh"
 
 layer="pg15: Debian package"
-record() { if [ -n "${PGIDEM_RESULTS:-}" ]; then python3 "$ROOT/scripts/results.py" "$@"; fi; }
 
 if ! pg15_available; then
-    record add skip-missing "$layer" "build, dpkg -i, smoke test, dpkg --purge" "$(pg15_missing_reason)"
+    deb_record add skip-missing "$layer" "build, dpkg -i, smoke test, dpkg --purge" "$(pg15_missing_reason)"
     log "skipped: $(pg15_missing_reason)"; exit 0
 fi
 if ! is_root; then
     reason="installing a Debian package needs root (scripts/test.sh as root)"
-    record add skip-missing "$layer" "build, dpkg -i, smoke test, dpkg --purge" "$reason"
+    deb_record add skip-missing "$layer" "build, dpkg -i, smoke test, dpkg --purge" "$reason"
     log "skipped: $reason"; exit 0
 fi
 
@@ -37,30 +37,6 @@ cluster="$work/cluster"
 saved="$work/saved"
 bin=$("$PG15_PG_CONFIG" --bindir)
 rm -rf "$work" && mkdir -p "$work" "$saved"
-
-# check <name> <command...>: one test. Its output goes to the log; a failure records the
-# output's last lines as the reason and ends the script (the EXIT trap cleans up).
-# It runs in a subshell with -e: called from an `if` or `||`, bash would ignore -e in the
-# check's function, and a failed comparison before its last line would pass unseen.
-check() {
-    local name="$1" rc; shift
-    log "$layer: $name"
-    set +e
-    (set -e; "$@") > "$work/check.out" 2>&1
-    rc=$?
-    set -e
-    cat "$work/check.out"
-    if [ $rc -eq 0 ]; then
-        record add pass "$layer" "$name"
-    else
-        record add fail "$layer" "$name" "$(tail -n 8 "$work/check.out" | tr '\n' '|')"
-        exit 1
-    fi
-}
-# expect <what> <wanted> <got>: a failed comparison says both.
-expect() {
-    if [ "$2" != "$3" ]; then echo "$1: wanted '$2', got '$3'" >&2; return 1; fi
-}
 
 # --- the package ------------------------------------------------------------------------
 
@@ -71,16 +47,16 @@ build() {
     [ -f "$deb" ] || { echo "scripts/package.sh named no .deb"; return 1; }
     dpkg-deb --info "$deb"
 }
-check "build (scripts/package.sh)" build
+deb_check "build (scripts/package.sh)" build
 deb=$(tail -n1 "$work/deb-path")
 
 # Debian's own checks of a package: errors and warnings fail (the informational notes
 # left are Rust's missing _FORTIFY_SOURCE and Debian's lib/postgresql/NN/lib layout).
 lint() { lintian --fail-on error,warning "$deb"; }
 if command -v lintian >/dev/null; then
-    check "lintian: no errors, no warnings" lint
+    deb_check "lintian: no errors, no warnings" lint
 else
-    record add skip-missing "$layer" "lintian: no errors, no warnings" "lintian is not installed (setup installs it as root: apt-get install lintian)"
+    deb_record add skip-missing "$layer" "lintian: no errors, no warnings" "lintian is not installed (setup installs it as root: apt-get install lintian)"
 fi
 pkg=$(dpkg-deb --field "$deb" Package)
 version=$(dpkg-deb --field "$deb" Version)
@@ -91,7 +67,7 @@ installed() { dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null | grep -
 not_installed_yet() {
     ! installed || { echo "$pkg is installed on this machine already: this test would remove it (dpkg --purge $pkg first)"; return 1; }
 }
-check "not installed before the test" not_installed_yet
+deb_check "not installed before the test" not_installed_yet
 
 # The extension's files in Debian's folders now (scripts/install-extension.sh's, if any):
 # saved, then moved out of the way, so that the cluster below can only find the package's
@@ -130,16 +106,16 @@ xargs -r rm -f < "$work/before"
 
 install_package() {
     dpkg -i "$deb"
-    expect "dpkg's status of $pkg" "ii $version" "$(dpkg-query -W -f='${db:Status-Abbrev}${Version}' "$pkg" | tr -s ' ')"
+    deb_expect "dpkg's status of $pkg" "ii $version" "$(dpkg-query -W -f='${db:Status-Abbrev}${Version}' "$pkg" | tr -s ' ')"
     # Every file on disk is the package's own (dpkg --verify prints a line per changed file).
     local changed
     changed=$(dpkg --verify "$pkg")
-    expect "files that differ from the package (dpkg --verify)" "" "$changed"
-    expect "the extension's files in $libdir and $extdir" \
+    deb_expect "files that differ from the package (dpkg --verify)" "" "$changed"
+    deb_expect "the extension's files in $libdir and $extdir" \
         "$(grep -E "^($libdir|$extdir)/pg_idempotency[^/]*$" "$work/files" | sort)" "$(present)"
-    expect "files dpkg lists for $pkg" "$(sort "$work/files")" "$(dpkg -L "$pkg" | while read -r f; do if [ -f "$f" ]; then echo "$f"; fi; done | sort)"
+    deb_expect "files dpkg lists for $pkg" "$(sort "$work/files")" "$(dpkg -L "$pkg" | while read -r f; do if [ -f "$f" ]; then echo "$f"; fi; done | sort)"
 }
-check "dpkg -i" install_package
+deb_check "dpkg -i" install_package
 
 # --- a private cluster that loads the package's library ---------------------------------
 
@@ -165,29 +141,29 @@ EOF
     local lib pid
     lib="$("$PG15_PG_CONFIG" --pkglibdir)/pg_idempotency.so"
     pid=$(head -n1 "$cluster/data/postmaster.pid")
-    expect "inode of $lib mapped by the postmaster" "$(stat -c %i "$lib")" \
+    deb_expect "inode of $lib mapped by the postmaster" "$(stat -c %i "$lib")" \
         "$(awk -v lib="$lib" '$6 == lib { print $5; exit }' "/proc/$pid/maps")"
 }
-check "a private cluster preloading the package's library starts" start_cluster
+deb_check "a private cluster preloading the package's library starts" start_cluster
 
 create_extension() {
     psql_in postgres "CREATE EXTENSION pg_idempotency"
-    expect "installed version" "$version" "$(psql_in postgres "SELECT extversion FROM pg_extension WHERE extname = 'pg_idempotency'")"
+    deb_expect "installed version" "$version" "$(psql_in postgres "SELECT extversion FROM pg_extension WHERE extname = 'pg_idempotency'")"
 }
-check "CREATE EXTENSION pg_idempotency" create_extension
+deb_check "CREATE EXTENSION pg_idempotency" create_extension
 
 claim_complete_replay() {
     local claim fence
     claim=$(psql_in postgres "SELECT outcome || ' ' || fence FROM idem_begin('package_smoke', 'call-1', '{\"to\": \"ann@example.com\"}')")
-    expect "first begin" "claimed" "${claim% *}"
+    deb_expect "first begin" "claimed" "${claim% *}"
     fence=${claim#* }
-    expect "complete" "succeeded" \
+    deb_expect "complete" "succeeded" \
         "$(psql_in postgres "SELECT state FROM idem_complete('package_smoke', 'call-1', $fence, '{\"email_id\": 7}')")"
-    expect "repeat" 'replay|t|{"email_id": 7}' \
+    deb_expect "repeat" 'replay|t|{"email_id": 7}' \
         "$(psql_in postgres "SELECT outcome, succeeded, response FROM idem_begin('package_smoke', 'call-1', '{\"to\": \"ann@example.com\"}')")"
-    expect "canonical JSON" '{"a":2,"b":[1,true]}' "$(psql_in postgres "SELECT idem_canonical('{\"b\": [1, true], \"a\": 2}')")"
+    deb_expect "canonical JSON" '{"a":2,"b":[1,true]}' "$(psql_in postgres "SELECT idem_canonical('{\"b\": [1, true], \"a\": 2}')")"
 }
-check "a claim, a complete, a replay" claim_complete_replay
+deb_check "a claim, a complete, a replay" claim_complete_replay
 
 # poll <seconds> <what> <wanted> <query>: until the query answers what is wanted; the worker
 # runs on its own clock, so this waits for what it did, bounded.
@@ -207,22 +183,22 @@ purge_worker() {
     local fence
     fence=$(psql_in postgres "SELECT fence FROM idem_begin('package_expiry', 'call-1', ttl => '1 second')")
     psql_in postgres "SELECT state FROM idem_complete('package_expiry', 'call-1', $fence, '{}')" >/dev/null
-    expect "rows before the purge" 1 "$(psql_in postgres "SELECT count(*) FROM idempotency.records WHERE scope = 'package_expiry'")"
+    deb_expect "rows before the purge" 1 "$(psql_in postgres "SELECT count(*) FROM idempotency.records WHERE scope = 'package_expiry'")"
     poll 30 "rows left after the worker's purge" 0 "SELECT count(*) FROM idempotency.records WHERE scope = 'package_expiry'"
 }
-check "the purge worker (preloaded) purges an expired record" purge_worker
+deb_check "the purge worker (preloaded) purges an expired record" purge_worker
 
 update_from_0_1_0() {
     psql_in postgres "CREATE DATABASE package_update"
     psql_in package_update "CREATE EXTENSION pg_idempotency VERSION '0.1.0'"
-    expect "version created" 0.1.0 "$(psql_in package_update "SELECT extversion FROM pg_extension WHERE extname = 'pg_idempotency'")"
+    deb_expect "version created" 0.1.0 "$(psql_in package_update "SELECT extversion FROM pg_extension WHERE extname = 'pg_idempotency'")"
     psql_in package_update "ALTER EXTENSION pg_idempotency UPDATE"
-    expect "version after the update" "$version" "$(psql_in package_update "SELECT extversion FROM pg_extension WHERE extname = 'pg_idempotency'")"
-    expect "a claim after the update" claimed "$(psql_in package_update "SELECT outcome FROM idem_begin('package_update', 'call-1')")"
+    deb_expect "version after the update" "$version" "$(psql_in package_update "SELECT extversion FROM pg_extension WHERE extname = 'pg_idempotency'")"
+    deb_expect "a claim after the update" claimed "$(psql_in package_update "SELECT outcome FROM idem_begin('package_update', 'call-1')")"
 }
-check "CREATE EXTENSION VERSION '0.1.0', then ALTER EXTENSION UPDATE" update_from_0_1_0
+deb_check "CREATE EXTENSION VERSION '0.1.0', then ALTER EXTENSION UPDATE" update_from_0_1_0
 
-check "the private cluster stops" stop_cluster
+deb_check "the private cluster stops" stop_cluster
 
 # --- removal ----------------------------------------------------------------------------
 
@@ -234,21 +210,21 @@ remove_package() {
     [ ! -e "/var/lib/dpkg/info/$pkg.list" ] || { echo "dpkg still keeps /var/lib/dpkg/info/$pkg.list"; return 1; }
     local left
     left=$(while read -r f; do if [ -e "$f" ]; then echo "$f"; fi; done < "$work/files")
-    expect "files of the package left behind" "" "$left"
+    deb_expect "files of the package left behind" "" "$left"
     [ ! -e "/usr/share/doc/$pkg" ] || { echo "/usr/share/doc/$pkg is left behind"; return 1; }
 }
-check "dpkg --purge leaves none of its files, and dpkg forgets it" remove_package
+deb_check "dpkg --purge leaves none of its files, and dpkg forgets it" remove_package
 
 as_found() {
     restore
-    expect "the extension's files in $libdir and $extdir" "$(cat "$work/before")" "$(present)"
+    deb_expect "the extension's files in $libdir and $extdir" "$(cat "$work/before")" "$(present)"
     local f
     while read -r f; do
         cmp "$saved$f" "$f" || { echo "$f differs from before the test"; return 1; }
         echo "as before: $f"
     done < "$work/before"
 }
-check "the folders are left as they were found" as_found
+deb_check "the folders are left as they were found" as_found
 
 trap - EXIT
 rm -rf "$cluster"

@@ -133,6 +133,10 @@ pub const SCRIPTS: &[(&str, &[(&str, &str)])] = &[
         "used by the others",
         &[
             (
+                "debian.sh",
+                "sourced by the Debian package scripts and their tests: changelog, dependencies, archive, checks",
+            ),
+            (
                 "env.sh",
                 "sourced by every script: paths, ports, conninfo, fresh_database",
             ),
