@@ -89,8 +89,11 @@ cargo_pgrx() {
     if cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
         return 0
     fi
-    log "installing cargo-pgrx $PGRX_VERSION (about 10 minutes, once)"
-    cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked
+    # A debug build: it compiles in half the time of a release build (1 min 38 s against
+    # 3 min 22 s here), and what it does (cargo, file copies, reading the library's symbols)
+    # takes the same time either way (`cargo pgrx package`: 1.0 s against 0.9 s, the same files).
+    log "installing cargo-pgrx $PGRX_VERSION (about 2 minutes, once)"
+    cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked --debug
 }
 
 pgrx_init() {
