@@ -1,6 +1,6 @@
--- pg_idempotency: moves a portable SQL install to the extension, records, policies and
--- fences included, in one transaction. Needs a superuser (CREATE EXTENSION does) and the
--- extension's files on the server (docs/installation.md).
+-- pg_idempotency: moves a portable SQL install to the extension, records, policies, fences,
+-- resolutions and outcome counts included, in one transaction. Needs a superuser (CREATE
+-- EXTENSION does) and the extension's files on the server (docs/installation.md).
 --
 --   psql -f sql/migrate-to-extension.sql
 --   psql ... -v schema=app -v storage=app_idempotency -f sql/migrate-to-extension.sql
@@ -12,8 +12,9 @@
 \ir include/find-install.sql
 \ir include/require-current.sql
 
--- Nobody writes records while they move.
-LOCK TABLE :"storage".records, :"storage".policies IN ACCESS EXCLUSIVE MODE;
+-- Nobody writes what moves while it moves.
+LOCK TABLE :"storage".records, :"storage".policies, :"storage".resolutions, :"storage".counts
+    IN ACCESS EXCLUSIVE MODE;
 
 -- The portable storage steps aside (the extension creates the schema idempotency itself).
 ALTER SCHEMA :"storage" RENAME TO _idem_migrating;
@@ -29,7 +30,21 @@ SELECT scope, key, state, fence, attempt, fingerprint, upstream_key, response, c
        completed_at, lease_until, expires_at, ttl, owner, claim_token, recovered,
        claimed_at, unresolved_until, lease_length
 FROM _idem_migrating.records;
-INSERT INTO idempotency.resolutions SELECT * FROM _idem_migrating.resolutions;
+INSERT INTO idempotency.resolutions
+    (resolved_at, resolved_by, action, owner, scope, key, fence, state, why, attempt,
+     upstream_key, response)
+SELECT resolved_at, resolved_by, action, owner, scope, key, fence, state, why, attempt,
+       upstream_key, response
+FROM _idem_migrating.resolutions;
+-- The outcome counts (idem_metrics' *_total columns) go on from where they were. A row's
+-- slot was a backend's process id; the extension's backends count in slots of their own
+-- numbers, and idem_metrics sums every slot.
+INSERT INTO idempotency.counts
+    (owner, scope, slot, claimed, replay, in_progress, mismatch, refused, unrecorded,
+     outcome_unknown)
+SELECT owner, scope, slot, claimed, replay, in_progress, mismatch, refused, unrecorded,
+       outcome_unknown
+FROM _idem_migrating.counts;
 INSERT INTO idempotency.policies
     (scope, ttl, lease, on_cache_hit, cache_failures, on_mismatch, updated_at, updated_by,
      unresolved_ttl)

@@ -41,6 +41,8 @@ fn pool_hint(e: Error) -> Error {
 
 #[async_trait]
 impl IdempotencyStore for SplitStore {
+    // Defaults kept: joins_live_holders (a duplicate joins the proxy's live holder, through
+    // the gate: admit_joined_wait below).
     async fn begin(&self, scope: &str, key: &str, options: &BeginOptions) -> Result<Begin> {
         if options.wait.is_zero() {
             return self
@@ -141,6 +143,11 @@ impl IdempotencyStore for SplitStore {
 
     fn durable(&self) -> bool {
         self.calls.durable()
+    }
+
+    /// Both pools reach the same records: the calls' pool's identity stands for both.
+    fn identity(&self) -> Option<String> {
+        self.calls.identity()
     }
 
     /// A duplicate that joins the proxy's own live holder waits in memory, not in

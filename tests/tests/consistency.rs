@@ -4,9 +4,11 @@
 //!
 //! - catalogue_lint: our functions are immune to search_path; the lint finds what is broken
 //! - distributable: every statement on the tables keeps to DESIGN 8's rules (caught live)
-//! - docs_agree: the docs list every SQLSTATE and setting the protocol declares
+//! - docs_agree: the docs list every SQLSTATE, setting, grant and proxy route the protocol
+//!   declares, and each upgrade's notes name the functions it brings
 //! - import_circles: no two files of a product crate import each other
-//! - places: what a new function or test file must reach that nothing else checks
+//! - places: what a new function, table, store method or test file must reach that nothing
+//!   else checks
 //! - plain_migrations: the portable variant's plain-SQL migrations are its psql scripts'
 //! - portable_settings: the PL/pgSQL variant's copies of the settings are the protocol's
 //! - public_execute: no function of ours is executable by PUBLIC

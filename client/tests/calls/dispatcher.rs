@@ -712,6 +712,10 @@ struct Stalled(Arc<dyn IdempotencyStore>);
 
 #[async_trait]
 impl IdempotencyStore for Stalled {
+    // Defaults kept (a test double: the batch calls go item by item through its own begin and
+    // complete, and what these tests do not use answers as the trait says): begin_batch,
+    // complete_batch, forget, metrics, identity, joins_live_holders, admit_joined_wait,
+    // durable, api_schema, statement_mode.
     async fn begin(&self, _: &str, _: &str, _: &BeginOptions) -> Result<Begin> {
         std::future::pending().await
     }

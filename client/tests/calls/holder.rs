@@ -59,6 +59,10 @@ fn lost_connection() -> Error {
 
 #[async_trait]
 impl IdempotencyStore for Blinking {
+    // Defaults kept (a test double: the batch calls go item by item through its own begin and
+    // complete, and what these tests do not use answers as the trait says): begin_batch,
+    // complete_batch, metrics, identity, joins_live_holders, admit_joined_wait, api_schema,
+    // statement_mode.
     async fn begin(&self, s: &str, k: &str, o: &BeginOptions) -> Result<Begin> {
         self.inner.begin(s, k, o).await
     }
@@ -882,6 +886,10 @@ struct SlowCompletions(Arc<dyn IdempotencyStore>);
 
 #[async_trait]
 impl IdempotencyStore for SlowCompletions {
+    // Defaults kept (a test double: the batch calls go item by item through its own begin and
+    // complete, and what these tests do not use answers as the trait says): begin_batch,
+    // complete_batch, forget, metrics, identity, joins_live_holders, admit_joined_wait,
+    // durable, api_schema, statement_mode.
     async fn begin(&self, s: &str, k: &str, o: &BeginOptions) -> Result<Begin> {
         self.0.begin(s, k, o).await
     }

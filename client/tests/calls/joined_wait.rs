@@ -37,6 +37,10 @@ impl Drop for Permit {
 
 #[async_trait]
 impl IdempotencyStore for Gated {
+    // Defaults kept (a test double: the batch calls go item by item through its own begin and
+    // complete, and what these tests do not use answers as the trait says): begin_batch,
+    // complete_batch, forget, metrics, identity, joins_live_holders, api_schema,
+    // statement_mode.
     async fn begin(&self, s: &str, k: &str, o: &BeginOptions) -> Result<Begin> {
         self.inner.begin(s, k, o).await
     }

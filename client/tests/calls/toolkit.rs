@@ -42,6 +42,10 @@ impl Recording {
 
 #[async_trait]
 impl IdempotencyStore for Recording {
+    // Defaults kept (a test double: the batch calls go item by item through its own begin and
+    // complete, and what these tests do not use answers as the trait says): begin_batch,
+    // complete_batch, forget, metrics, identity, joins_live_holders, admit_joined_wait,
+    // api_schema, statement_mode.
     async fn begin(&self, scope: &str, key: &str, options: &BeginOptions) -> Result<Begin> {
         self.sent.lock().unwrap().push(Sent {
             key: key.to_string(),

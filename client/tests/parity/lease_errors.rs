@@ -44,6 +44,10 @@ impl Cut {
 
 #[async_trait]
 impl IdempotencyStore for Cut {
+    // Defaults kept (a test double: the batch calls go item by item through its own begin and
+    // complete, and what these tests do not use answers as the trait says): begin_batch,
+    // complete_batch, metrics, identity, joins_live_holders, admit_joined_wait, api_schema,
+    // statement_mode.
     async fn begin(&self, s: &str, k: &str, o: &BeginOptions) -> Result<Begin> {
         self.cut_off()?;
         self.inner.begin(s, k, o).await

@@ -35,6 +35,10 @@ impl Told {
 
 #[async_trait]
 impl IdempotencyStore for Told {
+    // Defaults kept (a test double: the batch calls go item by item through its own begin and
+    // complete, and what these tests do not use answers as the trait says): begin_batch,
+    // complete_batch, forget, metrics, identity, joins_live_holders, admit_joined_wait,
+    // api_schema, statement_mode.
     async fn begin(&self, scope: &str, key: &str, options: &BeginOptions) -> Result<Begin> {
         self.hear(format!("begin {scope} {key} {options:?}"));
         self.inner.begin(scope, key, options).await

@@ -98,6 +98,10 @@ impl Counting {
 
 #[async_trait]
 impl IdempotencyStore for Counting {
+    // Defaults kept: begin_batch and complete_batch go item by item through the counted begin
+    // and complete; the trials use no joined waits' cap nor a caller's transaction:
+    // begin_batch, complete_batch, joins_live_holders, admit_joined_wait, api_schema,
+    // statement_mode.
     async fn begin(
         &self,
         scope: &str,

@@ -2,8 +2,10 @@
 //! function"): every declared API function has its section in docs/sql-api.md and is called
 //! by a golden file or a behaviour test; every extension body file is a declared SQL
 //! function's; every golden file and isolation spec is in a schedule; every test module file
-//! is listed by its root file (a file left out is never compiled, so its tests never run).
-//! Each failure names the place and what to add there.
+//! is listed by its root file (a file left out is never compiled, so its tests never run);
+//! every portable storage table moves to the extension (sql/migrate-to-extension.sql) or
+//! says why not; every wrapper store forwards each method of the store trait or says why
+//! not. Each failure names the place and what to add there.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -194,4 +196,155 @@ fn check_folder(declaring: &str, folder: &str, sub: &Path, tests: &str, missing:
             ));
         }
     }
+}
+
+/// The portable variant's storage tables that do not move to the extension, and why: what
+/// they hold becomes the extension's own.
+const TABLES_THAT_STAY: &[(&str, &str)] = &[
+    ("installed", "the installed version: the extension's is pg_extension's"),
+    (
+        "settings",
+        "the limits: the extension reads the server's settings (the move warns with the lines that keep them)",
+    ),
+];
+
+#[test]
+fn every_portable_storage_table_moves_to_the_extension_or_says_why_not() {
+    let storage = read(&root().join("sql/src/storage.sql"));
+    let tables: Vec<&str> = storage
+        .lines()
+        .filter_map(|l| l.strip_prefix("CREATE TABLE :\"storage\"."))
+        .map(|rest| rest.split([' ', '(']).next().unwrap())
+        .collect();
+    assert!(tables.contains(&"records"), "{tables:?}");
+    let moves = read(&root().join("sql/migrate-to-extension.sql"));
+    let missing: Vec<&&str> = tables
+        .iter()
+        .filter(|t| !TABLES_THAT_STAY.iter().any(|(s, _)| s == *t))
+        .filter(|t| {
+            !moves.contains(&format!("INSERT INTO idempotency.{t}\n"))
+                && !moves.contains(&format!("INSERT INTO idempotency.{t} "))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "sql/migrate-to-extension.sql copies no rows of {missing:?}: add an INSERT INTO idempotency.<table> ... SELECT, \
+         or, if the table stays behind, its reason in TABLES_THAT_STAY (tests/tests/consistency/places.rs)"
+    );
+    for (t, _) in TABLES_THAT_STAY {
+        assert!(
+            tables.contains(t),
+            "TABLES_THAT_STAY names {t}, which sql/src/storage.sql no longer creates"
+        );
+    }
+}
+
+/// The methods of the client's store trait (client/src/store.rs), in order.
+fn store_methods() -> Vec<String> {
+    let text = read(&root().join("client/src/store.rs"));
+    let start = text
+        .find("pub trait IdempotencyStore")
+        .expect("client/src/store.rs declares IdempotencyStore");
+    let body = &text[start..start + text[start..].find("\n}\n").unwrap()];
+    body.split("fn ")
+        .skip(1)
+        .map(|rest| rest.split(['(', '<']).next().unwrap().trim().to_string())
+        .collect()
+}
+
+/// Every `impl IdempotencyStore for X` at the top level of a file, with its block's text.
+fn store_impls(file: &Path) -> Vec<(String, String)> {
+    let text = read(file);
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(rest) = line.strip_prefix("impl IdempotencyStore for ") else {
+            continue;
+        };
+        let name = rest.split([' ', '{']).next().unwrap().to_string();
+        let end = lines[i..].iter().position(|l| *l == "}").unwrap() + i;
+        out.push((name, lines[i..end].join("\n")));
+    }
+    out
+}
+
+/// A store whose methods call another store's: it forwards, so a method it leaves to the
+/// trait's default answers for the wrapper, not for the store behind it.
+fn is_wrapper(block: &str) -> bool {
+    [".begin(", ".complete(", ".lookup("]
+        .iter()
+        .any(|call| block.contains(call))
+}
+
+/// The methods a block names in its "Defaults kept:" comment (one comment, any lines).
+fn defaults_kept(block: &str) -> BTreeSet<String> {
+    let mut kept = BTreeSet::new();
+    let mut inside = false;
+    for line in block.lines().map(str::trim) {
+        let Some(comment) = line.strip_prefix("//") else {
+            inside = false;
+            continue;
+        };
+        inside |= comment.contains("Defaults kept");
+        if inside {
+            kept.extend(
+                comment
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_string),
+            );
+        }
+    }
+    kept
+}
+
+/// A method added to the store trait with a default body compiles in every wrapper store
+/// that does not forward it, and answers there for the wrapper (a `None`, a `true`)
+/// instead of for the store behind it. Every wrapper defines each method or names it in
+/// a "Defaults kept:" comment, with why.
+#[test]
+fn every_wrapper_store_forwards_each_method_or_says_why_not() {
+    let methods = store_methods();
+    assert!(
+        methods.len() > 10 && methods.contains(&"statement_mode".to_string()),
+        "{methods:?}"
+    );
+    let mut rs = Vec::new();
+    let mut stack = vec![root()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if p.is_dir() && !name.starts_with('.') && name != "target" && name != "node_modules" {
+                stack.push(p);
+            } else if name.ends_with(".rs") {
+                rs.push(p);
+            }
+        }
+    }
+    let mut wrappers = 0;
+    let mut missing = Vec::new();
+    for file in rs {
+        for (name, block) in store_impls(&file) {
+            if !is_wrapper(&block) {
+                continue;
+            }
+            wrappers += 1;
+            let kept = defaults_kept(&block);
+            for m in &methods {
+                if !block.contains(&format!("fn {m}("))
+                    && !block.contains(&format!("fn {m}<"))
+                    && !kept.contains(m)
+                {
+                    missing.push(format!(
+                        "{}: {name} neither defines {m} nor names it under \"Defaults kept:\"",
+                        file.strip_prefix(root()).unwrap().display()
+                    ));
+                }
+            }
+        }
+    }
+    // The proxy's SplitStore, the fault suite's Counting and the client tests' doubles.
+    assert!(wrappers >= 9, "{wrappers} wrapper stores found");
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
 }

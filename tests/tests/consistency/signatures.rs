@@ -236,3 +236,56 @@ fn the_portable_uninstall_drops_every_declared_signature() {
         );
     }
 }
+
+/// The columns of an API function's composite result (`Returns::Row`, `Returns::SetOf`), as
+/// PostgreSQL reports them: name and type, in order. `pg_get_function_result` prints only
+/// the type's name, so a column added to one backend's type alone would pass the test above.
+fn result_columns(c: &mut Client, name: &str) -> Vec<(String, String)> {
+    c.query(
+        "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod)
+         FROM pg_proc p JOIN pg_type t ON t.oid = p.prorettype
+         JOIN pg_attribute a ON a.attrelid = t.typrelid
+         WHERE p.pronamespace = 'public'::regnamespace AND p.proname = $1
+           AND a.attnum > 0 AND NOT a.attisdropped
+         ORDER BY a.attnum",
+        &[&name],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect()
+}
+
+#[test]
+fn both_backends_return_the_same_columns_from_each_result_type() {
+    let mut both = Both::new("result_types");
+    let composite: Vec<&Function> = functions::api()
+        .filter(|f| matches!(f.returns, Returns::Row(_) | Returns::SetOf(..)))
+        .collect();
+    assert!(!composite.is_empty());
+    let mut differ = Vec::new();
+    for f in composite {
+        let mut of_backend = Vec::new();
+        for (backend, c) in both.sessions.iter_mut() {
+            let columns = result_columns(c, f.name);
+            assert!(
+                !columns.is_empty(),
+                "{backend:?}: {} returns no composite type's columns",
+                f.name
+            );
+            of_backend.push((*backend, columns));
+        }
+        let (e, p) = (&of_backend[0], &of_backend[1]);
+        if e.1 != p.1 {
+            differ.push(format!(
+                "{}: {:?} {:?}\n    {:?} {:?}\n  (pg_idempotency/sql/storage.sql and sql/src/types.sql declare the type)",
+                f.name, e.0, e.1, p.0, p.1
+            ));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "the backends' result types differ:\n{}",
+        differ.join("\n")
+    );
+}

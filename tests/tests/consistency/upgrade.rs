@@ -335,6 +335,48 @@ fn every_library_call_succeeds(c: &mut Client, on: &str) {
     assert_eq!(live, 0, "{on}: 'k' was forgotten and 'r' released");
 }
 
+/// EVERY_LIBRARY_CALL is kept by hand: every C function the oldest schema in the window
+/// declares must be in it, or a change to that function's C entry point could break the
+/// releases the library serves with no test noticing.
+#[test]
+fn every_library_call_covers_the_c_functions_of_the_oldest_served_schema() {
+    if backend() != Backend::Extension {
+        skip(
+            Skip::NotApplicable,
+            "the extension's library window (the portable variant has no C functions)",
+        );
+        return;
+    }
+    let db = "pgidem_window_c_functions";
+    let dsn = fresh_database(db);
+    install_released(&dsn, OLDEST_SERVED);
+    let c_functions: Vec<String> = connect_to(&dsn)
+        .query(
+            "SELECT DISTINCT p.proname::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+             WHERE p.pronamespace = 'public'::regnamespace AND l.lanname = 'c'
+               AND p.proname LIKE 'idem\\_%' ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    drop_database(db);
+    assert!(
+        c_functions.len() > 5,
+        "{OLDEST_SERVED}'s C functions: {c_functions:?}"
+    );
+    let calls = EVERY_LIBRARY_CALL.concat();
+    let missing: Vec<&String> = c_functions
+        .iter()
+        .filter(|name| !calls.contains(&format!("{name}(")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{OLDEST_SERVED} declares C functions EVERY_LIBRARY_CALL (tests/tests/consistency/upgrade.rs) does not call: {missing:?}"
+    );
+}
+
 #[test]
 fn a_schema_older_than_the_window_refuses_every_call_until_its_update() {
     if backend() != Backend::Extension {

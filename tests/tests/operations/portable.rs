@@ -157,7 +157,7 @@ fn the_installers_search_path_cannot_reach_into_the_functions() {
 }
 
 #[test]
-fn moving_to_the_extension_keeps_records_policies_and_fences() {
+fn moving_to_the_extension_keeps_every_table_and_the_fences() {
     if !portable_pass() {
         return;
     }
@@ -180,7 +180,47 @@ fn moving_to_the_extension_keeps_records_policies_and_fences() {
     }
     c.batch_execute("SELECT idem_set_policy('move', ttl => '2 hours')")
         .unwrap();
+    // A resolution in the audit: a claim whose lease lapsed, released by an operator.
+    c.batch_execute("SELECT idem_begin('move', 'lapsed', lease => '100 ms')")
+        .unwrap();
+    wait_for_lapse(&mut c, "move", "lapsed");
+    c.batch_execute(
+        "SELECT idem_resolve('move', 'lapsed', (SELECT fence FROM idem_lookup('move', 'lapsed')), 'in_progress', 'release')",
+    )
+    .unwrap();
     let max_fence = count(&mut c, "SELECT max(fence) FROM idempotency.records");
+    let metrics = "SELECT claimed_total, replay_total, in_progress_total FROM idem_metrics() WHERE scope = 'move'";
+    let metrics_before: (i64, i64, i64) = {
+        let r = c.query_one(metrics, &[]).unwrap();
+        (r.get(0), r.get(1), r.get(2))
+    };
+    assert!(metrics_before.0 > 0, "{metrics_before:?}");
+    // Every table that moves holds rows, so that a table the move forgot shows here:
+    // each of the portable storage's tables but the two that do not move (what they hold
+    // becomes the extension's own: its version, the server's settings).
+    let stays = ["installed", "settings"];
+    let tables: Vec<(String, i64)> = c
+        .query(
+            "SELECT relname::text FROM pg_class
+             WHERE relnamespace = 'idempotency'::regnamespace AND relkind = 'r' ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .filter(|t| !stays.contains(&t.as_str()))
+        .map(|t| {
+            let rows = count(&mut c, &format!("SELECT count(*) FROM idempotency.{t}"));
+            (t, rows)
+        })
+        .collect();
+    assert!(tables.len() >= 4, "{tables:?}");
+    for (t, rows) in &tables {
+        assert!(
+            *rows > 0,
+            "the test gives idempotency.{t} no row before the move, so the move is not checked to keep it"
+        );
+    }
     drop(c);
 
     // A limit its owner changed: the extension reads limits from the server's settings, so
@@ -212,6 +252,18 @@ fn moving_to_the_extension_keeps_records_policies_and_fences() {
         ),
         0
     );
+    for (t, rows) in &tables {
+        assert_eq!(
+            count(&mut c, &format!("SELECT count(*) FROM idempotency.{t}")),
+            *rows,
+            "idempotency.{t}: sql/migrate-to-extension.sql must copy it"
+        );
+    }
+    let metrics_after: (i64, i64, i64) = {
+        let r = c.query_one(metrics, &[]).unwrap();
+        (r.get(0), r.get(1), r.get(2))
+    };
+    assert_eq!(metrics_after, metrics_before, "the outcome counts go on");
     let replay = begin(&mut c, "move", "done");
     assert_eq!(replay.outcome, "replay");
     assert_eq!(replay.response.as_deref(), Some(r#"{"sent": 1}"#));
