@@ -8,7 +8,13 @@
 #                        MCP proxy's (mcp/) against the private cluster, and the fault
 #                        suite's short runs (tests/faults/)
 # Layers 2 to 4 run twice per version: against the extension and against the portable SQL
-# variant (sql/), installed into a database where the extension is absent.
+# variant (sql/), installed into a database where the extension is absent. The fronts'
+# suites (the HTTP layer's, the MCP proxy's) run once per backend and version: on 18
+# directly on the extension and through PgBouncer on the portable variant, on 15 through the
+# PL/Proxy proxy; the client's MemoryStore and RedisStore scenarios, which do not touch
+# PostgreSQL, on the first extension pass.
+# The two versions run side by side, each in a lane of its own (PostgreSQL 15's in the
+# background, its output in target/test-results/lane-pg15.log).
 # On PostgreSQL 18 the demo's build (plain cargo, no cargo-pgrx) is compared with cargo pgrx
 # package's, byte for byte, and the private clusters' choice of port is tested.
 # On PostgreSQL 15 the Debian package (scripts/package.sh) is built, installed with dpkg,
@@ -16,11 +22,10 @@
 # The Python and Node.js examples (examples/) run against both backends too; real migration
 # tools apply the portable variant's plain-SQL migrations (PostgreSQL 18); the canon,
 # protocol, client-macros and xtask crates' own tests and a smoke run of the benchmark harness
-# run once. On PostgreSQL 18 the client's, the HTTP layer's and the MCP proxy's suites run
-# again through Debian's PgBouncer in transaction mode (scripts/pgbouncer.sh), and the
-# examples through it on both versions. The command ends
-# with one line: N passed, N failed, N skipped (scripts/results.py; under CI=true a skip
-# for something setup installs counts as failed).
+# run once. On PostgreSQL 18 the client's suites run again through Debian's PgBouncer in
+# transaction mode (scripts/pgbouncer.sh), and the examples through it on both versions.
+# The command ends with one line: N passed, N failed, N skipped (scripts/results.py; under
+# CI=true a skip for something setup installs counts as failed).
 #
 #   scripts/test.sh [pg18|pg15 ...]
 set -euo pipefail
@@ -48,7 +53,9 @@ if [[ " ${versions[*]} " == *" pg15 "* ]] && ! pg15_usable; then
 fi
 
 # Every test's verdict goes to one results file (scripts/results.py), so the command ends
-# with one honest line: how many passed, failed and were skipped, and why each skip.
+# with one honest line: how many passed, failed and were skipped, and why each skip. The two
+# PostgreSQL versions run side by side (their lanes, below), each lane writing a results
+# file of its own; the summary reads them joined.
 export PGIDEM_RESULTS="$TARGET/test-results/results.tsv"
 rm -rf "$TARGET/test-results" && mkdir -p "$TARGET/test-results" && : > "$PGIDEM_RESULTS"
 results() { python3 "$ROOT/scripts/results.py" "$@"; }
@@ -56,6 +63,7 @@ failed_count() { grep -c '^fail' "$PGIDEM_RESULTS" 2>/dev/null || true; }
 
 timings=()
 steps=0
+lane=main
 # step <how its tests are counted> <name> <command...>
 #   libtest  cargo test output: each test line, with the skips the tests recorded
 #   self     the command records its own tests (test-sql.sh, test-examples.sh)
@@ -64,10 +72,10 @@ steps=0
 step() {
     local how="$1" name="$2"; shift 2
     local start=$SECONDS n=$((++steps)) before rc=0
-    local log="$TARGET/test-results/$n.log"
+    local log="$TARGET/test-results/$lane-$n.log"
     before=$(failed_count)
     log "$name"
-    export PGIDEM_SKIPS="$TARGET/test-results/$n.skips"
+    export PGIDEM_SKIPS="$TARGET/test-results/$lane-$n.skips"
     set +e
     "$@" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
@@ -110,26 +118,36 @@ behaviour_suite() {
     # RedisStore runs the client's suites too where Debian's redis-server is installed;
     # without it, those tests are skipped (REDIS_URL unset).
     if command -v redis-server >/dev/null && "$ROOT/scripts/redis.sh" start; then
-        redis=(REDIS_URL="$("$ROOT/scripts/redis.sh" url)")
+        # A database of its own per lane (the versions run side by side).
+        local url; url="$("$ROOT/scripts/redis.sh" url)"
+        redis=(REDIS_URL="${url%/}/$redis_db")
     fi
     # The Node.js provider the web executor is tested against (client/tests/web/upstream_scenarios.rs).
     "$ROOT/scripts/upstream-node.sh" || return 1
     # The MCP proxy's real parts: the official SDKs' clients and the reference servers.
     "$ROOT/scripts/mcp-parts.sh" || return 1
-    # On PostgreSQL 15 the fronts' suites (the HTTP layer's `http`, the MCP proxy's `proxy`)
-    # are left out here: they reach the database only through the client's PgStore, whose
-    # scenarios run here on both backends, and they run on 15 through the PL/Proxy proxy
-    # (through_proxy), on 18 on both backends and through PgBouncer. About 2.5 minutes less.
-    # The other targets are named instead, with the same packages and features as on 18,
-    # so that nothing is compiled again (doc tests, which need no database, run on 18).
+    # The fronts' suites (the HTTP layer's `http`, the MCP proxy's `proxy`) reach the
+    # database only through the client's PgStore, whose scenarios run here on every pass.
+    # They run once per backend and version, each time through another path: on 18 here on
+    # the extension, through PgBouncer on the portable variant (through_pooler); on 15
+    # through the PL/Proxy proxy, on the extension (through_proxy). The other passes name the
+    # other targets, with the same packages and features, so that nothing is compiled again
+    # (doc tests, which need no database, run on 18's extension pass). About 70 s a pass.
     local targets=()
-    if [ "$version" = pg15 ]; then
+    if [ "$version" = pg15 ] || [ "$backend" = portable ]; then
         read -r -a targets <<< "$(behaviour_targets_but http proxy)" || return 1
+    fi
+    # The client's scenarios on MemoryStore and RedisStore (tests named ...::memory and
+    # ...::redis) do not touch PostgreSQL: they run on one pass only, the first version's
+    # extension pass (stores_pass, below).
+    local only_postgres=()
+    if [ "$version $backend" != "$stores_pass" ]; then
+        only_postgres=(--skip ::memory --skip ::redis)
     fi
     env "${redis[@]}" PGIDEM_DSN="$(conninfo "$version") dbname=pgidem_it" PGIDEM_BINDIR="$bindir" \
         PGIDEM_BACKEND="$backend" \
         cargo test --no-fail-fast "${BEHAVIOUR_PACKAGES[@]}" --features pg_idempotency_client/redis \
-        "${targets[@]}" -- --test-threads 4
+        "${targets[@]}" -- --test-threads 4 "${only_postgres[@]}"
 }
 
 # The behaviour suite's packages: one list, so that every run builds them with one feature set.
@@ -206,10 +224,10 @@ through_pooler() {
     "${run[@]}" -p pg_idempotency_client --test parity -- postgres --test-threads 4 || rc=1
     "${run[@]}" -p pg_idempotency_client --test calls -- \
         calls::dispatcher::postgres calls::holder::postgres calls::exactly_once --test-threads 4 || rc=1
-    # The fronts' suites once, on the extension: what a pooler changes is the protocol
-    # their store speaks, which the client's scenarios above already cover on both
-    # backends (the fronts' two suites take about 3 minutes each here).
-    if [ "$backend" = extension ]; then
+    # The fronts' suites once, on the portable variant (their pass on the extension is
+    # direct, in the behaviour suite): what a pooler changes is the protocol their store
+    # speaks, which the client's scenarios above cover on both backends.
+    if [ "$backend" = portable ]; then
         # The client named for its feature only (the behaviour suite's build, reused).
         "${run[@]}" -p pg_idempotency_client -p pg_idempotency_server -p pg_idempotency_mcp \
             --test http --test proxy -- --test-threads 4 || rc=1
@@ -249,16 +267,22 @@ bench_smoke() {
         --smoke --out "$TARGET/benchmarks-smoke.md"
 }
 
-step libtest "canonical JSON (canon crate: vectors, numbers, properties)" cargo test -p pg_idempotency_canon
-step libtest "protocol (declarations, codes and words) and xtask (rendering, the menu)" cargo test -p pg_idempotency_protocol -p xtask
-step libtest "typed tools' attribute (client-macros: what it builds, what the compiler refuses)" cargo test -p pg_idempotency_client_macros
+# The crates that need no database: once, in the first lane to have room.
+crates_alone() {
+    step libtest "canonical JSON (canon crate: vectors, numbers, properties)" cargo test -p pg_idempotency_canon
+    step libtest "protocol (declarations, codes and words) and xtask (rendering, the menu)" cargo test -p pg_idempotency_protocol -p xtask
+    step libtest "typed tools' attribute (client-macros: what it builds, what the compiler refuses)" cargo test -p pg_idempotency_client_macros
+}
 
-for v in "${versions[@]}"; do
+# Every layer on one PostgreSQL version.
+run_version() {
+    local v="$1"
     # The Debian package installs into the folders the pg15 layers install into, and dpkg
     # --purge empties them: it runs first, leaves them as it found them, and pg_tests and
     # serve install the extension there afresh anyway.
     if [ "$v" = pg15 ]; then
-        step self "pg15: Debian package (build, dpkg -i, smoke test, dpkg --purge)" "$ROOT/scripts/test-package.sh"
+        step self "pg15: Debian package (build, dpkg -i, smoke test, dpkg --purge)" \
+            flock "$TARGET/test-results/.dpkg.lock" "$ROOT/scripts/test-package.sh"
     fi
     step libtest "$v: #[pg_test] (Rust inside the server)" pg_tests "$v"
     step setup "$v: build, install and start the private cluster" serve "$v"
@@ -288,13 +312,66 @@ for v in "${versions[@]}"; do
         # The binary the smoke run built (debug, the behaviour suite's feature set): its
         # package is the release one's but for the binary's speed, and costs no build.
         step self "pg18: the MCP proxy's Debian package (build, lintian, dpkg -i, a call through it, dpkg --purge)" \
+            flock "$TARGET/test-results/.dpkg.lock" \
             "$ROOT/scripts/test-package-mcp.sh" --binary "${CARGO_TARGET_DIR:-$TARGET}/debug/pg-idempotency-mcp"
     fi
-done
+}
+
+# What the lanes share is started or installed once, before them: the test Redis, the
+# Node.js provider, the MCP parts (each install script also takes a lock of its own).
+shared_parts() {
+    if command -v redis-server >/dev/null; then "$ROOT/scripts/redis.sh" start; fi
+    "$ROOT/scripts/upstream-node.sh" && "$ROOT/scripts/mcp-parts.sh"
+}
+step setup "the parts both versions' suites share (Redis, the Node.js provider, the MCP parts)" shared_parts
+
+# The two versions run side by side, each in a lane of its own: PostgreSQL 15's in the
+# background (with the crates' own tests first), PostgreSQL 18's here. Most of a behaviour
+# suite waits on the database, on servers starting and on leases, so one lane fills the
+# other's idle time: about 10 minutes less than one after the other (docs/testing.md). Each
+# lane has its own clusters, databases, PgBouncer, Redis database, step logs
+# (target/test-results/<lane>-N.log) and results file; dpkg, which takes one package at a
+# time, is taken in turn (flock). The background lane's output goes to its log file and
+# its timings are printed after this lane's.
+stores_pass="${versions[0]} extension"
+second_lane=()
+if [[ " ${versions[*]} " == *" pg15 "* ]]; then
+    second_lane=(pg15)
+fi
+lane_pid=""
+if [ ${#second_lane[@]} -gt 0 ]; then
+    lane_log="$TARGET/test-results/lane-pg15.log"
+    log "PostgreSQL 15's lane runs in the background: $lane_log"
+    (
+        lane=pg15 redis_db=1 steps=0 timings=()
+        export PGIDEM_RESULTS="$TARGET/test-results/results-pg15.tsv"
+        : > "$PGIDEM_RESULTS"
+        crates_alone
+        run_version pg15
+        printf '%s\n' "${timings[@]}" > "$TARGET/test-results/timings-pg15.txt"
+    ) > "$lane_log" 2>&1 &
+    lane_pid=$!
+fi
+lane=pg18 redis_db=0
+if [[ " ${versions[*]} " == *" pg18 "* ]]; then
+    [ -n "$lane_pid" ] || crates_alone
+    run_version pg18
+fi
+if [ -n "$lane_pid" ]; then
+    log "waiting for PostgreSQL 15's lane"
+    if ! wait "$lane_pid"; then
+        results add fail "pg15 lane" "(the lane itself)" "it stopped before its end; log: $lane_log"
+    fi
+    cat "$TARGET/test-results/results-pg15.tsv" >> "$PGIDEM_RESULTS"
+fi
 for v in "${skipped_versions[@]}"; do
     results add skip-missing "$v" "every layer" "$(pg15_missing_reason)"
 done
 
 echo
 printf '%s\n' "${timings[@]}"
+if [ -n "$lane_pid" ]; then
+    echo "PostgreSQL 15's lane (side by side with the above; log: $lane_log):"
+    cat "$TARGET/test-results/timings-pg15.txt" 2>/dev/null || echo "  (no timings: the lane did not finish)"
+fi
 results summary

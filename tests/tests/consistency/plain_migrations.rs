@@ -178,7 +178,8 @@ fn run_statement_by_statement_outside_a_transaction_it_refuses_and_changes_nothi
     }
     let dir = root().join("target/test-migrations");
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("plain-install.sql");
+    // Its own file: the test command runs the two PostgreSQL versions' passes side by side.
+    let file = dir.join(format!("plain-install-{}.sql", std::process::id()));
     std::fs::write(
         &file,
         plain(
@@ -218,6 +219,7 @@ fn run_statement_by_statement_outside_a_transaction_it_refuses_and_changes_nothi
     assert_eq!(v, CURRENT);
     drop(c);
     drop_database("pgidem_plain_autocommit");
+    let _ = std::fs::remove_file(&file);
 }
 
 #[test]

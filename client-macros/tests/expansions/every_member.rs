@@ -74,7 +74,7 @@ mod boxed {
     pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 }
 
-fn main() {
+pub fn main() {
     let specs = [
         create_tool(),
         place_order_tool(),

@@ -20,6 +20,6 @@ async fn send_email(email: Email) -> Result<Sent, idem::ToolError> {
     Ok(Sent { id: 7 })
 }
 
-fn main() {
+pub fn main() {
     let _spec: idem::ToolSpec = send_email_tool();
 }
