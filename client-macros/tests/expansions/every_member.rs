@@ -57,7 +57,9 @@ async fn notify(input: u32) -> Result<(), Box<dyn std::error::Error + Send + Syn
 /// With state of its own: built by `count_tool(counter)`.
 #[tool(idempotent)]
 async fn count(
-    pg_idempotency_client::Shared(counter): pg_idempotency_client::Shared<std::sync::Arc<std::sync::atomic::AtomicU32>>,
+    pg_idempotency_client::Shared(counter): pg_idempotency_client::Shared<
+        std::sync::Arc<std::sync::atomic::AtomicU32>,
+    >,
     page: String,
 ) -> Result<u32, ToolError> {
     let _ = page;
@@ -93,7 +95,10 @@ pub fn main() {
     let Some(KeyStrategy::Explicit(Some(key))) = &create.strategy else {
         panic!("create_issue's own key supplier: {:?}", create.strategy);
     };
-    assert_eq!(key(&serde_json::json!({"title": "Crash"})).as_deref(), Some("crash"));
+    assert_eq!(
+        key(&serde_json::json!({"title": "Crash"})).as_deref(),
+        Some("crash")
+    );
     assert_eq!(create.ttl, Some(secs(86_400)));
     assert_eq!(create.on_cache_hit, Some(OnCacheHit::ReturnCachedIfSuccess));
     assert_eq!(create.cache_failures, Some(true));
