@@ -32,7 +32,7 @@ extdir="$("$pg_config" --sharedir)/extension"
 log "building pg_idempotency $version for PostgreSQL $major (cargo pgrx package, release)"
 (cd "$ROOT/pg_idempotency" &&
     cargo pgrx package --pg-config "$pg_config" --features "pg$major" --no-default-features >/dev/null)
-out="$TARGET/release/pg_idempotency-pg$major"
+out="${CARGO_TARGET_DIR:-$TARGET}/release/pg_idempotency-pg$major"
 [ -f "$out$libdir/pg_idempotency.so" ] || die "cargo pgrx package left no $out$libdir/pg_idempotency.so"
 [ -f "$out$extdir/pg_idempotency--$version.sql" ] || die "cargo pgrx package left no install script for $version"
 

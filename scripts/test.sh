@@ -274,18 +274,27 @@ crates_alone() {
     step libtest "typed tools' attribute (client-macros: what it builds, what the compiler refuses)" cargo test -p pg_idempotency_client_macros
 }
 
+# in_target <folder> <command...>: the command (a function too) with cargo's target folder there.
+in_target() { local dir="$1"; shift; ( export CARGO_TARGET_DIR="$dir"; "$@" ); }
+
 # Every layer on one PostgreSQL version.
 run_version() {
-    local v="$1"
+    local v="$1" own_target=()
+    # The extension's builds for 15 (the package, #[pg_test], the install) go to a target
+    # folder of their own: cargo copies each build's library to one path per profile
+    # (target/release/libpg_idempotency.so), which 18's lane reads right after its own build.
+    if [ "$v" = pg15 ]; then
+        own_target=(in_target "$TARGET/pg15-extension")
+    fi
     # The Debian package installs into the folders the pg15 layers install into, and dpkg
     # --purge empties them: it runs first, leaves them as it found them, and pg_tests and
     # serve install the extension there afresh anyway.
     if [ "$v" = pg15 ]; then
         step self "pg15: Debian package (build, dpkg -i, smoke test, dpkg --purge)" \
-            flock "$TARGET/test-results/.dpkg.lock" "$ROOT/scripts/test-package.sh"
+            "${own_target[@]}" flock "$TARGET/test-results/.dpkg.lock" "$ROOT/scripts/test-package.sh"
     fi
-    step libtest "$v: #[pg_test] (Rust inside the server)" pg_tests "$v"
-    step setup "$v: build, install and start the private cluster" serve "$v"
+    step libtest "$v: #[pg_test] (Rust inside the server)" "${own_target[@]}" pg_tests "$v"
+    step setup "$v: build, install and start the private cluster" "${own_target[@]}" serve "$v"
     if [ "$v" = pg18 ]; then
         # The demo's plain cargo build against `cargo pgrx package` (the same build, shared).
         step self "pg18: the demo's build and cargo pgrx package's, file by file" "$ROOT/scripts/test-staging.sh" pg18
@@ -352,7 +361,7 @@ if [ ${#second_lane[@]} -gt 0 ]; then
     ) > "$lane_log" 2>&1 &
     lane_pid=$!
 fi
-lane=pg18 redis_db=0
+lane=pg18 redis_db=0 steps=0
 if [[ " ${versions[*]} " == *" pg18 "* ]]; then
     [ -n "$lane_pid" ] || crates_alone
     run_version pg18
