@@ -275,7 +275,9 @@ crates_alone() {
 }
 
 # locked <name> <command...>: the command (a function too) holding target/test-results/.<name>.lock.
-locked() { local name="$1"; shift; ( flock 9; "$@" ) 9> "$TARGET/test-results/.$name.lock"; }
+# The command runs with the lock's descriptor closed (bash keeps its own copy, closed on
+# exec): a server the command starts must not inherit the lock and hold it for its life.
+locked() { local name="$1"; shift; ( flock 9; "$@" 9>&- ) 9> "$TARGET/test-results/.$name.lock"; }
 
 # Every layer on one PostgreSQL version.
 run_version() {
