@@ -31,27 +31,40 @@ fn stem(path: &Path) -> String {
     path.file_stem().unwrap().to_string_lossy().into_owned()
 }
 
+/// Every file under `dir` whose name ends in `.ext`, in its sub-folders too, but for build
+/// output and installed packages (`target`, `node_modules`, hidden folders).
+fn tree(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let p = entry.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                if !name.starts_with('.') && name != "target" && name != "node_modules" {
+                    stack.push(p);
+                }
+            } else if p.extension().is_some_and(|e| e == ext) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// All text of the suites that call the SQL API: golden files, isolation specs, and the
 /// behaviour suites' Rust.
 fn callers() -> String {
-    let mut text = String::new();
-    let mut add_tree = |dir: &Path, ext: &str| {
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for entry in std::fs::read_dir(&d).unwrap() {
-                let p = entry.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.extension().is_some_and(|e| e == ext) {
-                    text.push_str(&read(&p));
-                }
-            }
-        }
-    };
-    add_tree(&root().join("tests/regress/sql"), "sql");
-    add_tree(&root().join("tests/isolation/specs"), "spec");
-    add_tree(&root().join("tests/tests"), "rs");
-    text
+    [
+        ("tests/regress/sql", "sql"),
+        ("tests/isolation/specs", "spec"),
+        ("tests/tests", "rs"),
+    ]
+    .iter()
+    .flat_map(|(dir, ext)| tree(&root().join(dir), ext))
+    .map(|p| read(&p))
+    .collect()
 }
 
 #[test]
@@ -309,19 +322,7 @@ fn every_wrapper_store_forwards_each_method_or_says_why_not() {
         methods.len() > 10 && methods.contains(&"statement_mode".to_string()),
         "{methods:?}"
     );
-    let mut rs = Vec::new();
-    let mut stack = vec![root()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let p = entry.unwrap().path();
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            if p.is_dir() && !name.starts_with('.') && name != "target" && name != "node_modules" {
-                stack.push(p);
-            } else if name.ends_with(".rs") {
-                rs.push(p);
-            }
-        }
-    }
+    let rs = tree(&root(), "rs");
     let mut wrappers = 0;
     let mut missing = Vec::new();
     for file in rs {
