@@ -48,10 +48,13 @@ fn a_hundred_thousand_scopes_are_each_counted_with_no_fold() {
     let mut c = counted(&role);
     let prefix = scope("many");
     // One statement: 100,000 claims, each in a scope of its own, then a replay of each.
+    // The leases outlast both statements: a loaded machine takes over a minute for one,
+    // and a lease that lapsed (60 s by default) would be claimed again, not answered as
+    // running.
     for _ in 0..2 {
         c.execute(
             "SELECT count(*) FROM generate_series(1, $2::bigint) AS i, \
-                 LATERAL idem_begin($1 || '/' || i, 'k') AS b",
+                 LATERAL idem_begin($1 || '/' || i, 'k', lease => interval '1 hour') AS b",
             &[&prefix, &SCOPES],
         )
         .unwrap();
