@@ -1,0 +1,115 @@
+"""What the sync and async paths of a decorated call share: the settings resolved for the
+call, its key and request, and the answers that need no running (replays, refusals)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from . import _sql
+from .answers import Begin
+from .context import CallContext, Lease
+from .errors import InProgress, OutcomeUnknown, ToolFailed, Unrecorded
+from .keys import explicit_key, request_of
+from .marks import mark_of
+from .settings import Idempotent, KeyStrategy, OnCacheHit, UnknownOutcome
+
+DEFAULT_LEASE = 60.0  # the server's pg_idempotency.default_lease, for the heartbeat's pace
+
+
+@dataclass
+class Plan:
+    settings: Idempotent
+    strategy: KeyStrategy
+    scope: str
+    key: Optional[str]
+    request_json: Optional[str]
+    input: dict[str, Any]
+
+    @staticmethod
+    def of(settings: Idempotent, scope: str, input: dict[str, Any], receiver: Any) -> "Plan":
+        strategy = settings.strategy or KeyStrategy.HASH_INPUT
+        key = explicit_key(settings, input, receiver) if strategy is KeyStrategy.EXPLICIT else None
+        if strategy is KeyStrategy.UUID:
+            key = str(uuid.uuid4())
+        request = request_of(settings, strategy, input) if strategy in (
+            KeyStrategy.HASH_INPUT, KeyStrategy.EXPLICIT) else None
+        request_json = None if request is None else _sql.dumps(request)
+        return Plan(settings, strategy, scope, key, request_json, input)
+
+    def begin_kwargs(self) -> dict[str, Any]:
+        """What the call sends: only what is set, so that the scope's policy governs the rest."""
+        s = self.settings
+        return dict(ttl=s.ttl, lease=s.lease, on_cache_hit=s.on_cache_hit,
+                    on_mismatch=s.on_mismatch, wait=s.wait, unresolved_ttl=s.unresolved_ttl)
+
+    def lease_seconds(self, claim: Begin) -> float:
+        if claim.lease_left is not None and claim.lease_left > 0:
+            return claim.lease_left
+        return self.settings.lease or DEFAULT_LEASE
+
+    def context(self, claim: Begin) -> CallContext:
+        return CallContext(scope=self.scope, key=claim.key, fence=claim.fence,
+                           attempt=claim.attempt, recovered=claim.recovered,
+                           upstream_key=claim.upstream_key or claim.key, lease=Lease(),
+                           input=self.input)
+
+    def uuid_context(self) -> CallContext:
+        assert self.key is not None
+        return CallContext(scope=self.scope, key=self.key, fence=None, attempt=1,
+                           recovered=False, upstream_key=self.key, input=self.input)
+
+    def unknown_outcome(self) -> UnknownOutcome | Callable[..., Any]:
+        return self.settings.on_unknown_outcome or UnknownOutcome.RERUN
+
+
+def answer(claim: Begin, decode: Callable[[Any], Any]) -> Any:
+    """A replay's value, or the error a replay or an in-progress answer is."""
+    if claim.outcome == "in_progress":
+        raise InProgress(
+            "the call is running elsewhere",
+            detail=f"Its lease ends in {claim.retry_after} at most."
+            if claim.retry_after is not None else None,
+            hint="retry after retry_after, or give the decorator wait= so that a duplicate "
+            "waits for the first call's result",
+            retry_after=claim.retry_after,
+        )
+    mark = mark_of(claim.response)
+    if mark is not None:
+        kind, why = mark
+        if kind == "unrecorded":
+            raise Unrecorded(
+                "the call ran, but its result could not be recorded",
+                detail=why, replayed=True,
+                hint="the effect happened; an operator's idem_forget lets the call run again",
+            )
+        raise OutcomeUnknown(
+            "an earlier attempt of this call may have acted, and the call is refused",
+            detail=why,
+            hint="an operator resolves it: SELECT * FROM idem_unresolved(), then idem_resolve",
+        )
+    if claim.succeeded is False:
+        resp = claim.response
+        message = resp.get("error") if isinstance(resp, dict) else None
+        raise ToolFailed(
+            f"the call failed before, and its failure is remembered: {message or resp!r}",
+            response=resp,
+            hint="cache_failures=True keeps a failure for its ttl; "
+            "on_cache_hit=RETURN_CACHED_IF_SUCCESS runs a failed call again",
+        )
+    return decode(claim.response)
+
+
+def failure_response(e: BaseException) -> dict[str, Any]:
+    # U+0000 cannot be stored: a message holding it is kept with U+FFFD in its place.
+    message = (str(e) or type(e).__name__).replace("\x00", "\ufffd")
+    return {"error": message, "type": type(e).__qualname__}
+
+
+def caches_failures(settings: Idempotent) -> Optional[bool]:
+    return settings.cache_failures
+
+
+def fail_fast(settings: Idempotent) -> bool:
+    return settings.on_cache_hit is OnCacheHit.FAIL_FAST
