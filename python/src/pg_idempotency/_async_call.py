@@ -91,7 +91,6 @@ async def _hold(store: AsyncStore, plan: Plan, claim: Begin, fn: Callable[..., A
     holding = LIVE.add(store.identity, plan.scope, names)
     beat = Heartbeat(store, claim, plan.scope, plan.lease_seconds(claim), ctx.lease,
                      plan.settings.lease)
-    handed_off = False
     try:
         if claim.recovered:
             found = await _unknown_outcome(store, plan, claim)
@@ -109,12 +108,10 @@ async def _hold(store: AsyncStore, plan: Plan, claim: Begin, fn: Callable[..., A
             _CURRENT.reset(token)
         holding.result = result
         holding.ran.set()
-        recorded, handed_off = await _record(store, plan, claim, ctx, result, beat, holding,
-                                             names)
-        return recorded
+        return await _record(store, plan, claim, ctx, result, beat, holding, names)
     finally:
         holding.ran.set()
-        if not handed_off:
+        if not holding.background:
             beat.stop()
             holding.done.set()
             LIVE.remove(store.identity, plan.scope, names, holding)
@@ -180,7 +177,7 @@ async def _record_failure(store: AsyncStore, plan: Plan, claim: Begin, e: Except
 
 
 async def _record(store: AsyncStore, plan: Plan, claim: Begin, ctx: CallContext, result: Any,
-                  beat: Heartbeat, holding: Holding, names: list[str]) -> tuple[Any, bool]:
+                  beat: Heartbeat, holding: Holding, names: list[str]) -> Any:
     assert claim.fence is not None
     if ctx.lease.state == "lost":
         raise LeaseLost("the lease was lost while the call ran: its result is not recorded",
@@ -195,7 +192,7 @@ async def _record(store: AsyncStore, plan: Plan, claim: Begin, ctx: CallContext,
                          response=result, hint=e.hint) from e
     if await _complete(store, plan, claim, response, beat.lease_end, result):
         holding.recorded = True
-        return result, False
+        return result
 
     async def keep_trying() -> None:
         try:
@@ -206,6 +203,7 @@ async def _record(store: AsyncStore, plan: Plan, claim: Begin, ctx: CallContext,
             holding.done.set()
             LIVE.remove(store.identity, plan.scope, names, holding)
 
+    holding.background = True
     task = asyncio.get_running_loop().create_task(keep_trying())
     _BACKGROUND.add(task)
     task.add_done_callback(_BACKGROUND.discard)

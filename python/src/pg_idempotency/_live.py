@@ -23,6 +23,8 @@ class Holding:
     result: Any = _NOT_YET
     failed: bool = False
     recorded: bool = False
+    background: bool = False
+    """The recording went on in the background after the caller was answered."""
 
     @property
     def has_result(self) -> bool:

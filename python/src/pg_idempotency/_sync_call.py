@@ -92,7 +92,6 @@ def _hold(store: Store, plan: Plan, claim: Begin, fn: Callable[..., Any],
     lease_s = plan.lease_seconds(claim)
     beat = Heartbeat(store, claim, plan.scope, lease_s, ctx.lease, plan.settings.lease)
     beat.start()
-    handed_off = False
     try:
         if claim.recovered:
             found = _unknown_outcome(store, plan, claim, ctx)
@@ -110,11 +109,10 @@ def _hold(store: Store, plan: Plan, claim: Begin, fn: Callable[..., Any],
             _CURRENT.reset(token)
         holding.result = result
         holding.ran.set()
-        recorded, handed_off = _record(store, plan, claim, ctx, result, beat, holding, names)
-        return recorded
+        return _record(store, plan, claim, ctx, result, beat, holding, names)
     finally:
         holding.ran.set()
-        if not handed_off:
+        if not holding.background:
             beat.stop()
             holding.done.set()
             LIVE.remove(store.identity, plan.scope, names, holding)
@@ -185,8 +183,8 @@ def _record_failure(store: Store, plan: Plan, claim: Begin, e: Exception,
 
 
 def _record(store: Store, plan: Plan, claim: Begin, ctx: CallContext, result: Any,
-            beat: Heartbeat, holding: Holding, names: list[str]) -> tuple[Any, bool]:
-    """Record the result under the fence; (result, handed off to the background)."""
+            beat: Heartbeat, holding: Holding, names: list[str]) -> Any:
+    """Record the result under the fence (else hand the recording to a thread, and say so)."""
     assert claim.fence is not None
     if ctx.lease.state == "lost":
         raise LeaseLost("the lease was lost while the call ran: its result is not recorded",
@@ -202,7 +200,7 @@ def _record(store: Store, plan: Plan, claim: Begin, ctx: CallContext, result: An
     done = _complete(store, plan, claim, response, beat.lease_end, result)
     if done:
         holding.recorded = True
-        return result, False
+        return result
 
     # Not recorded within the lease: the caller is told, a thread keeps trying (with the
     # heartbeat) until the record expires.
@@ -215,6 +213,7 @@ def _record(store: Store, plan: Plan, claim: Begin, ctx: CallContext, result: An
             holding.done.set()
             LIVE.remove(store.identity, plan.scope, names, holding)
 
+    holding.background = True
     threading.Thread(target=keep_trying, name="pg_idempotency completion", daemon=True).start()
     state = ("kept by the heartbeat" if ctx.lease.state == "held"
              else "not renewed: once it lapses, another process may take the call over")

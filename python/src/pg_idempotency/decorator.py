@@ -114,12 +114,7 @@ def _decoder(fn: Callable[..., Any]) -> Callable[[Any], Any]:
 
 
 def _adapter_for(fn: Callable[..., Any]) -> Any:
-    try:
-        import typing
-
-        hint = typing.get_type_hints(fn).get("return", inspect.Signature.empty)
-    except Exception:
-        return None
+    hint = _return_hint(fn)
     if hint in (inspect.Signature.empty, Any, None, type(None), dict, list, str, int, float,
                 bool, object):
         return None
@@ -129,6 +124,26 @@ def _adapter_for(fn: Callable[..., Any]) -> Any:
         return TypeAdapter(hint)
     except Exception:
         return None
+
+
+def _return_hint(fn: Callable[..., Any]) -> Any:
+    """The return annotation, resolved: a string one (`from __future__ import annotations`)
+    in the function's module and closure (a class defined beside the function)."""
+    import typing
+
+    closure = getattr(fn, "__closure__", None) or ()
+    names = getattr(getattr(fn, "__code__", None), "co_freevars", ())
+    local: dict[str, Any] = {}
+    for name, cell in zip(names, closure):
+        try:
+            local[name] = cell.cell_contents
+        except ValueError:
+            pass
+    try:
+        return typing.get_type_hints(fn, localns=local).get("return", inspect.Signature.empty)
+    except Exception:
+        hint = inspect.signature(fn).return_annotation
+        return inspect.Signature.empty if isinstance(hint, str) else hint
 
 
 def _wrap_function(fn: Callable[..., Any], settings: Idempotent, store: Any) -> Callable[..., Any]:

@@ -120,12 +120,15 @@ class Store:
     `Engine`, `Connection` or `Session`. A connection inside a transaction runs the calls in
     that transaction (exactly-once with the caller's writes); an idle one commits each.
 
-    `schema` is where the API's functions are (`public` after CREATE EXTENSION)."""
+    `schema` is where the API's functions are (`public` after CREATE EXTENSION); `prepare`
+    False behind a pooler in transaction mode (PgBouncer); `pool_options` go to the
+    psycopg_pool pool opened for a conninfo (min_size 1, max_size 20 unless given)."""
 
-    def __init__(self, connection: Any, *, schema: str = "public",
-                 prepare: bool = True) -> None:
+    def __init__(self, connection: Any, *, schema: str = "public", prepare: bool = True,
+                 pool_options: Optional[dict[str, Any]] = None) -> None:
         self._calls = _Calls(schema)
-        self._x: SyncExecutor = sync_executor(connection, prepare=prepare)
+        self._x: SyncExecutor = sync_executor(connection, prepare=prepare,
+                                              pool_options=pool_options)
         self.identity: object = self._x.identity
 
     @property
@@ -224,10 +227,11 @@ class AsyncStore:
     asyncpg `Pool` or `Connection`, or a SQLAlchemy `AsyncEngine`, `AsyncConnection` or
     `AsyncSession`. The same calls as `Store`, awaited."""
 
-    def __init__(self, connection: Any, *, schema: str = "public",
-                 prepare: bool = True) -> None:
+    def __init__(self, connection: Any, *, schema: str = "public", prepare: bool = True,
+                 pool_options: Optional[dict[str, Any]] = None) -> None:
         self._calls = _Calls(schema)
-        self._x: AsyncExecutor = async_executor(connection, prepare=prepare)
+        self._x: AsyncExecutor = async_executor(connection, prepare=prepare,
+                                                pool_options=pool_options)
         self.identity: object = self._x.identity
 
     @property

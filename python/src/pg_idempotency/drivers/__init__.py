@@ -4,7 +4,7 @@ dependency; asyncpg and SQLAlchemy are extras (`pip install pg-idempotency[async
 
 from __future__ import annotations
 
-from typing import Any, AsyncContextManager, ContextManager, Protocol, Sequence
+from typing import Any, AsyncContextManager, ContextManager, Optional, Protocol, Sequence
 
 from .._sql import Statement
 from ..errors import InvalidArgument
@@ -37,12 +37,13 @@ def _library(obj: Any) -> str:
     return type(obj).__module__.split(".")[0]
 
 
-def sync_executor(connection: Any, *, prepare: bool = True) -> SyncExecutor:
+def sync_executor(connection: Any, *, prepare: bool = True,
+                  pool_options: Optional[dict[str, Any]] = None) -> SyncExecutor:
     lib = _library(connection)
     if isinstance(connection, str) or lib in ("psycopg", "psycopg_pool"):
         from .psycopg import PsycopgExecutor
 
-        return PsycopgExecutor(connection, prepare=prepare)
+        return PsycopgExecutor(connection, prepare=prepare, pool_options=pool_options)
     if lib == "sqlalchemy":
         from .sqlalchemy import SqlAlchemyExecutor
 
@@ -54,12 +55,13 @@ def sync_executor(connection: Any, *, prepare: bool = True) -> SyncExecutor:
     )
 
 
-def async_executor(connection: Any, *, prepare: bool = True) -> AsyncExecutor:
+def async_executor(connection: Any, *, prepare: bool = True,
+                   pool_options: Optional[dict[str, Any]] = None) -> AsyncExecutor:
     lib = _library(connection)
     if isinstance(connection, str) or lib in ("psycopg", "psycopg_pool"):
         from .psycopg import AsyncPsycopgExecutor
 
-        return AsyncPsycopgExecutor(connection, prepare=prepare)
+        return AsyncPsycopgExecutor(connection, prepare=prepare, pool_options=pool_options)
     if lib == "asyncpg":
         from .asyncpg import AsyncpgExecutor
 

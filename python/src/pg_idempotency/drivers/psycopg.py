@@ -3,7 +3,7 @@ pool of autocommit connections is opened (and closed by Store.close)."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import psycopg
 from psycopg import pq
@@ -30,14 +30,20 @@ def _pool_kwargs(prepare: bool) -> dict[str, Any]:
     return kw
 
 
+# A pool opened for a conninfo: one connection at first, more on demand (a heartbeat, a
+# duplicate that waits inside idem_begin and the calls of other threads each hold one).
+POOL_DEFAULTS: dict[str, Any] = {"min_size": 1, "max_size": 20}
+
+
 class PsycopgExecutor:
-    def __init__(self, source: Any, *, prepare: bool = True) -> None:
+    def __init__(self, source: Any, *, prepare: bool = True,
+                 pool_options: Optional[dict[str, Any]] = None) -> None:
         self._owned = isinstance(source, str)
         if self._owned:
             from psycopg_pool import ConnectionPool
 
-            source = ConnectionPool(source, kwargs=_pool_kwargs(prepare), min_size=1,
-                                    open=True)
+            source = ConnectionPool(source, kwargs=_pool_kwargs(prepare), open=True,
+                                    **{**POOL_DEFAULTS, **(pool_options or {})})
         self._source = source
         self._pooled = not isinstance(source, psycopg.Connection)
         self.identity: object = source
@@ -78,14 +84,15 @@ class PsycopgExecutor:
 
 
 class AsyncPsycopgExecutor:
-    def __init__(self, source: Any, *, prepare: bool = True) -> None:
+    def __init__(self, source: Any, *, prepare: bool = True,
+                 pool_options: Optional[dict[str, Any]] = None) -> None:
         self._owned = isinstance(source, str)
         if self._owned:
             from psycopg_pool import AsyncConnectionPool
 
             # Opened at the first call: a pool opens inside a running event loop.
-            source = AsyncConnectionPool(source, kwargs=_pool_kwargs(prepare), min_size=1,
-                                         open=False)
+            source = AsyncConnectionPool(source, kwargs=_pool_kwargs(prepare), open=False,
+                                         **{**POOL_DEFAULTS, **(pool_options or {})})
         self._opened = not self._owned
         self._source = source
         self._pooled = not isinstance(source, psycopg.AsyncConnection)
