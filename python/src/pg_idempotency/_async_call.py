@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from . import _sql
 from ._live import LIVE, Holding
@@ -13,8 +14,15 @@ from ._plan import Plan, answer, failure_response
 from ._sync_call import TRANSIENT
 from .answers import Begin
 from .context import _CURRENT, CallContext, Lease
-from .errors import (IdempotencyError, InvalidArgument, InProgress, LeaseLost, OutcomeUnknown,
-                     ResponseTooLarge, Unrecorded)
+from .errors import (
+    IdempotencyError,
+    InProgress,
+    InvalidArgument,
+    LeaseLost,
+    OutcomeUnknown,
+    ResponseTooLarge,
+    Unrecorded,
+)
 from .keys import local_name
 from .marks import outcome_unknown, unrecorded
 from .settings import NOT_FOUND, UNKNOWN, Reconcile, UnknownOutcome
@@ -27,7 +35,7 @@ _BACKGROUND: set[asyncio.Task[Any]] = set()
 
 class Heartbeat:
     def __init__(self, store: AsyncStore, claim: Begin, scope: str, lease_s: float,
-                 lease: Lease, extend_by: Optional[float]) -> None:
+                 lease: Lease, extend_by: float | None) -> None:
         self.store, self.claim, self.scope = store, claim, scope
         self.lease_s, self.lease, self.extend_by = lease_s, lease, extend_by
         self.lease_end = time.monotonic() + lease_s

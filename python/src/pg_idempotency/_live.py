@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 _NOT_YET = object()
 
@@ -41,7 +41,7 @@ class LiveHolders:
         # Read without the lock: a stale answer only means one more store round trip.
         return (id(store), scope) in self._scopes
 
-    def get(self, store: object, scope: str, name: str) -> Optional[Holding]:
+    def get(self, store: object, scope: str, name: str) -> Holding | None:
         with self._lock:
             return self._calls.get((id(store), scope, name))
 

@@ -4,8 +4,9 @@ call, its key and request, and the answers that need no running (replays, refusa
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from . import _sql
 from .answers import Begin
@@ -23,12 +24,12 @@ class Plan:
     settings: Idempotent
     strategy: KeyStrategy
     scope: str
-    key: Optional[str]
-    request_json: Optional[str]
+    key: str | None
+    request_json: str | None
     input: dict[str, Any]
 
     @staticmethod
-    def of(settings: Idempotent, scope: str, input: dict[str, Any], receiver: Any) -> "Plan":
+    def of(settings: Idempotent, scope: str, input: dict[str, Any], receiver: Any) -> Plan:
         strategy = settings.strategy or KeyStrategy.HASH_INPUT
         key = explicit_key(settings, input, receiver) if strategy is KeyStrategy.EXPLICIT else None
         if strategy is KeyStrategy.UUID:
@@ -107,7 +108,7 @@ def failure_response(e: BaseException) -> dict[str, Any]:
     return {"error": message, "type": type(e).__qualname__}
 
 
-def caches_failures(settings: Idempotent) -> Optional[bool]:
+def caches_failures(settings: Idempotent) -> bool | None:
     return settings.cache_failures
 
 

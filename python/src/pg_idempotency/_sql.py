@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Sequence
+from typing import Any
 
 from .errors import InvalidArgument
 
@@ -49,12 +50,15 @@ class Statements:
     installed: Statement
 
     @staticmethod
-    def in_schema(schema: str = "public") -> "Statements":
+    def in_schema(schema: str = "public") -> Statements:
         # The API's functions are named with their schema: an unqualified call would run
         # whatever idem_begin a schema earlier on the search_path holds (docs/security.md).
         s = quoted_schema(schema)
-        t, j, f8 = "$%d::pg_catalog.text", "$%d::pg_catalog.text::pg_catalog.jsonb", "$%d::pg_catalog.float8"
-        secs = lambda n: _SECS.format(f8 % n)  # noqa: E731
+        t, j = "$%d::pg_catalog.text", "$%d::pg_catalog.text::pg_catalog.jsonb"
+
+        def secs(n: int) -> str:
+            return _SECS.format(f"${n}::pg_catalog.float8")
+
         begin_cols = (
             "outcome, fence, attempt, recovered, upstream_key::pg_catalog.text, succeeded, "
             "response::pg_catalog.text, lease_until, expires_at, "

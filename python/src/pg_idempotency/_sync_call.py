@@ -6,15 +6,25 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from . import _sql
 from ._live import LIVE, Holding
 from ._plan import Plan, answer, failure_response
 from .answers import Begin
 from .context import _CURRENT, CallContext, Lease
-from .errors import (Contention, IdempotencyError, InvalidArgument, InProgress, LeaseLost,
-                     OutcomeUnknown, ResponseTooLarge, StoreUnavailable, Unrecorded)
+from .errors import (
+    Contention,
+    IdempotencyError,
+    InProgress,
+    InvalidArgument,
+    LeaseLost,
+    OutcomeUnknown,
+    ResponseTooLarge,
+    StoreUnavailable,
+    Unrecorded,
+)
 from .keys import local_name
 from .marks import outcome_unknown, unrecorded
 from .settings import NOT_FOUND, UNKNOWN, Reconcile, UnknownOutcome
@@ -29,7 +39,7 @@ class Heartbeat(threading.Thread):
     refuses (lost) or cannot be reached until the lease ends (unconfirmed)."""
 
     def __init__(self, store: Store, claim: Begin, scope: str, lease_s: float,
-                 lease: Lease, extend_by: Optional[float]) -> None:
+                 lease: Lease, extend_by: float | None) -> None:
         super().__init__(name=f"pg_idempotency heartbeat {scope}", daemon=True)
         self.store, self.claim, self.scope = store, claim, scope
         self.lease_s, self.lease, self.extend_by = lease_s, lease, extend_by
@@ -247,7 +257,7 @@ def _complete(store: Store, plan: Plan, claim: Begin, response: str, until: floa
             delay = min(delay * 2, 1.0)
 
 
-def _complete_mark(store: Store, plan: Plan, claim: Begin, beat: Optional[Heartbeat],
+def _complete_mark(store: Store, plan: Plan, claim: Begin, beat: Heartbeat | None,
                    why: str) -> None:
     assert claim.fence is not None
     try:

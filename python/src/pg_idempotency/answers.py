@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from .errors import IdempotencyError
 
@@ -19,20 +19,20 @@ class Begin:
 
     outcome: Outcome
     key: str
-    fence: Optional[int]
+    fence: int | None
     attempt: int
     recovered: bool
-    upstream_key: Optional[str]
-    succeeded: Optional[bool]
+    upstream_key: str | None
+    succeeded: bool | None
     response: Any
-    lease_until: Optional[datetime]
-    expires_at: Optional[datetime]
-    retry_after: Optional[timedelta]
-    lease_left: Optional[float] = None
+    lease_until: datetime | None
+    expires_at: datetime | None
+    retry_after: timedelta | None
+    lease_left: float | None = None
     """Seconds of the lease left when the server answered (claimed calls)."""
 
     @staticmethod
-    def from_row(row: tuple[Any, ...]) -> "Begin":
+    def from_row(row: tuple[Any, ...]) -> Begin:
         from ._sql import loads
 
         (outcome, fence, attempt, recovered, upstream_key, succeeded, response, lease_until,
@@ -63,8 +63,8 @@ class Record:
     upstream_key: str
     response: Any
     created_at: datetime
-    completed_at: Optional[datetime]
-    lease_until: Optional[datetime]
+    completed_at: datetime | None
+    lease_until: datetime | None
     expires_at: datetime
 
 
@@ -73,9 +73,9 @@ class BatchItem:
     """One item of a batch claim: its key (None: derived from `request`, HASH_INPUT), its
     request (fingerprinted), and its claim token (repeat a batch whose answer was lost)."""
 
-    key: Optional[str] = None
+    key: str | None = None
     request: Any = None
-    claim_token: Optional[str] = None
+    claim_token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,8 @@ class BatchCompletion:
     fence: int
     response: Any
     succeeded: bool = True
-    cache_failure: Optional[bool] = None
+    cache_failure: bool | None = None
 
 
-BatchBegin = Union[Begin, IdempotencyError]
+BatchBegin = Begin | IdempotencyError
 """An item's answer: its Begin, or its refusal (Mismatch, RepeatRefused) as a value."""

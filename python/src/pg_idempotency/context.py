@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from .errors import LeaseLost
 
@@ -76,7 +76,7 @@ class CallContext:
 
     scope: str
     key: str
-    fence: Optional[int]
+    fence: int | None
     attempt: int
     recovered: bool
     upstream_key: str
@@ -84,7 +84,7 @@ class CallContext:
     input: dict[str, Any] = field(default_factory=dict)
 
 
-_CURRENT: contextvars.ContextVar[Optional[CallContext]] = contextvars.ContextVar(
+_CURRENT: contextvars.ContextVar[CallContext | None] = contextvars.ContextVar(
     "pg_idempotency_call", default=None
 )
 
@@ -98,6 +98,6 @@ def current_call() -> CallContext:
     return ctx
 
 
-def maybe_current_call() -> Optional[CallContext]:
+def maybe_current_call() -> CallContext | None:
     """The call being run, or None outside a decorated function."""
     return _CURRENT.get()

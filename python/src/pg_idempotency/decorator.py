@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from typing import Any, Callable, Optional, TypeVar, Union, overload
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
 
 from . import _async_call, _exactly_once, _sync_call
 from ._plan import Plan
@@ -37,8 +38,8 @@ class _Default:
         self.source: Any = None
         self.schema = "public"
         self.prepare = True
-        self.sync: Optional[Store] = None
-        self.async_: Optional[AsyncStore] = None
+        self.sync: Store | None = None
+        self.async_: AsyncStore | None = None
 
 
 _DEFAULT = _Default()
@@ -134,7 +135,7 @@ def _return_hint(fn: Callable[..., Any]) -> Any:
     closure = getattr(fn, "__closure__", None) or ()
     names = getattr(getattr(fn, "__code__", None), "co_freevars", ())
     local: dict[str, Any] = {}
-    for name, cell in zip(names, closure):
+    for name, cell in zip(names, closure, strict=False):
         try:
             local[name] = cell.cell_contents
         except ValueError:
@@ -221,7 +222,7 @@ def _wrap_class(cls: type[T], settings: Idempotent, store: Any) -> type[T]:
     for name, member in list(vars(cls).items()):
         if name.startswith("_") or name == "idempotency_key_for":
             continue
-        kind: Optional[type] = None
+        kind: type | None = None
         fn = member
         if isinstance(member, (staticmethod, classmethod)):
             kind, fn = type(member), member.__func__
@@ -238,13 +239,13 @@ def idempotent(fn: F, /) -> F: ...
 
 @overload
 def idempotent(
-    fn: None = None, /, *, store: Any = None, strategy: Union[KeyStrategy, str, None] = None,
-    ttl: Any = None, on_cache_hit: Any = None, cache_failures: Optional[bool] = None,
+    fn: None = None, /, *, store: Any = None, strategy: KeyStrategy | str | None = None,
+    ttl: Any = None, on_cache_hit: Any = None, cache_failures: bool | None = None,
     lease: Any = None, wait: Any = None, on_mismatch: Any = None,
     on_unknown_outcome: Any = None, unresolved_ttl: Any = None,
-    key: Optional[Callable[[dict[str, Any]], str]] = None, key_fields: Any = None,
-    fingerprint: Any = None, scope: Optional[str] = None, exclude: Any = None,
-    exactly_once: Optional[str] = None,
+    key: Callable[[dict[str, Any]], str] | None = None, key_fields: Any = None,
+    fingerprint: Any = None, scope: str | None = None, exclude: Any = None,
+    exactly_once: str | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -283,6 +284,6 @@ def idempotent(fn: Any = None, /, *, store: Any = None, **members: Any) -> Any:
     return wrap(fn) if fn is not None else wrap
 
 
-def settings_of(fn: Callable[..., Any]) -> Optional[Idempotent]:
+def settings_of(fn: Callable[..., Any]) -> Idempotent | None:
     """The settings a decorated function runs under (None: not deduplicated)."""
     return getattr(fn, _SETTINGS_ATTR, None)

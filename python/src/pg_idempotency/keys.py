@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 import json
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from . import _sql
 from .errors import InvalidArgument
@@ -108,7 +109,7 @@ def explicit_key(settings: Idempotent, input: dict[str, Any], receiver: Any) -> 
 
 
 def request_of(settings: Idempotent, strategy: KeyStrategy,
-               input: dict[str, Any]) -> Optional[dict[str, Any]]:
+               input: dict[str, Any]) -> dict[str, Any] | None:
     """What is fingerprinted (and, under HASH_INPUT, what the key is derived from)."""
     if strategy is KeyStrategy.HASH_INPUT or settings.fingerprint == "input":
         return input
@@ -117,7 +118,7 @@ def request_of(settings: Idempotent, strategy: KeyStrategy,
     return None
 
 
-def local_name(scope: str, key: Optional[str], request_json: Optional[str]) -> str:
+def local_name(scope: str, key: str | None, request_json: str | None) -> str:
     """A name for the call in this process before the server derived its key: the key,
     else (HASH_INPUT) the input's JSON with sorted members."""
     if key is not None:

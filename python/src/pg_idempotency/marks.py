@@ -5,7 +5,7 @@ languages."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 MARK = "pg_idempotency"
 
@@ -18,7 +18,7 @@ def outcome_unknown(why: str) -> dict[str, Any]:
     return {MARK: {"outcome_unknown": why}}
 
 
-def mark_of(response: Any) -> Optional[tuple[str, str]]:
+def mark_of(response: Any) -> tuple[str, str] | None:
     """("unrecorded" | "outcome_unknown", why) when the response is a mark."""
     if not isinstance(response, dict) or len(response) != 1:
         return None

@@ -8,9 +8,10 @@ call")."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
-from typing import Any, Callable, Sequence, Union
+from typing import Any
 
 
 class KeyStrategy(enum.Enum):
@@ -75,7 +76,7 @@ class Reconcile:
     attempt: int
 
 
-Seconds = Union[int, float, timedelta]
+Seconds = int | float | timedelta
 KeyFunction = Callable[..., str]
 ReconcileRead = Callable[[Reconcile], Any]
 
@@ -118,7 +119,7 @@ class Idempotent:
     _set: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @staticmethod
-    def of(**members: Any) -> "Idempotent":
+    def of(**members: Any) -> Idempotent:
         """Settings from the decorator's keywords, checked and normalised."""
         from .errors import InvalidArgument
 

@@ -3,7 +3,8 @@ blocking code, `AsyncStore` for asyncio; the same methods, one statement each.""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 from . import _sql
 from .answers import BatchBegin, BatchCompletion, BatchItem, Begin, Record
@@ -20,7 +21,7 @@ _ITEM_REFUSALS = {
 MAX_BATCH_ITEMS = 1000
 
 
-def _word(value: Any) -> Optional[str]:
+def _word(value: Any) -> str | None:
     return None if value is None else getattr(value, "value", value)
 
 
@@ -31,9 +32,9 @@ class _Calls:
         self.schema = schema
         self.sql = _sql.Statements.in_schema(schema)
 
-    def begin_params(self, scope: str, key: Optional[str], request: Any, ttl: Any, lease: Any,
+    def begin_params(self, scope: str, key: str | None, request: Any, ttl: Any, lease: Any,
                      on_cache_hit: Any, on_mismatch: Any, wait: Any, claim_token: Any,
-                     unresolved_ttl: Any, request_json: Optional[str] = None) -> Sequence[Any]:
+                     unresolved_ttl: Any, request_json: str | None = None) -> Sequence[Any]:
         _sql.check_text(scope, "scope")
         _sql.check_text(key, "key")
         if request_json is None and request is not None:
@@ -44,12 +45,12 @@ class _Calls:
                 as_seconds(unresolved_ttl, "unresolved_ttl"))
 
     def complete_params(self, scope: str, key: str, fence: int, response: Any,
-                        succeeded: bool, cache_failure: Optional[bool]) -> Sequence[Any]:
+                        succeeded: bool, cache_failure: bool | None) -> Sequence[Any]:
         _sql.check_text(scope, "scope")
         _sql.check_text(key, "key")
         return (scope, key, fence, _sql.dumps(response), succeeded, cache_failure)
 
-    def batch_params(self, scope: str, items: Sequence[Union[BatchItem, str]], ttl: Any,
+    def batch_params(self, scope: str, items: Sequence[BatchItem | str], ttl: Any,
                      lease: Any, on_cache_hit: Any, on_mismatch: Any) -> Sequence[Any]:
         _check_batch(items)
         norm = [BatchItem(key=i) if isinstance(i, str) else i for i in items]
@@ -84,8 +85,8 @@ class _Calls:
 
     @staticmethod
     def complete_batch_answers(rows: Sequence[tuple[Any, ...]],
-                               items: Sequence[BatchCompletion]) -> list[Union[str, LeaseLost]]:
-        out: list[Union[str, LeaseLost]] = []
+                               items: Sequence[BatchCompletion]) -> list[str | LeaseLost]:
+        out: list[str | LeaseLost] = []
         for item, outcome, state in rows:
             if outcome == "lease_lost":
                 key = items[item - 1].key
@@ -96,7 +97,7 @@ class _Calls:
         return out
 
     @staticmethod
-    def record(row: Optional[tuple[Any, ...]]) -> Optional[Record]:
+    def record(row: tuple[Any, ...] | None) -> Record | None:
         if row is None:
             return None
         (state, fence, attempt, upstream_key, response, created_at, completed_at,
@@ -125,7 +126,7 @@ class Store:
     psycopg_pool pool opened for a conninfo (min_size 1, max_size 20 unless given)."""
 
     def __init__(self, connection: Any, *, schema: str = "public", prepare: bool = True,
-                 pool_options: Optional[dict[str, Any]] = None) -> None:
+                 pool_options: dict[str, Any] | None = None) -> None:
         self._calls = _Calls(schema)
         self._x: SyncExecutor = sync_executor(connection, prepare=prepare,
                                               pool_options=pool_options)
@@ -135,22 +136,22 @@ class Store:
     def schema(self) -> str:
         return self._calls.schema
 
-    def _one(self, stmt: _sql.Statement, p: Sequence[Any]) -> Optional[tuple[Any, ...]]:
+    def _one(self, stmt: _sql.Statement, p: Sequence[Any]) -> tuple[Any, ...] | None:
         rows = self._x.fetch(stmt, p)
         return rows[0] if rows else None
 
-    def begin(self, scope: str, key: Optional[str], request: Any = None, *,
-              ttl: Optional[Seconds] = None, lease: Optional[Seconds] = None,
+    def begin(self, scope: str, key: str | None, request: Any = None, *,
+              ttl: Seconds | None = None, lease: Seconds | None = None,
               on_cache_hit: Any = None, on_mismatch: Any = None,
-              wait: Optional[Seconds] = None, claim_token: Any = None,
-              unresolved_ttl: Optional[Seconds] = None) -> Begin:
+              wait: Seconds | None = None, claim_token: Any = None,
+              unresolved_ttl: Seconds | None = None) -> Begin:
         """Claim the call, or learn its result (replay) or that it runs (in_progress)."""
         return self._begin_json(scope, key, None if request is None else _sql.dumps(request),
                                 ttl=ttl, lease=lease, on_cache_hit=on_cache_hit,
                                 on_mismatch=on_mismatch, wait=wait, claim_token=claim_token,
                                 unresolved_ttl=unresolved_ttl)
 
-    def _begin_json(self, scope: str, key: Optional[str], request_json: Optional[str], *,
+    def _begin_json(self, scope: str, key: str | None, request_json: str | None, *,
                     ttl: Any = None, lease: Any = None, on_cache_hit: Any = None,
                     on_mismatch: Any = None, wait: Any = None, claim_token: Any = None,
                     unresolved_ttl: Any = None) -> Begin:
@@ -162,14 +163,14 @@ class Store:
         return Begin.from_row(row)
 
     def _complete_json(self, scope: str, key: str, fence: int, response_json: str,
-                       succeeded: bool = True, cache_failure: Optional[bool] = None) -> str:
+                       succeeded: bool = True, cache_failure: bool | None = None) -> str:
         row = self._one(self._calls.sql.complete,
                         (scope, key, fence, response_json, succeeded, cache_failure))
         assert row is not None
         return str(row[0])
 
     def complete(self, scope: str, key: str, fence: int, response: Any, *,
-                 succeeded: bool = True, cache_failure: Optional[bool] = None) -> str:
+                 succeeded: bool = True, cache_failure: bool | None = None) -> str:
         """Record the result under the claim's fence; the record's state is answered."""
         p = self._calls.complete_params(scope, key, fence, response, succeeded, cache_failure)
         row = self._one(self._calls.sql.complete, p)
@@ -180,12 +181,12 @@ class Store:
         """Give the claim up: the next call runs afresh."""
         self._x.fetch(self._calls.sql.release, (scope, key, fence))
 
-    def extend(self, scope: str, key: str, fence: int, lease: Optional[Seconds] = None) -> Any:
+    def extend(self, scope: str, key: str, fence: int, lease: Seconds | None = None) -> Any:
         """Renew the lease (a heartbeat); answers the new lease_until."""
         row = self._one(self._calls.sql.extend, (scope, key, fence, as_seconds(lease, "lease")))
         return None if row is None else row[0]
 
-    def lookup(self, scope: str, key: str) -> Optional[Record]:
+    def lookup(self, scope: str, key: str) -> Record | None:
         return self._calls.record(self._one(self._calls.sql.lookup, (scope, key)))
 
     def forget(self, scope: str, key: str) -> bool:
@@ -196,8 +197,8 @@ class Store:
         row = self._one(self._calls.sql.purge, ())
         return int(row[0]) if row else 0
 
-    def begin_batch(self, scope: str, items: Sequence[Union[BatchItem, str]], *,
-                    ttl: Optional[Seconds] = None, lease: Optional[Seconds] = None,
+    def begin_batch(self, scope: str, items: Sequence[BatchItem | str], *,
+                    ttl: Seconds | None = None, lease: Seconds | None = None,
                     on_cache_hit: Any = None, on_mismatch: Any = None) -> list[BatchBegin]:
         """Claim many calls of one scope in one statement; per item, in the order given, its
         Begin or its refusal (Mismatch, RepeatRefused) as a value."""
@@ -205,7 +206,7 @@ class Store:
         return self._calls.batch_answers(self._x.fetch(self._calls.sql.begin_batch, p), scope)
 
     def complete_batch(self, scope: str,
-                       items: Sequence[BatchCompletion]) -> list[Union[str, LeaseLost]]:
+                       items: Sequence[BatchCompletion]) -> list[str | LeaseLost]:
         """Complete many claims in one statement; per item its state or LeaseLost."""
         p = self._calls.complete_batch_params(scope, items)
         rows = self._x.fetch(self._calls.sql.complete_batch, p)
@@ -228,7 +229,7 @@ class AsyncStore:
     `AsyncSession`. The same calls as `Store`, awaited."""
 
     def __init__(self, connection: Any, *, schema: str = "public", prepare: bool = True,
-                 pool_options: Optional[dict[str, Any]] = None) -> None:
+                 pool_options: dict[str, Any] | None = None) -> None:
         self._calls = _Calls(schema)
         self._x: AsyncExecutor = async_executor(connection, prepare=prepare,
                                                 pool_options=pool_options)
@@ -238,21 +239,21 @@ class AsyncStore:
     def schema(self) -> str:
         return self._calls.schema
 
-    async def _one(self, stmt: _sql.Statement, p: Sequence[Any]) -> Optional[tuple[Any, ...]]:
+    async def _one(self, stmt: _sql.Statement, p: Sequence[Any]) -> tuple[Any, ...] | None:
         rows = await self._x.fetch(stmt, p)
         return rows[0] if rows else None
 
-    async def begin(self, scope: str, key: Optional[str], request: Any = None, *,
-                    ttl: Optional[Seconds] = None, lease: Optional[Seconds] = None,
+    async def begin(self, scope: str, key: str | None, request: Any = None, *,
+                    ttl: Seconds | None = None, lease: Seconds | None = None,
                     on_cache_hit: Any = None, on_mismatch: Any = None,
-                    wait: Optional[Seconds] = None, claim_token: Any = None,
-                    unresolved_ttl: Optional[Seconds] = None) -> Begin:
+                    wait: Seconds | None = None, claim_token: Any = None,
+                    unresolved_ttl: Seconds | None = None) -> Begin:
         return await self._begin_json(
             scope, key, None if request is None else _sql.dumps(request), ttl=ttl, lease=lease,
             on_cache_hit=on_cache_hit, on_mismatch=on_mismatch, wait=wait,
             claim_token=claim_token, unresolved_ttl=unresolved_ttl)
 
-    async def _begin_json(self, scope: str, key: Optional[str], request_json: Optional[str], *,
+    async def _begin_json(self, scope: str, key: str | None, request_json: str | None, *,
                           ttl: Any = None, lease: Any = None, on_cache_hit: Any = None,
                           on_mismatch: Any = None, wait: Any = None, claim_token: Any = None,
                           unresolved_ttl: Any = None) -> Begin:
@@ -264,14 +265,14 @@ class AsyncStore:
         return Begin.from_row(row)
 
     async def _complete_json(self, scope: str, key: str, fence: int, response_json: str,
-                             succeeded: bool = True, cache_failure: Optional[bool] = None) -> str:
+                             succeeded: bool = True, cache_failure: bool | None = None) -> str:
         row = await self._one(self._calls.sql.complete,
                               (scope, key, fence, response_json, succeeded, cache_failure))
         assert row is not None
         return str(row[0])
 
     async def complete(self, scope: str, key: str, fence: int, response: Any, *,
-                       succeeded: bool = True, cache_failure: Optional[bool] = None) -> str:
+                       succeeded: bool = True, cache_failure: bool | None = None) -> str:
         p = self._calls.complete_params(scope, key, fence, response, succeeded, cache_failure)
         row = await self._one(self._calls.sql.complete, p)
         assert row is not None
@@ -281,12 +282,12 @@ class AsyncStore:
         await self._x.fetch(self._calls.sql.release, (scope, key, fence))
 
     async def extend(self, scope: str, key: str, fence: int,
-                     lease: Optional[Seconds] = None) -> Any:
+                     lease: Seconds | None = None) -> Any:
         row = await self._one(self._calls.sql.extend,
                               (scope, key, fence, as_seconds(lease, "lease")))
         return None if row is None else row[0]
 
-    async def lookup(self, scope: str, key: str) -> Optional[Record]:
+    async def lookup(self, scope: str, key: str) -> Record | None:
         return self._calls.record(await self._one(self._calls.sql.lookup, (scope, key)))
 
     async def forget(self, scope: str, key: str) -> bool:
@@ -297,8 +298,8 @@ class AsyncStore:
         row = await self._one(self._calls.sql.purge, ())
         return int(row[0]) if row else 0
 
-    async def begin_batch(self, scope: str, items: Sequence[Union[BatchItem, str]], *,
-                          ttl: Optional[Seconds] = None, lease: Optional[Seconds] = None,
+    async def begin_batch(self, scope: str, items: Sequence[BatchItem | str], *,
+                          ttl: Seconds | None = None, lease: Seconds | None = None,
                           on_cache_hit: Any = None,
                           on_mismatch: Any = None) -> list[BatchBegin]:
         p = self._calls.batch_params(scope, items, ttl, lease, on_cache_hit, on_mismatch)
@@ -306,7 +307,7 @@ class AsyncStore:
         return self._calls.batch_answers(rows, scope)
 
     async def complete_batch(self, scope: str,
-                             items: Sequence[BatchCompletion]) -> list[Union[str, LeaseLost]]:
+                             items: Sequence[BatchCompletion]) -> list[str | LeaseLost]:
         p = self._calls.complete_batch_params(scope, items)
         rows = await self._x.fetch(self._calls.sql.complete_batch, p)
         return self._calls.complete_batch_answers(rows, items)
@@ -324,7 +325,7 @@ def _signature(schema: str) -> str:
             "text, text, interval, uuid, interval)")
 
 
-def _check_installed(row: Optional[tuple[Any, ...]], schema: str) -> None:
+def _check_installed(row: tuple[Any, ...] | None, schema: str) -> None:
     from .errors import NotInstalled
 
     if not (row and row[0]):
@@ -335,4 +336,4 @@ def _check_installed(row: Optional[tuple[Any, ...]], schema: str) -> None:
         )
 
 
-__all__ = ["Store", "AsyncStore", "IdempotencyError"]
+__all__ = ["AsyncStore", "IdempotencyError", "Store"]

@@ -46,4 +46,4 @@ def record_of(sql: psycopg.Connection, scope: str, key: str) -> dict[str, Any] |
         return None
     names = ("state", "fence", "attempt", "upstream_key", "response", "lease_until",
              "expires_at")
-    return dict(zip(names, row))
+    return dict(zip(names, row, strict=True))

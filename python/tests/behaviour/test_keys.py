@@ -39,7 +39,7 @@ def test_named_fields_are_dotted_paths(store: Store, scope: str) -> None:
 
     assert charge(Order("o-1", [1]), "EUR") == charge(Order("o-1", [2]), "EUR") == 1
     assert charge(Order("o-1", [1]), "USD") == 2
-    with pytest.raises(pi.InvalidArgument, match="no field 'order.nope'"):
+    with pytest.raises(pi.InvalidArgument, match=r"no field 'order\.nope'"):
         idempotent(store=store, scope=scope, key_fields=["order.nope"])(charge)(
             Order("o-2", []), "EUR")
 

@@ -4,7 +4,9 @@ dependency; asyncpg and SQLAlchemy are extras (`pip install pg-idempotency[async
 
 from __future__ import annotations
 
-from typing import Any, AsyncContextManager, ContextManager, Optional, Protocol, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import Any, Protocol
 
 from .._sql import Statement
 from ..errors import InvalidArgument
@@ -15,7 +17,7 @@ class SyncExecutor(Protocol):
 
     def fetch(self, stmt: Statement, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
 
-    def transaction(self) -> ContextManager[Any]:
+    def transaction(self) -> AbstractContextManager[Any]:
         """A transaction on the one connection this executor has (a savepoint inside the
         caller's): committed when the block ends, rolled back when it raises."""
         ...
@@ -28,7 +30,7 @@ class AsyncExecutor(Protocol):
 
     async def fetch(self, stmt: Statement, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
 
-    def transaction(self) -> AsyncContextManager[Any]: ...
+    def transaction(self) -> AbstractAsyncContextManager[Any]: ...
 
     async def close(self) -> None: ...
 
@@ -38,7 +40,7 @@ def _library(obj: Any) -> str:
 
 
 def sync_executor(connection: Any, *, prepare: bool = True,
-                  pool_options: Optional[dict[str, Any]] = None) -> SyncExecutor:
+                  pool_options: dict[str, Any] | None = None) -> SyncExecutor:
     lib = _library(connection)
     if isinstance(connection, str) or lib in ("psycopg", "psycopg_pool"):
         from .psycopg import PsycopgExecutor
@@ -47,7 +49,8 @@ def sync_executor(connection: Any, *, prepare: bool = True,
     if lib == "sqlalchemy":
         from .sqlalchemy import SqlAlchemyExecutor
 
-        return SqlAlchemyExecutor(connection)
+        executor: SyncExecutor = SqlAlchemyExecutor(connection)
+        return executor
     raise InvalidArgument(
         f"Store cannot use a {type(connection).__module__}.{type(connection).__name__}",
         hint="give a conninfo string, a psycopg ConnectionPool or Connection, or a SQLAlchemy "
@@ -56,7 +59,7 @@ def sync_executor(connection: Any, *, prepare: bool = True,
 
 
 def async_executor(connection: Any, *, prepare: bool = True,
-                   pool_options: Optional[dict[str, Any]] = None) -> AsyncExecutor:
+                   pool_options: dict[str, Any] | None = None) -> AsyncExecutor:
     lib = _library(connection)
     if isinstance(connection, str) or lib in ("psycopg", "psycopg_pool"):
         from .psycopg import AsyncPsycopgExecutor
@@ -65,11 +68,13 @@ def async_executor(connection: Any, *, prepare: bool = True,
     if lib == "asyncpg":
         from .asyncpg import AsyncpgExecutor
 
-        return AsyncpgExecutor(connection)
+        pg: AsyncExecutor = AsyncpgExecutor(connection)
+        return pg
     if lib == "sqlalchemy":
         from .sqlalchemy import AsyncSqlAlchemyExecutor
 
-        return AsyncSqlAlchemyExecutor(connection)
+        sa: AsyncExecutor = AsyncSqlAlchemyExecutor(connection)
+        return sa
     raise InvalidArgument(
         f"AsyncStore cannot use a {type(connection).__module__}.{type(connection).__name__}",
         hint="give a conninfo string, a psycopg AsyncConnectionPool or AsyncConnection, an "

@@ -3,7 +3,8 @@ pool of autocommit connections is opened (and closed by Store.close)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 from psycopg import pq
@@ -37,7 +38,7 @@ POOL_DEFAULTS: dict[str, Any] = {"min_size": 1, "max_size": 20}
 
 class PsycopgExecutor:
     def __init__(self, source: Any, *, prepare: bool = True,
-                 pool_options: Optional[dict[str, Any]] = None) -> None:
+                 pool_options: dict[str, Any] | None = None) -> None:
         self._owned = isinstance(source, str)
         if self._owned:
             from psycopg_pool import ConnectionPool
@@ -58,12 +59,14 @@ class PsycopgExecutor:
     def fetch(self, stmt: Statement, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         text = self._text(stmt)
         try:
+            rows: list[tuple[Any, ...]]
             if self._pooled:
                 with self._source.connection() as conn:
-                    return conn.execute(text, params).fetchall()  # type: ignore[arg-type]
+                    rows = conn.execute(text, params).fetchall()
+                return rows
             conn = self._source
             idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
-            rows = conn.execute(text, params).fetchall()  # type: ignore[arg-type]
+            rows = conn.execute(text, params).fetchall()
             # An idle connection outside autocommit opened a transaction for the statement:
             # commit it, or the claim stays invisible (and its row locked) until the caller
             # commits. A connection inside the caller's transaction stays in it.
@@ -85,7 +88,7 @@ class PsycopgExecutor:
 
 class AsyncPsycopgExecutor:
     def __init__(self, source: Any, *, prepare: bool = True,
-                 pool_options: Optional[dict[str, Any]] = None) -> None:
+                 pool_options: dict[str, Any] | None = None) -> None:
         self._owned = isinstance(source, str)
         if self._owned:
             from psycopg_pool import AsyncConnectionPool
@@ -107,13 +110,15 @@ class AsyncPsycopgExecutor:
             if not self._opened:
                 await self._source.open()
                 self._opened = True
+            rows: list[tuple[Any, ...]]
             if self._pooled:
                 async with self._source.connection() as conn:
-                    cur = await conn.execute(text, params)  # type: ignore[arg-type]
-                    return await cur.fetchall()
+                    cur = await conn.execute(text, params)
+                    rows = await cur.fetchall()
+                return rows
             conn = self._source
             idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
-            cur = await conn.execute(text, params)  # type: ignore[arg-type]
+            cur = await conn.execute(text, params)
             rows = await cur.fetchall()
             if idle and not conn.autocommit:
                 await conn.commit()
