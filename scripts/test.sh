@@ -19,6 +19,8 @@
 # package's, byte for byte, and the private clusters' choice of port is tested.
 # On PostgreSQL 15 the Debian package (scripts/package.sh) is built, installed with dpkg,
 # smoke-tested on a cluster of its own and purged (scripts/test-package.sh).
+# The Python package (python/) is linted, type-checked, built and installed into fresh
+# environments, and its tests run on both backends and versions (scripts/test-python.sh).
 # The Python and Node.js examples (examples/) run against both backends too; real migration
 # tools apply the portable variant's plain-SQL migrations (PostgreSQL 18); the canon,
 # protocol, client-macros and xtask crates' own tests and a smoke run of the benchmark harness
@@ -57,6 +59,9 @@ fi
 # PostgreSQL versions run side by side (their lanes, below), each lane writing a results
 # file of its own; the summary reads them joined.
 export PGIDEM_RESULTS="$TARGET/test-results/results.tsv"
+# A run's own id: the Python package is installed into fresh environments once per run
+# (scripts/test-python.sh), as a user's pip install would.
+export PGIDEM_RUN_ID="$(date +%s%N)"
 rm -rf "$TARGET/test-results" && mkdir -p "$TARGET/test-results" && : > "$PGIDEM_RESULTS"
 results() { python3 "$ROOT/scripts/results.py" "$@"; }
 failed_count() { grep -c '^fail' "$PGIDEM_RESULTS" 2>/dev/null || true; }
@@ -272,6 +277,8 @@ crates_alone() {
     step libtest "canonical JSON (canon crate: vectors, numbers, properties)" cargo test -p pg_idempotency_canon
     step libtest "protocol (declarations, codes and words) and xtask (rendering, the menu)" cargo test -p pg_idempotency_protocol -p xtask
     step libtest "typed tools' attribute (client-macros: what it builds, what the compiler refuses)" cargo test -p pg_idempotency_client_macros
+    step self "Python package: ruff, mypy --strict, the wheel and the sdist into fresh environments" \
+        "$ROOT/scripts/test-python.sh" checks
 }
 
 # locked <name> <command...>: the command (a function too) holding target/test-results/.<name>.lock.
@@ -307,6 +314,7 @@ run_version() {
         step self "$v ($b): golden SQL and isolation specs" "$ROOT/scripts/test-sql.sh" "$v" "$b"
         step libtest "$v ($b): behaviour suite (tests/, client/, server/, mcp/, tests/faults/)" behaviour_suite "$v" "$b"
         step self "$v ($b): Python and Node.js examples" "$ROOT/scripts/test-examples.sh" "$v" "$b"
+        step self "$v ($b): Python package (pytest, by the installed wheel)" "$ROOT/scripts/test-python.sh" "$v" "$b"
         if [ "$v" = pg15 ]; then
             step libtest "$v ($b): client, HTTP layer and MCP proxy through a PL/Proxy proxy (4 partitions)" through_proxy "$v" "$b"
         fi
@@ -314,6 +322,8 @@ run_version() {
         # of it), too much to run again on 15; the examples take seconds, on both versions.
         if [ "$v" = pg18 ]; then
             step libtest "$v ($b): client, HTTP layer and MCP proxy through PgBouncer (transaction mode)" through_pooler "$v" "$b"
+            step self "$v ($b): Python package through PgBouncer (transaction mode)" \
+                env PGIDEM_PYTHON_THROUGH_POOLER=1 "$ROOT/scripts/test-python.sh" "$v" "$b"
         fi
         step self "$v ($b): Python and Node.js examples through PgBouncer (transaction mode)" \
             env PGIDEM_EXAMPLES_THROUGH_POOLER=1 "$ROOT/scripts/test-examples.sh" "$v" "$b"

@@ -13,8 +13,11 @@ class Forwarder:
     def __init__(self, dsn: str) -> None:
         host = re.search(r"host=(\S+)", dsn)
         port = re.search(r"port=(\d+)", dsn)
-        assert host and port and host.group(1).startswith("/"), "a socket-directory DSN"
-        self.target = f"{host.group(1)}/.s.PGSQL.{port.group(1)}"
+        assert host and port, "a DSN with host= and port="
+        # A socket directory (the private cluster) or a TCP address (PgBouncer).
+        self.target: str | tuple[str, int] = (
+            f"{host.group(1)}/.s.PGSQL.{port.group(1)}" if host.group(1).startswith("/")
+            else (host.group(1), int(port.group(1))))
         self.rest = re.sub(r"(host|port)=\S+\s*", "", dsn).strip()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -38,8 +41,11 @@ class Forwarder:
                 if self.is_cut:
                     client.close()
                     continue
-                server = socket.socket(socket.AF_UNIX)
-                server.connect(self.target)
+                if isinstance(self.target, str):
+                    server = socket.socket(socket.AF_UNIX)
+                    server.connect(self.target)
+                else:
+                    server = socket.create_connection(self.target)
                 self.links += [client, server]
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
