@@ -172,7 +172,53 @@ suite() {
         (cd "$out/sdist" && env "${env_vars[@]}" PGIDEM_DSN="$dsn" "$sdist_venv/bin/python" -m pytest -q \
             -p no:cacheprovider --junitxml="$sxml" tests/behaviour/test_lifecycle.py) || status=1
         record "$sxml" "$slayer"
+        other_pythons "$dsn" || status=1
     fi
+    return $status
+}
+
+# The oldest and the newest Python the package supports, beside the machine's: the wheel
+# and the core pins into a fresh environment of each, and the behaviour tests (not the
+# frameworks'). Where an interpreter is not installed, its tests are skipped, saying so.
+SUPPORTED_ENDS=(3.10 3.13)
+
+interpreter_of() { # <major.minor>: its python, or nothing
+    local v="$1" found
+    if "python$v" -V >/dev/null 2>&1; then command -v "python$v"; return 0; fi
+    found=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$v".*/bin/"python$v" 2>/dev/null | sort -V | tail -n 1)
+    [ -n "$found" ] && echo "$found"
+}
+
+other_pythons() { # <dsn>
+    local dsn="$1" status=0 v interp env_dir xml layer
+    for v in "${SUPPORTED_ENDS[@]}"; do
+        layer="pg18 (extension): Python package on Python $v"
+        interp=$(interpreter_of "$v") || true
+        if [ -z "$interp" ]; then
+            log "$layer: skipped: no python$v here"
+            [ -z "${PGIDEM_RESULTS:-}" ] || python3 "$ROOT/scripts/results.py" add skip "$layer" \
+                "all tests" "Python $v is not installed on this machine (the machine's own is $(python3 -V 2>&1))"
+            continue
+        fi
+        env_dir="$out/venv-$v"
+        if ! ( flock 9
+               want=$(fingerprint)
+               if [ -x "$env_dir/bin/python" ] && [ "$(cat "$env_dir/.stamp" 2>/dev/null)" = "$want" ]; then exit 0; fi
+               log "python: the wheel into a fresh Python $v environment ($env_dir)"
+               rm -rf "$env_dir" && "$interp" -m venv "$env_dir" &&
+               pip_install "$env_dir" "$(ls "$dist"/*.whl)[binary,pydantic]" -r "$py/requirements/test.txt" &&
+               echo "$want" > "$env_dir/.stamp" ) 9> "$out/.install-$v.lock"; then
+            [ -z "${PGIDEM_RESULTS:-}" ] || python3 "$ROOT/scripts/results.py" add fail "$layer" \
+                "all tests" "installing the wheel into Python $v failed"
+            status=1
+            continue
+        fi
+        xml="$out/python-$v.xml"
+        log "$layer"
+        (cd "$py" && PGIDEM_BACKEND=extension PYTHONDONTWRITEBYTECODE=1 PGIDEM_DSN="$dsn" \
+            "$env_dir/bin/python" -m pytest -q -p no:cacheprovider --junitxml="$xml" tests/behaviour) || status=1
+        record "$xml" "$layer"
+    done
     return $status
 }
 
