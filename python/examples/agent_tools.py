@@ -114,8 +114,10 @@ def main(dsn: str) -> None:
         except pg_idempotency.InProgress as e:
             # The crashed attempt's lease still runs: ask again when the server says.
             asked += 1
+            if asked == 1:
+                print("    InProgress: the dead attempt's lease still runs; asking again as "
+                      "the server says (retry_after)")
             time.sleep(e.retry_after.total_seconds() if e.retry_after else 0.5)
-    print(f"    told InProgress {asked} times while the dead attempt's lease ran, then:")
     print(f"    {result}")
     print(f"  and again: {charge_card('order-7', 1999)}")
     with psycopg.connect(dsn) as c:
