@@ -13,7 +13,9 @@ Three retries of send_email("ann@example.com", "Hi") send one email. docs/python
 the rest: the members, drivers, transactions, agent frameworks, errors, keys in agent loops.
 """
 
+from .agent_keys import KeyWarning, agent_key
 from .answers import BatchCompletion, BatchItem, Begin, Record
+from .canonical import canonical_json, input_hash
 from .context import CallContext, Lease, current_call, maybe_current_call
 from .decorator import configure, idempotent, settings_of
 from .errors import (
@@ -63,6 +65,7 @@ __all__ = [
     "InProgress",
     "InvalidArgument",
     "KeyStrategy",
+    "KeyWarning",
     "Lease",
     "LeaseLost",
     "Mismatch",
@@ -81,9 +84,12 @@ __all__ = [
     "Uncanonicalizable",
     "UnknownOutcome",
     "Unrecorded",
+    "agent_key",
+    "canonical_json",
     "configure",
     "current_call",
     "idempotent",
+    "input_hash",
     "maybe_current_call",
     "settings_of",
 ]

@@ -31,7 +31,8 @@ class Plan:
     @staticmethod
     def of(settings: Idempotent, scope: str, input: dict[str, Any], receiver: Any) -> Plan:
         strategy = settings.strategy or KeyStrategy.HASH_INPUT
-        key = explicit_key(settings, input, receiver) if strategy is KeyStrategy.EXPLICIT else None
+        key = (explicit_key(settings, input, receiver, scope)
+               if strategy is KeyStrategy.EXPLICIT else None)
         if strategy is KeyStrategy.UUID:
             key = str(uuid.uuid4())
         request = request_of(settings, strategy, input) if strategy in (

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _sql
+from .agent_keys import warn_if_tool_call_id
 from .errors import InvalidArgument
 from .settings import Idempotent, KeyStrategy
 
@@ -79,9 +80,11 @@ def _missing(path: str, part: str) -> InvalidArgument:
     )
 
 
-def explicit_key(settings: Idempotent, input: dict[str, Any], receiver: Any) -> str:
+def explicit_key(settings: Idempotent, input: dict[str, Any], receiver: Any,
+                 scope: str | None = None) -> str:
     """The EXPLICIT key: the key function's, the named fields', or the receiver's
-    `idempotency_key_for(input)` (the Java framework's IdempotencyKeySupplier)."""
+    `idempotency_key_for(input)` (the Java framework's IdempotencyKeySupplier). A key that
+    looks like a per-turn tool-call id is warned about (agent_keys.py)."""
     if settings.key is not None:
         key: Any = settings.key(input)
         source = "the key function"
@@ -105,6 +108,7 @@ def explicit_key(settings: Idempotent, input: dict[str, Any], receiver: Any) -> 
             detail=f"{source} returned {key!r}.",
             hint="return a non-blank string that names the call",
         )
+    warn_if_tool_call_id(scope, key, source)
     return key
 
 
