@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import threading
 import warnings
-from typing import Any, Optional
+from typing import Any
 
 from .canonical import input_hash
 from .errors import InvalidArgument
@@ -40,7 +40,7 @@ class KeyWarning(UserWarning):
     so the key deduplicates nothing. Use `pg_idempotency.agent_key(run_id, tool, args)`."""
 
 
-_PROVIDERS: tuple[tuple[str, "re.Pattern[str]", bool], ...] = (
+_PROVIDERS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("an OpenAI tool-call id", re.compile(r"call_([A-Za-z0-9_-]{8,})"), True),
     ("an OpenAI Responses function-call item id", re.compile(r"fc_([A-Za-z0-9]{16,})"), True),
     ("an Anthropic tool-use id", re.compile(r"(?:srv)?toolu_([A-Za-z0-9_-]{8,})"), True),
@@ -54,7 +54,7 @@ def _random_looking(s: str) -> bool:
     return any(c.isdigit() for c in s) or (s.lower() != s and s.upper() != s)
 
 
-def tool_call_id_in(key: str) -> Optional[tuple[str, str]]:
+def tool_call_id_in(key: str) -> tuple[str, str] | None:
     """(the part, what it looks like) when a part of the key looks like a per-turn
     tool-call id; None otherwise."""
     for part in _SEPARATORS.split(key):
@@ -69,7 +69,7 @@ _WARNED: set[str] = set()
 _WARNED_LOCK = threading.Lock()
 
 
-def warn_if_tool_call_id(scope: Optional[str], key: str, source: str) -> None:
+def warn_if_tool_call_id(scope: str | None, key: str, source: str) -> None:
     """The KeyWarning, once per scope (per source where the scope is not known yet)."""
     found = tool_call_id_in(key)
     if found is None:

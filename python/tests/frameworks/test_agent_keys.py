@@ -18,13 +18,14 @@ from pg_idempotency import (
     KeyWarning,
     Store,
     Uncanonicalizable,
+    _sql,
     agent_key,
+    agent_keys,
     canonical_json,
     current_call,
     idempotent,
     input_hash,
 )
-from pg_idempotency import _sql, agent_keys
 
 NUMBERS = Path(__file__).resolve().parents[3] / "canon/tests/data/jcs/numbers/es6-1000.txt"
 
