@@ -29,7 +29,7 @@ def context_parameter(fn: Callable[..., Any], classes: tuple[type, ...], what: s
     for name, p in inspect.signature(fn).parameters.items():
         ann = hints.get(name, p.annotation)
         origin = typing.get_origin(ann) or ann
-        if origin in classes or (inspect.isclass(origin) and issubclass(origin, classes)):
+        if origin in classes or _subclass(origin, classes):
             return name
         if isinstance(ann, str) and ann.split("[", 1)[0].split(".")[-1].strip() in names:
             return name
@@ -39,6 +39,13 @@ def context_parameter(fn: Callable[..., Any], classes: tuple[type, ...], what: s
         f"id comes from the {what} the framework passes to the tool.",
         hint=hint,
     )
+
+
+def _subclass(t: Any, classes: tuple[type, ...]) -> bool:
+    try:
+        return inspect.isclass(t) and issubclass(t, classes)
+    except TypeError:  # a TypedDict (RunnableConfig) refuses class checks
+        return False
 
 
 def check_members(members: dict[str, Any], context: str, adapter: str) -> None:
