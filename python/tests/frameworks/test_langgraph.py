@@ -15,17 +15,17 @@ import pytest
 pytest.importorskip("langgraph", reason="langgraph is not installed (requirements/frameworks.txt)")
 pytest.importorskip("langchain", reason="langchain is not installed (requirements/frameworks.txt)")
 
-from langchain.agents import create_agent  # noqa: E402
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage  # noqa: E402
-from langchain_core.runnables import RunnableConfig  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
-from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition  # noqa: E402
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
 
-from pg_idempotency import AsyncStore, InvalidArgument, Store, idempotent  # noqa: E402
-from pg_idempotency.integrations.langchain import idempotent_tool  # noqa: E402
+from pg_idempotency import AsyncStore, InvalidArgument, Store, idempotent
+from pg_idempotency.integrations.langchain import idempotent_tool
 
 ARGS = {"to": "ann@example.com", "subject": "Your order \u00e9t\u00e9 #42"}
 

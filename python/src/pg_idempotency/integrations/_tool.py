@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import inspect
 import typing
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..agent_keys import agent_key
 from ..decorator import idempotent
@@ -48,15 +49,21 @@ def _subclass(t: Any, classes: tuple[type, ...]) -> bool:
         return False
 
 
-def check_members(members: dict[str, Any], context: str, adapter: str) -> None:
+def excluded_names(members: dict[str, Any]) -> tuple[str, ...]:
+    excluded = members.get("exclude") or ()
+    return (excluded,) if isinstance(excluded, str) else tuple(excluded)
+
+
+def check_members(members: dict[str, Any], context: str | None = None,
+                  adapter: str = "idempotent_tool") -> None:
+    """Refuse the members that would name another key, or hide the context parameter."""
     for name in _KEY_MEMBERS:
         if members.get(name) is not None:
             raise InvalidArgument(
                 f"{adapter} makes the key itself: {name}= names another one",
                 hint="drop it, or use @idempotent(key=...) for a key of your own",
             )
-    excluded = members.get("exclude") or ()
-    if context in ((excluded,) if isinstance(excluded, str) else tuple(excluded)):
+    if context is not None and context in excluded_names(members):
         raise InvalidArgument(
             f"{adapter} reads the run's id from {context!r}: it cannot be excluded",
             hint="the context parameter is never part of the key's arguments; drop it from "
@@ -64,9 +71,10 @@ def check_members(members: dict[str, Any], context: str, adapter: str) -> None:
         )
 
 
-def run_keyed(fn: F, *, context: str, run_id: Callable[[Any], Any], tool: Optional[str],
+def run_keyed(fn: F, *, context: str, run_id: Callable[[Any], Any], tool: str | None,
               no_run_id_hint: str, members: dict[str, Any]) -> F:
     """@idempotent keyed on agent_key(run_id(context), tool, the other arguments)."""
+    check_members(members, context)
     name = tool or fn.__name__
 
     def key(input: dict[str, Any]) -> str:
@@ -83,6 +91,6 @@ def run_keyed(fn: F, *, context: str, run_id: Callable[[Any], Any], tool: Option
     return wrapped
 
 
-def decorate(fn: Optional[F], wrap: Callable[[F], F]) -> Any:
+def decorate(fn: F | None, wrap: Callable[[F], F]) -> Any:
     """`@adapter` and `@adapter(...)` alike."""
     return wrap(fn) if fn is not None else wrap

@@ -21,8 +21,8 @@ is not part of the tool's schema. `run_id=lambda config: ...` reads another id f
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from ._tool import check_members, context_parameter, decorate, run_keyed
 
@@ -52,19 +52,20 @@ def _context_classes() -> tuple[type, ...]:
     return tuple(classes)
 
 
-def idempotent_tool(fn: Optional[F] = None, /, *, run_id: Optional[Callable[[Any], Any]] = None,
-                    tool: Optional[str] = None, **members: Any) -> Any:
+def idempotent_tool(fn: F | None = None, /, *, run_id: Callable[[Any], Any] | None = None,
+                    tool: str | None = None, **members: Any) -> Any:
     """`@idempotent` for a LangChain tool function that takes `config: RunnableConfig` (or
     `runtime: ToolRuntime`): keyed on the thread id (or `run_id=`'s reading of the config),
     the tool's name (`tool=`, default the function's) and the other arguments. `members`
     are @idempotent's (ttl, store, scope, ...). Put `@tool` above it."""
+
+    check_members(members)
 
     def wrap(f: F) -> F:
         context = context_parameter(
             f, _context_classes(), "RunnableConfig",
             "add a parameter config: RunnableConfig (LangChain injects it and keeps it out of "
             "the tool's schema), or use @idempotent for a key of the arguments alone")
-        check_members(members, context, "idempotent_tool")
         return run_keyed(f, context=context, run_id=run_id or thread_id, tool=tool,
                          no_run_id_hint=_HINT, members=members)
 

@@ -19,8 +19,8 @@ signature and docstring are kept; the context parameter is not part of the schem
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from ._tool import check_members, context_parameter, decorate, run_keyed
 
@@ -38,19 +38,20 @@ def context_run_id(ctx: Any) -> Any:
     return getattr(context, "run_id", None)
 
 
-def idempotent_tool(fn: Optional[F] = None, /, *, run_id: Optional[Callable[[Any], Any]] = None,
-                    tool: Optional[str] = None, **members: Any) -> Any:
+def idempotent_tool(fn: F | None = None, /, *, run_id: Callable[[Any], Any] | None = None,
+                    tool: str | None = None, **members: Any) -> Any:
     """`@idempotent` for a function tool whose first parameter is a RunContextWrapper (or
     ToolContext): keyed on the run id, the tool's name (`tool=`, default the function's)
     and the other arguments. `members` are @idempotent's (ttl, store, scope, ...)."""
     from agents import RunContextWrapper
+
+    check_members(members)
 
     def wrap(f: F) -> F:
         context = context_parameter(
             f, (RunContextWrapper,), "RunContextWrapper",
             "make the first parameter ctx: RunContextWrapper[YourContext], or use "
             "@idempotent for a key of the arguments alone")
-        check_members(members, context, "idempotent_tool")
         return run_keyed(f, context=context, run_id=run_id or context_run_id, tool=tool,
                          no_run_id_hint=_HINT, members=members)
 
