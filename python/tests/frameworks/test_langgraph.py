@@ -178,6 +178,37 @@ def test_a_tools_node_run_again_on_resume_sends_one_email(
     assert out["messages"][-1].content == "Sent."
 
 
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+async def test_the_same_call_twice_in_one_turn_sends_one_email(
+        store: Store, astore: AsyncStore, scope: str, outbox: list[tuple[str, str]],
+        flavour: str) -> None:
+    """The model asks for the call twice in one message: ToolNode runs both at once. With
+    wait=, the second waits for the first one's result instead of raising InProgress."""
+    if flavour == "sync":
+        @tool
+        @idempotent_tool(store=store, scope=scope, wait=30)
+        def send_email(to: str, subject: str, config: RunnableConfig) -> str:
+            """Send an email."""
+            outbox.append((to, subject))
+            return f"message m-{len(outbox)} to {to}"
+    else:
+        @tool
+        @idempotent_tool(store=astore, scope=scope, wait=30)
+        async def send_email(to: str, subject: str, config: RunnableConfig) -> str:
+            """Send an email."""
+            outbox.append((to, subject))
+            return f"message m-{len(outbox)} to {to}"
+
+    both = AIMessage(content="", tool_calls=[
+        {"id": "call_Ab12Cd34Ef56Gh78Ij90Kl12", "name": "send_email", "args": ARGS},
+        {"id": "call_Zz98Yy76Xx54Ww32Vv10Uu98", "name": "send_email", "args": ARGS}])
+    agent = create_agent(script(both, AIMessage(content="ok")), [send_email])
+    out = await agent.ainvoke({"messages": [("user", "Email Ann")]}, thread())
+    assert outbox == [(ARGS["to"], ARGS["subject"])]
+    first = f"message m-1 to {ARGS['to']}"
+    assert tool_outputs(out["messages"]) == [first, first]
+
+
 def test_plain_idempotent_under_tool_keys_on_the_arguments(
         store: Store, scope: str, outbox: list[tuple[str, str]]) -> None:
     """The fewest lines: @idempotent alone (HASH_INPUT, the arguments' digest)."""
