@@ -127,6 +127,11 @@ def test_the_adapter_names_what_is_missing() -> None:
     with pytest.raises(InvalidArgument, match="takes no Context"):
         idempotent_tool(no_context)
 
+    async def optional_context(to: str, ctx: Context | None = None) -> str:
+        return to
+
+    assert idempotent_tool(optional_context).__wrapped__.__name__ == "optional_context"
+
 
 SERVER = Path(__file__).with_name("mcp_mail_server.py")
 

@@ -29,9 +29,12 @@ def context_parameter(fn: Callable[..., Any], classes: tuple[type, ...], what: s
     names = {c.__name__ for c in classes}
     for name, p in inspect.signature(fn).parameters.items():
         ann = hints.get(name, p.annotation)
-        origin = typing.get_origin(ann) or ann
-        if origin in classes or _subclass(origin, classes):
-            return name
+        # The annotation, a generic of it (RunContext[Deps]), or a union holding it (Context
+        # | None, which the MCP SDK injects too).
+        for t in (ann, *typing.get_args(ann)):
+            origin = typing.get_origin(t) or t
+            if origin in classes or _subclass(origin, classes):
+                return name
         if isinstance(ann, str) and ann.split("[", 1)[0].split(".")[-1].strip() in names:
             return name
     raise InvalidArgument(
