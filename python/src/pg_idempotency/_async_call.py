@@ -10,7 +10,7 @@ from typing import Any
 
 from . import _sql
 from ._live import LIVE, Holding
-from ._plan import Plan, answer, failure_response
+from ._plan import Plan, answer, failure_response, leaves_claim
 from ._sync_call import TRANSIENT
 from .answers import Begin
 from .context import _CURRENT, CallContext, Lease
@@ -161,6 +161,8 @@ async def _unknown_outcome(store: AsyncStore, plan: Plan, claim: Begin) -> Any:
 async def _record_failure(store: AsyncStore, plan: Plan, claim: Begin, e: Exception,
                           beat: Heartbeat) -> None:
     assert claim.fence is not None
+    if leaves_claim(e):
+        return
     delay = 0.02
     while True:
         try:

@@ -103,10 +103,22 @@ def answer(claim: Begin, decode: Callable[[Any], Any]) -> Any:
     return decode(claim.response)
 
 
-def failure_response(e: BaseException) -> dict[str, Any]:
+def failure_response(e: BaseException) -> Any:
+    # An error may say what to remember of it (a web action's {"status", "body"}).
+    own = getattr(e, "recorded_response", None)
+    if own is not None:
+        return own
     # U+0000 cannot be stored: a message holding it is kept with U+FFFD in its place.
     message = (str(e) or type(e).__name__).replace("\x00", "\ufffd")
     return {"error": message, "type": type(e).__qualname__}
+
+
+def leaves_claim(e: BaseException) -> bool:
+    """A failure that may have had its effect (a request sent and never answered, a 409 to
+    the record's key while the provider still runs it) is neither remembered nor released:
+    the claim lapses, and the attempt that takes it over keeps the upstream key and decides
+    by on_unknown_outcome (the Rust client's FailureRecord::Abandon)."""
+    return getattr(e, "leaves_claim", False) is True
 
 
 def caches_failures(settings: Idempotent) -> bool | None:

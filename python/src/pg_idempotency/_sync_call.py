@@ -11,7 +11,7 @@ from typing import Any
 
 from . import _sql
 from ._live import LIVE, Holding
-from ._plan import Plan, answer, failure_response
+from ._plan import Plan, answer, failure_response, leaves_claim
 from .answers import Begin
 from .context import _CURRENT, CallContext, Lease
 from .errors import (
@@ -168,6 +168,8 @@ def _record_failure(store: Store, plan: Plan, claim: Begin, e: Exception,
     cache_failures (the decorator's, else the scope's policy). Tried until the lease ends;
     a failure that cannot be recorded leaves the call to run again, as an uncached one."""
     assert claim.fence is not None
+    if leaves_claim(e):
+        return
     deadline = beat.lease_end
     delay = 0.02
     while True:
