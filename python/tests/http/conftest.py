@@ -5,6 +5,7 @@ runs on it)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -44,6 +45,13 @@ class Web:
         if isinstance(self.actions, AsyncActions):
             return await self.actions.request(method, path, **options)
         return self.actions.request(method, path, **options)
+
+    def start(self, method: str, path: str, **options: Any) -> asyncio.Future[httpx.Response]:
+        """The call running beside the test (a task, or a thread for the blocking one)."""
+        if isinstance(self.actions, AsyncActions):
+            return asyncio.ensure_future(self.actions.request(method, path, **options))
+        return asyncio.ensure_future(asyncio.to_thread(self.actions.request, method, path,
+                                                       **options))
 
     async def post(self, path: str, **options: Any) -> httpx.Response:
         return await self.call("POST", path, **options)

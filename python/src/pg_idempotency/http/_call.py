@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from .._plan import Plan
-from ..context import CallContext, maybe_current_call
+from ..context import CallContext
 from ..errors import InvalidArgument, LeaseLost, ToolFailed, Unrecorded
 from ..settings import Idempotent, KeyStrategy
 from ._methods import changes_something
@@ -78,9 +78,9 @@ class Call:
 
     # -- sending
 
-    def stamp(self) -> None:
-        """Puts the running call's key on the request."""
-        self.ctx = ctx = maybe_current_call()
+    def stamp(self, ctx: CallContext | None) -> None:
+        """Puts the key of this call's claim (or, under UUID, its fresh key) on the request."""
+        self.ctx = ctx
         if not self.changes or ctx is None:
             return
         self.record_keyed = self.upstream == "record" and ctx.fence is not None
@@ -113,7 +113,11 @@ class Call:
 
     def plain(self, response: httpx.Response) -> httpx.Response:
         """A call that is not deduplicated: its answer as it came, or StatusError."""
-        self.recorded(response)
+        try:
+            self.recorded(response)
+        finally:
+            if self.ctx is not None:  # UUID: the fresh key it sent
+                response.extensions[EXTENSION] = self._info(replayed=False)
         return response
 
     def answer(self, result: Any) -> httpx.Response:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from .. import _sync_call
-from ..context import _CURRENT
+from ..context import CallContext, current_call
 from ..decorator import _sync_store
 from ..errors import InvalidArgument
 from ..settings import KeyStrategy
@@ -54,16 +54,12 @@ class Actions:
         settings given here and the call's own (`ttl=`, `key=`, `cache_failures=`, ...)."""
         call = Call.of(self.client, method, url, options, self._defaults)
         if call.plan is None:
-            return call.plain(self._send(call))
-        if call.plan.strategy is KeyStrategy.UUID:
-            token = _CURRENT.set(call.plan.uuid_context())
-            try:
-                return call.plain(self._send(call))
-            finally:
-                _CURRENT.reset(token)
+            return call.plain(self._send(call, None))
+        if call.plan.strategy is KeyStrategy.UUID:  # a fresh key, sent; nothing recorded
+            return call.plain(self._send(call, call.plan.uuid_context()))
 
         def run() -> Any:
-            return call.recorded(self._send(call))
+            return call.recorded(self._send(call, current_call()))
 
         try:
             result = _sync_call.run(self._store or _sync_store(None), call.plan, run, (), {},
@@ -75,8 +71,8 @@ class Actions:
             raise failed from e
         return call.answer(result)
 
-    def _send(self, call: Call) -> httpx.Response:
-        call.stamp()
+    def _send(self, call: Call, ctx: CallContext | None) -> httpx.Response:
+        call.stamp(ctx)
         try:
             return self.client.send(call.request, **call.send)
         except httpx.TransportError as e:

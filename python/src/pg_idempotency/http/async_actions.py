@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from .. import _async_call
-from ..context import _CURRENT
+from ..context import CallContext, current_call
 from ..decorator import _async_store
 from ..errors import InvalidArgument
 from ..settings import KeyStrategy
@@ -54,16 +54,12 @@ class AsyncActions:
         settings given here and the call's own (`ttl=`, `key=`, `cache_failures=`, ...)."""
         call = Call.of(self.client, method, url, options, self._defaults)
         if call.plan is None:
-            return call.plain(await self._send(call))
-        if call.plan.strategy is KeyStrategy.UUID:
-            token = _CURRENT.set(call.plan.uuid_context())
-            try:
-                return call.plain(await self._send(call))
-            finally:
-                _CURRENT.reset(token)
+            return call.plain(await self._send(call, None))
+        if call.plan.strategy is KeyStrategy.UUID:  # a fresh key, sent; nothing recorded
+            return call.plain(await self._send(call, call.plan.uuid_context()))
 
         async def run() -> Any:
-            return call.recorded(await self._send(call))
+            return call.recorded(await self._send(call, current_call()))
 
         try:
             result = await _async_call.run(self._store or _async_store(None), call.plan, run,
@@ -75,8 +71,8 @@ class AsyncActions:
             raise failed from e
         return call.answer(result)
 
-    async def _send(self, call: Call) -> httpx.Response:
-        call.stamp()
+    async def _send(self, call: Call, ctx: CallContext | None) -> httpx.Response:
+        call.stamp(ctx)
         try:
             return await self.client.send(call.request, **call.send)
         except httpx.TransportError as e:
