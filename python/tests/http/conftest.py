@@ -63,18 +63,17 @@ class Web:
 @pytest.fixture(params=["sync", "async"])
 async def web(request: pytest.FixtureRequest, upstream: Upstream, store: Store,
               astore: AsyncStore) -> AsyncIterator[Callable[..., Web]]:
-    """`web(headers=..., timeout=..., **settings)`: actions through a client of their own
+    """`web(headers=..., **settings)`: actions through a client of their own
     (base_url: the test's server), on the test database."""
     made: list[Actions | AsyncActions] = []
 
-    def make(headers: dict[str, str] | None = None, timeout: float = 30.0,
-             **settings: Any) -> Web:
+    def make(headers: dict[str, str] | None = None, **settings: Any) -> Web:
         if request.param == "sync":
             made.append(Actions(httpx.Client(base_url=upstream.url, headers=headers,
-                                             timeout=timeout), store=store, **settings))
+                                             timeout=30), store=store, **settings))
         else:
             made.append(AsyncActions(httpx.AsyncClient(base_url=upstream.url, headers=headers,
-                                                       timeout=timeout),
+                                                       timeout=30),
                                      store=astore, **settings))
         return Web(made[-1])
 

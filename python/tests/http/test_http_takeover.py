@@ -4,7 +4,9 @@ provider can recognise it. The lease is kept by the heartbeat while the request 
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 
 import httpx
 import psycopg
@@ -12,7 +14,7 @@ import pytest
 from http_records import input_key, record, until_lapsed
 from http_upstream import Reply, Upstream
 
-from pg_idempotency import OutcomeUnknown
+from pg_idempotency import InProgress, OutcomeUnknown
 from pg_idempotency.http import StatusError, call_info
 
 
@@ -20,13 +22,15 @@ async def test_a_takeover_after_a_lapsed_lease_sends_the_same_upstream_key(
         web, upstream: Upstream, path: str, sql: psycopg.Connection) -> None:
     # The provider holds the first request past the client's read timeout.
     release = threading.Event()
-    upstream.script(path, Reply(201, body={"id": "em_1"}, hold=release))
-    api = web(timeout=0.5, lease=1)
+    held = Reply(201, body={"id": "em_1"}, hold=release)
+    upstream.script(path, held)
+    api = web(lease=1)
     try:
         with pytest.raises(httpx.ReadTimeout):
-            await api.post(path, json={"to": "ann"})
+            await api.post(path, json={"to": "ann"}, timeout=0.5)
     finally:
         release.set()
+    assert held.arrived.wait(30)
     first = upstream.seen(path)[0]
     assert first.key is not None
     scope = f"POST {upstream.url.removeprefix('http://')}{path}"
@@ -67,13 +71,15 @@ async def test_a_409_takeover_sends_the_same_key_and_is_then_replayed(
 async def test_a_takeover_can_refuse_to_send_again(web, upstream: Upstream, path: str,
                                                    sql: psycopg.Connection) -> None:
     release = threading.Event()
-    upstream.script(path, Reply(hold=release))
-    api = web(timeout=0.5, lease=1, on_unknown_outcome="refuse")
+    held = Reply(hold=release)
+    upstream.script(path, held)
+    api = web(lease=1, on_unknown_outcome="refuse")
     try:
         with pytest.raises(httpx.ReadTimeout):
-            await api.post(path, json={}, key="refusing")
+            await api.post(path, json={}, key="refusing", timeout=0.5)
     finally:
         release.set()
+    assert held.arrived.wait(30)
     until_lapsed(sql, f"POST {upstream.url.removeprefix('http://')}{path}", "refusing")
     with pytest.raises(OutcomeUnknown):
         await api.post(path, json={}, key="refusing")
@@ -91,3 +97,35 @@ async def test_a_request_that_never_left_is_released(web, path: str,
         await api.post(url + path, json={}, key="never-sent")
     scope = f"POST {url.removeprefix('http://')}{path}"
     assert record(sql, scope, "never-sent") is None
+
+
+async def test_the_heartbeat_keeps_the_lease_while_the_request_runs(
+        web, upstream: Upstream, path: str, sql: psycopg.Connection) -> None:
+    release = threading.Event()
+    held = Reply(hold=release)
+    upstream.script(path, held)
+    api = web(lease=1)
+    first = api.start("POST", path, json={"n": 1})
+    try:
+        assert await asyncio.to_thread(held.arrived.wait, 30)
+        scope = f"POST {upstream.url.removeprefix('http://')}{path}"
+        key = input_key(sql, "POST", upstream.url + path, {"n": 1})
+        # Past the first lease's end, the call is still held: the heartbeat renewed it.
+        deadline = time.monotonic() + 60
+        while True:
+            row = sql.execute(
+                "SELECT state, lease_until > clock_timestamp() FROM idem_lookup(%s, %s) "
+                "WHERE clock_timestamp() > created_at + interval '2 s'", (scope, key)).fetchone()
+            if row is not None:
+                break
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        assert row == ("in_progress", True)
+        with pytest.raises(InProgress):
+            await api.post(path, json={"n": 1})
+    finally:
+        release.set()
+    assert (await first).status_code == 201
+    rec = record(sql, scope, key)
+    assert rec is not None and rec["state"] == "succeeded" and rec["attempt"] == 1
+    assert len(upstream.seen(path)) == 1
