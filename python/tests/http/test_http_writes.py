@@ -29,6 +29,7 @@ async def test_three_posts_send_one_request_with_one_key(web, upstream: Upstream
     assert [a.json() for a in answers] == [{"path": path, "n": 1}] * 3
     infos = [call_info(a) for a in answers]
     assert [i.replayed for i in infos if i] == [False, True, True]
+    assert len({i.key for i in infos if i}) == 1, "a replay names its record too"
     first = infos[0]
     assert first is not None and first.upstream_key == sent
     assert first.scope == f"POST {upstream.url.removeprefix('http://')}{path}"

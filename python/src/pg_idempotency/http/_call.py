@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from .._plan import Plan
+from ..canonical import input_hash
 from ..context import CallContext
 from ..errors import InvalidArgument, LeaseLost, ToolFailed, Unrecorded
 from ..settings import Idempotent, KeyStrategy
@@ -143,7 +144,11 @@ class Call:
 
     def _info(self, replayed: bool) -> CallInfo:
         ctx = None if replayed else self.ctx
-        key = ctx.key if ctx else (self.plan.key if self.plan else None)
+        if ctx is not None:
+            key = ctx.key
+        else:  # a replay: its own key, or the server's hash of its input (HASH_INPUT)
+            assert self.plan is not None
+            key = self.plan.key or input_hash(self.plan.input)
         sent = self.sent[-1].request.headers.get(IDEMPOTENCY_KEY) if self.sent else None
         return CallInfo(self.scope, key, None if replayed else sent, replayed)
 

@@ -19,14 +19,13 @@ EXTENSION = "pg_idempotency"
 class CallInfo:
     """What a deduplicated call's response says of its record (`call_info(response)`).
 
-    - `scope`, `key`: the record's name (`key` is None on a replay of a call keyed by its
-      input hash, which the server derives)
+    - `scope`, `key`: the record's name (under UUID, the call's fresh key)
     - `upstream_key`: the Idempotency-Key this attempt sent (None: a replay, or a read)
     - `replayed`: the response is the record's, and nothing was sent
     """
 
     scope: str
-    key: str | None
+    key: str
     upstream_key: str | None
     replayed: bool
 
