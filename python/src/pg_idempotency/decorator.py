@@ -168,6 +168,18 @@ def _wrap_function(fn: Callable[..., Any], settings: Idempotent, store: Any) -> 
         raise InvalidArgument(f"{fn.__qualname__} is blocking: give it a Store, not an "
                               "AsyncStore")
 
+    # A conninfo or a pool given as store= is opened once, at the first call, not per call.
+    opened: list[Any] = []
+
+    def own_store(make: Callable[[Any], Any]) -> Any:
+        if store is None or isinstance(store, (Store, AsyncStore)):
+            return make(store)
+        with _DEFAULT.lock:
+            if not opened:
+                opened.append(Store(store, schema=schema) if make is _sync_store
+                              else AsyncStore(store, schema=schema))
+            return opened[0]
+
     def plan_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Plan, Any]:
         bound = binder.bind(args, kwargs)
         receiver = bound.arguments.get(binder.receiver) if binder.receiver else None
@@ -191,7 +203,8 @@ def _wrap_function(fn: Callable[..., Any], settings: Idempotent, store: Any) -> 
             if conn is not None:
                 return await _exactly_once.run_async(AsyncStore(conn, schema=schema), plan, fn,
                                                      args, kwargs, decode)
-            return await _async_call.run(_async_store(store), plan, fn, args, kwargs, decode)
+            return await _async_call.run(own_store(_async_store), plan, fn, args, kwargs,
+                                         decode)
 
         wrapper = async_wrapper
     else:
@@ -207,7 +220,7 @@ def _wrap_function(fn: Callable[..., Any], settings: Idempotent, store: Any) -> 
             if conn is not None:
                 return _exactly_once.run(Store(conn, schema=schema), plan, fn, args, kwargs,
                                          decode)
-            return _sync_call.run(_sync_store(store), plan, fn, args, kwargs, decode)
+            return _sync_call.run(own_store(_sync_store), plan, fn, args, kwargs, decode)
 
         wrapper = sync_wrapper
     if wrapper is not fn:

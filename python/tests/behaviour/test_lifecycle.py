@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import uuid
 import threading
 from datetime import timedelta
 
@@ -206,3 +207,18 @@ def test_configure_serves_blocking_and_async_functions(dsn: str, scope: str, mon
     assert asyncio.run(g(1)) == 1, "the same call from async code replays"
     assert sent.count == 1
     decorator._DEFAULT.sync.close()  # type: ignore[union-attr]
+
+
+def test_a_conninfo_given_as_store_opens_one_pool(dsn: str, scope: str, sql) -> None:
+    name = f"py_one_pool_{uuid.uuid4().hex[:8]}"
+
+    @idempotent(store=f"{dsn} application_name={name}", scope=scope)
+    def f(x: int) -> int:
+        return x
+
+    for i in range(10):
+        assert f(i) == i
+    (n,) = sql.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                       (name,)).fetchone()
+    # One pool, of a connection or two as it warms up; a pool per call would hold ten.
+    assert 1 <= n <= 2, n
