@@ -25,6 +25,7 @@ class Forwarder:
         self.links: list[socket.socket] = []
         self.is_cut = False
         self.closed = False
+        self.accepted = 0  # connections made through it
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -41,6 +42,7 @@ class Forwarder:
                 if self.is_cut:
                     client.close()
                     continue
+                self.accepted += 1
                 if isinstance(self.target, str):
                     server = socket.socket(socket.AF_UNIX)
                     server.connect(self.target)
