@@ -6,7 +6,8 @@ before the commit leaves nothing; a duplicate in another transaction waits on th
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from . import _sql
 from ._plan import Plan, answer, failure_response

@@ -4,7 +4,9 @@ dependency; asyncpg and SQLAlchemy are extras (`pip install pg-idempotency[async
 
 from __future__ import annotations
 
-from typing import Any, AsyncContextManager, ContextManager, Protocol, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import Any, Protocol
 
 from .._sql import Statement
 from ..errors import InvalidArgument
@@ -15,7 +17,7 @@ class SyncExecutor(Protocol):
 
     def fetch(self, stmt: Statement, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
 
-    def transaction(self) -> ContextManager[Any]:
+    def transaction(self) -> AbstractContextManager[Any]:
         """A transaction on the one connection this executor has (a savepoint inside the
         caller's): committed when the block ends, rolled back when it raises."""
         ...
@@ -28,7 +30,7 @@ class AsyncExecutor(Protocol):
 
     async def fetch(self, stmt: Statement, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
 
-    def transaction(self) -> AsyncContextManager[Any]: ...
+    def transaction(self) -> AbstractAsyncContextManager[Any]: ...
 
     async def close(self) -> None: ...
 

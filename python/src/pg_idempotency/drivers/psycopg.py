@@ -3,13 +3,16 @@ pool of autocommit connections is opened (and closed by Store.close)."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 from psycopg import pq
 
 from .._sql import Statement
-from ..errors import IdempotencyError, from_sqlstate
+from ..errors import IdempotencyError, InvalidArgument, from_sqlstate
 
 
 def translate(e: psycopg.Error) -> IdempotencyError:
@@ -18,6 +21,31 @@ def translate(e: psycopg.Error) -> IdempotencyError:
                         diag.message_detail, diag.message_hint)
     err.__cause__ = e
     return err
+
+
+def _no_pool() -> InvalidArgument:
+    return InvalidArgument(
+        "a transaction needs one connection, not a pool",
+        hint="give exactly_once= the connection your writes use "
+        "(with pool.connection() as conn: ...)",
+    )
+
+
+def _rollback(conn: psycopg.Connection[Any]) -> None:
+    # The statement's own transaction failed: end it, or the connection stays aborted
+    # ("current transaction is aborted") for the caller's next statement. A connection
+    # lost meanwhile has nothing to roll back; the statement's error is the one to see.
+    try:
+        conn.rollback()
+    except psycopg.Error:
+        pass
+
+
+async def _arollback(conn: psycopg.AsyncConnection[Any]) -> None:
+    try:
+        await conn.rollback()
+    except psycopg.Error:
+        pass
 
 
 def _pool_kwargs(prepare: bool) -> dict[str, Any]:
@@ -32,6 +60,11 @@ def _pool_kwargs(prepare: bool) -> dict[str, Any]:
 
 class PsycopgExecutor:
     def __init__(self, source: Any, *, prepare: bool = True) -> None:
+        if isinstance(source, psycopg.AsyncConnection) or type(source).__name__ == (
+                "AsyncConnectionPool"):
+            raise InvalidArgument(f"Store cannot use a psycopg {type(source).__name__}",
+                                  hint="give it to AsyncStore, or give Store a Connection "
+                                  "or a ConnectionPool")
         self._owned = isinstance(source, str)
         if self._owned:
             from psycopg_pool import ConnectionPool
@@ -42,6 +75,9 @@ class PsycopgExecutor:
         self._pooled = not isinstance(source, psycopg.Connection)
         self.identity: object = source
         self._texts: dict[str, str] = {}
+        # The heartbeat's thread and the caller's share the connection: a statement and
+        # the commit of its own transaction are not to be split by the other's.
+        self._lock = threading.Lock()
 
     def _text(self, stmt: Statement) -> str:
         text = self._texts.get(stmt.name)
@@ -54,22 +90,31 @@ class PsycopgExecutor:
         try:
             if self._pooled:
                 with self._source.connection() as conn:
-                    return conn.execute(text, params).fetchall()  # type: ignore[arg-type]
+                    rows: list[tuple[Any, ...]] = conn.execute(text, params).fetchall()
+                    return rows
             conn = self._source
-            idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
-            rows = conn.execute(text, params).fetchall()  # type: ignore[arg-type]
-            # An idle connection outside autocommit opened a transaction for the statement:
-            # commit it, or the claim stays invisible (and its row locked) until the caller
-            # commits. A connection inside the caller's transaction stays in it.
-            if idle and not conn.autocommit:
-                conn.commit()
-            return rows
+            with self._lock:
+                idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
+                own = idle and not conn.autocommit
+                try:
+                    rows = conn.execute(text, params).fetchall()
+                except psycopg.Error:
+                    if own:
+                        _rollback(conn)
+                    raise
+                # An idle connection outside autocommit opened a transaction for the
+                # statement: commit it, or the claim stays invisible (and its row locked)
+                # until the caller commits. A connection inside the caller's transaction
+                # stays in it.
+                if own:
+                    conn.commit()
+                return rows
         except psycopg.Error as e:
             raise translate(e) from e
 
     def transaction(self) -> Any:
         if self._pooled:
-            raise TypeError("a transaction needs one connection, not a pool")
+            raise _no_pool()
         return self._source.transaction()
 
     def close(self) -> None:
@@ -79,6 +124,10 @@ class PsycopgExecutor:
 
 class AsyncPsycopgExecutor:
     def __init__(self, source: Any, *, prepare: bool = True) -> None:
+        if isinstance(source, psycopg.Connection) or type(source).__name__ == "ConnectionPool":
+            raise InvalidArgument(f"AsyncStore cannot use a psycopg {type(source).__name__}",
+                                  hint="give it to Store, or give AsyncStore an "
+                                  "AsyncConnection or an AsyncConnectionPool")
         self._owned = isinstance(source, str)
         if self._owned:
             from psycopg_pool import AsyncConnectionPool
@@ -91,6 +140,7 @@ class AsyncPsycopgExecutor:
         self._pooled = not isinstance(source, psycopg.AsyncConnection)
         self.identity: object = source
         self._texts: dict[str, str] = {}
+        self._lock = asyncio.Lock()
 
     async def fetch(self, stmt: Statement, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         text = self._texts.get(stmt.name)
@@ -102,21 +152,29 @@ class AsyncPsycopgExecutor:
                 self._opened = True
             if self._pooled:
                 async with self._source.connection() as conn:
-                    cur = await conn.execute(text, params)  # type: ignore[arg-type]
-                    return await cur.fetchall()
+                    cur = await conn.execute(text, params)
+                    rows: list[tuple[Any, ...]] = await cur.fetchall()
+                    return rows
             conn = self._source
-            idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
-            cur = await conn.execute(text, params)  # type: ignore[arg-type]
-            rows = await cur.fetchall()
-            if idle and not conn.autocommit:
-                await conn.commit()
-            return rows
+            async with self._lock:
+                idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
+                own = idle and not conn.autocommit
+                try:
+                    cur = await conn.execute(text, params)
+                    rows = await cur.fetchall()
+                except psycopg.Error:
+                    if own:
+                        await _arollback(conn)
+                    raise
+                if own:
+                    await conn.commit()
+                return rows
         except psycopg.Error as e:
             raise translate(e) from e
 
     def transaction(self) -> Any:
         if self._pooled:
-            raise TypeError("a transaction needs one connection, not a pool")
+            raise _no_pool()
         return self._source.transaction()
 
     async def close(self) -> None:
