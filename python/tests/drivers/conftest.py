@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-
 from drivers_kinds import CREATE_WRITES, WRITES
 
 

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-
 from drivers_kinds import WRITES
 
 DEADLINE = 60.0  # seconds: what a loaded 2-core machine may take, not an expected time
