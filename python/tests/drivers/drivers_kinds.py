@@ -133,6 +133,41 @@ class PsycopgKind(Kind):
         await in_thread(self.write, h, scope, "outer")
 
 
+class PsycopgAutocommitKind(PsycopgKind):
+    """An autocommit psycopg Connection: the caller's transaction is conn.transaction()."""
+
+    name = "psycopg_autocommit"
+
+    def __init__(self) -> None:
+        self._tx: dict[int, Any] = {}
+
+    @asynccontextmanager
+    async def connect(self, app: str) -> AsyncIterator[psycopg.Connection[Any]]:
+        conn = await in_thread(lambda: psycopg.connect(DSN, autocommit=True,
+                                                       **psycopg_args(app)))
+        try:
+            yield conn
+        finally:
+            await in_thread(conn.close)
+
+    async def start(self, h: Any, scope: str, isolation: str | None = None) -> None:
+        def go() -> None:
+            if isolation:
+                h.isolation_level = psycopg.IsolationLevel[isolation.upper().replace(" ", "_")]
+            tx = self._tx[id(h)] = h.transaction()
+            tx.__enter__()  # what `with conn.transaction():` does, held open across calls
+            self.write(h, scope, "outer")
+
+        await in_thread(go)
+
+    async def commit(self, h: Any) -> None:
+        await in_thread(self._tx.pop(id(h)).__exit__, None, None, None)
+
+    async def rollback(self, h: Any) -> None:
+        rollback = psycopg.Rollback()
+        await in_thread(self._tx.pop(id(h)).__exit__, psycopg.Rollback, rollback, None)
+
+
 class SessionKind(Kind):
     """A SQLAlchemy Session over psycopg; the function's write is an ORM object, flushed."""
 
@@ -292,8 +327,8 @@ class AsyncSessionKind(Kind):
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    PsycopgKind(), SessionKind(), SaConnectionKind(), AsyncPsycopgKind(), AsyncpgKind(),
-    AsyncSessionKind("asyncpg"), AsyncSessionKind("psycopg"))}
+    PsycopgKind(), PsycopgAutocommitKind(), SessionKind(), SaConnectionKind(),
+    AsyncPsycopgKind(), AsyncpgKind(), AsyncSessionKind("asyncpg"), AsyncSessionKind("psycopg"))}
 
 
 def exactly_once(kind: Kind, scope: str, hook: Callable[[Any, str], None] | None = None,

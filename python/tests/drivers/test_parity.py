@@ -33,6 +33,8 @@ from pg_idempotency import (
 
 Call = Callable[..., Awaitable[Any]]
 
+pytestmark = pytest.mark.usefixtures("dsn")
+
 VARIANTS = [
     "psycopg_pool", "psycopg_connection", "psycopg_async_pool", "psycopg_async_connection",
     "asyncpg_pool", "asyncpg_connection", "sa_engine", "sa_connection", "sa_session",
