@@ -24,6 +24,9 @@ from pg_idempotency import AsyncStore, Store, idempotent
 DSN = os.environ.get("PGIDEM_DSN", "")
 PREPARE = os.environ.get("PGIDEM_STATEMENTS") != "unnamed"
 WRITES = "py_drivers_writes"
+# A statement that conflicts with another session's update of the row: a serialization
+# failure under REPEATABLE READ.
+TOUCH = f"UPDATE {WRITES} SET value = value WHERE scope = {{}} AND value = 'row'"
 CREATE_WRITES = (f"CREATE TABLE IF NOT EXISTS {WRITES} (id bigint GENERATED ALWAYS AS "
                  "IDENTITY PRIMARY KEY, scope text NOT NULL, value text NOT NULL)")
 
@@ -53,14 +56,16 @@ def sa_url(driver: str) -> URL:
                       database=p.get("dbname"))
 
 
-def psycopg_args(app: str | None = None) -> dict[str, Any]:
+def psycopg_args(app: str | None = None, isolation: str | None = None) -> dict[str, Any]:
     kw: dict[str, Any] = {} if PREPARE else {"prepare_threshold": None}
     if app:
         kw["application_name"] = app
+    if isolation:
+        kw["options"] = "-c default_transaction_isolation=" + isolation.replace(" ", "\\ ")
     return kw
 
 
-def asyncpg_args(app: str | None = None) -> dict[str, Any]:
+def asyncpg_args(app: str | None = None, isolation: str | None = None) -> dict[str, Any]:
     """asyncpg.connect's and create_pool's arguments for the test database."""
     p = _parts()
     kw: dict[str, Any] = {"host": p.get("host"), "user": p.get("user"),
@@ -69,18 +74,26 @@ def asyncpg_args(app: str | None = None) -> dict[str, Any]:
         kw["port"] = int(p["port"])
     if not PREPARE:
         kw["statement_cache_size"] = 0
-    if app:
-        kw["server_settings"] = {"application_name": app}
+    kw.update(_server_settings(app, isolation))
     return kw
 
 
-def sa_asyncpg_connect_args(app: str | None = None) -> dict[str, Any]:
+def sa_asyncpg_connect_args(app: str | None = None,
+                            isolation: str | None = None) -> dict[str, Any]:
     kw: dict[str, Any] = {}
     if not PREPARE:
         kw.update(statement_cache_size=0, prepared_statement_cache_size=0)
-    if app:
-        kw["server_settings"] = {"application_name": app}
+    kw.update(_server_settings(app, isolation))
     return kw
+
+
+def _server_settings(app: str | None, isolation: str | None) -> dict[str, Any]:
+    settings = {}
+    if app:
+        settings["application_name"] = app
+    if isolation:
+        settings["default_transaction_isolation"] = isolation
+    return {"server_settings": settings} if settings else {}
 
 
 def in_thread(fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
@@ -91,7 +104,8 @@ class Kind:
     name = ""
     is_async = False
 
-    def connect(self, app: str) -> Any:
+    def connect(self, app: str, isolation: str | None = None) -> Any:
+        """A connection named `app`; `isolation`: its transactions' default level."""
         raise NotImplementedError
 
     def store(self, h: Any) -> Any:
@@ -117,8 +131,9 @@ class PsycopgKind(Kind):
     name = "psycopg"
 
     @asynccontextmanager
-    async def connect(self, app: str) -> AsyncIterator[psycopg.Connection[Any]]:
-        conn = await in_thread(lambda: psycopg.connect(DSN, **psycopg_args(app)))
+    async def connect(self, app: str,
+                      isolation: str | None = None) -> AsyncIterator[psycopg.Connection[Any]]:
+        conn = await in_thread(lambda: psycopg.connect(DSN, **psycopg_args(app, isolation)))
         try:
             yield conn
         finally:
@@ -126,6 +141,9 @@ class PsycopgKind(Kind):
 
     def write(self, h: psycopg.Connection[Any], scope: str, value: str) -> None:
         h.execute(f"INSERT INTO {WRITES} (scope, value) VALUES (%s, %s)", (scope, value))
+
+    def touch(self, h: psycopg.Connection[Any], scope: str) -> None:
+        h.execute(TOUCH.format("%s"), (scope,))
 
     async def start(self, h: Any, scope: str, isolation: str | None = None) -> None:
         if isolation:
@@ -142,9 +160,10 @@ class PsycopgAutocommitKind(PsycopgKind):
         self._tx: dict[int, Any] = {}
 
     @asynccontextmanager
-    async def connect(self, app: str) -> AsyncIterator[psycopg.Connection[Any]]:
+    async def connect(self, app: str,
+                      isolation: str | None = None) -> AsyncIterator[psycopg.Connection[Any]]:
         conn = await in_thread(lambda: psycopg.connect(DSN, autocommit=True,
-                                                       **psycopg_args(app)))
+                                                       **psycopg_args(app, isolation)))
         try:
             yield conn
         finally:
@@ -174,9 +193,10 @@ class SessionKind(Kind):
     name = "sa_session"
 
     @asynccontextmanager
-    async def connect(self, app: str) -> AsyncIterator[Session]:
+    async def connect(self, app: str,
+                      isolation: str | None = None) -> AsyncIterator[Session]:
         engine = create_engine(sa_url("psycopg"), poolclass=NullPool,
-                               connect_args=psycopg_args(app))
+                               connect_args=psycopg_args(app, isolation))
         session = Session(engine)
         try:
             yield session
@@ -187,6 +207,9 @@ class SessionKind(Kind):
     def write(self, h: Session, scope: str, value: str) -> None:
         h.add(Write(scope=scope, value=value))
         h.flush()
+
+    def touch(self, h: Session, scope: str) -> None:
+        h.execute(text(TOUCH.format(":s")), {"s": scope})
 
     async def start(self, h: Any, scope: str, isolation: str | None = None) -> None:
         def go() -> None:
@@ -203,9 +226,10 @@ class SaConnectionKind(Kind):
     name = "sa_connection"
 
     @asynccontextmanager
-    async def connect(self, app: str) -> AsyncIterator[Any]:
+    async def connect(self, app: str,
+                      isolation: str | None = None) -> AsyncIterator[Any]:
         engine = create_engine(sa_url("psycopg"), poolclass=NullPool,
-                               connect_args=psycopg_args(app))
+                               connect_args=psycopg_args(app, isolation))
         conn = await in_thread(engine.connect)
         try:
             yield conn
@@ -216,6 +240,9 @@ class SaConnectionKind(Kind):
     def write(self, h: Any, scope: str, value: str) -> None:
         h.execute(text(f"INSERT INTO {WRITES} (scope, value) VALUES (:s, :v)"),
                   {"s": scope, "v": value})
+
+    def touch(self, h: Any, scope: str) -> None:
+        h.execute(text(TOUCH.format(":s")), {"s": scope})
 
     async def start(self, h: Any, scope: str, isolation: str | None = None) -> None:
         def go() -> None:
@@ -232,8 +259,9 @@ class AsyncPsycopgKind(Kind):
     is_async = True
 
     @asynccontextmanager
-    async def connect(self, app: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        conn = await psycopg.AsyncConnection.connect(DSN, **psycopg_args(app))
+    async def connect(self, app: str,
+                      isolation: str | None = None) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        conn = await psycopg.AsyncConnection.connect(DSN, **psycopg_args(app, isolation))
         try:
             yield conn
         finally:
@@ -241,6 +269,9 @@ class AsyncPsycopgKind(Kind):
 
     async def write(self, h: Any, scope: str, value: str) -> None:
         await h.execute(f"INSERT INTO {WRITES} (scope, value) VALUES (%s, %s)", (scope, value))
+
+    async def touch(self, h: Any, scope: str) -> None:
+        await h.execute(TOUCH.format("%s"), (scope,))
 
     async def start(self, h: Any, scope: str, isolation: str | None = None) -> None:
         if isolation:
@@ -263,10 +294,11 @@ class AsyncpgKind(Kind):
         self._tx: dict[int, Any] = {}
 
     @asynccontextmanager
-    async def connect(self, app: str) -> AsyncIterator[Any]:
+    async def connect(self, app: str,
+                      isolation: str | None = None) -> AsyncIterator[Any]:
         import asyncpg
 
-        conn = await asyncpg.connect(**asyncpg_args(app))
+        conn = await asyncpg.connect(**asyncpg_args(app, isolation))
         try:
             yield conn
         finally:
@@ -274,6 +306,9 @@ class AsyncpgKind(Kind):
 
     async def write(self, h: Any, scope: str, value: str) -> None:
         await h.execute(f"INSERT INTO {WRITES} (scope, value) VALUES ($1, $2)", scope, value)
+
+    async def touch(self, h: Any, scope: str) -> None:
+        await h.execute(TOUCH.format("$1"), scope)
 
     async def start(self, h: Any, scope: str, isolation: str | None = None) -> None:
         tx = h.transaction(isolation=(isolation or "read committed").replace(" ", "_"))
@@ -298,9 +333,10 @@ class AsyncSessionKind(Kind):
         self.name = f"sa_async_session_{driver}"
 
     @asynccontextmanager
-    async def connect(self, app: str) -> AsyncIterator[AsyncSession]:
-        args = (sa_asyncpg_connect_args(app) if self.driver == "asyncpg"
-                else psycopg_args(app))
+    async def connect(self, app: str,
+                      isolation: str | None = None) -> AsyncIterator[AsyncSession]:
+        args = (sa_asyncpg_connect_args(app, isolation) if self.driver == "asyncpg"
+                else psycopg_args(app, isolation))
         engine = create_async_engine(sa_url(self.driver), poolclass=NullPool,
                                      connect_args=args)
         session = AsyncSession(engine)
@@ -313,6 +349,9 @@ class AsyncSessionKind(Kind):
     async def write(self, h: AsyncSession, scope: str, value: str) -> None:
         h.add(Write(scope=scope, value=value))
         await h.flush()
+
+    async def touch(self, h: AsyncSession, scope: str) -> None:
+        await h.execute(text(TOUCH.format(":s")), {"s": scope})
 
     async def start(self, h: Any, scope: str, isolation: str | None = None) -> None:
         if isolation:
@@ -335,7 +374,8 @@ def exactly_once(kind: Kind, scope: str, hook: Callable[[Any, str], None] | None
                  **settings: Any) -> tuple[Callable[..., Any], list[str], list[Any]]:
     """A function that writes `item` on the caller's connection, exactly once per item:
     (the decorated function, the items it ran for, what it saw in its transaction). `hook`
-    runs after the write (in a thread for async kinds); an item named fail-... raises."""
+    runs after the write (in a thread for async kinds); then an item named conflict...
+    updates the scope's row 'row', and one named fail... raises."""
     runs: list[str] = []
     seen: list[Any] = []
 
@@ -352,6 +392,8 @@ def exactly_once(kind: Kind, scope: str, hook: Callable[[Any, str], None] | None
             # The claim as the function's own transaction sees it: in progress.
             record = await AsyncStore(conn).lookup(scope, item)
             await asyncio.to_thread(after, conn, item, record)
+            if item.startswith("conflict"):
+                await kind.touch(conn, scope)  # type: ignore[attr-defined]
             if item.startswith("fail"):
                 raise RuntimeError(f"{item} failed")
             return {"wrote": item}
@@ -360,6 +402,8 @@ def exactly_once(kind: Kind, scope: str, hook: Callable[[Any, str], None] | None
         def call(conn: Any, item: str) -> dict[str, str]:
             kind.write(conn, scope, item)  # type: ignore[attr-defined]
             after(conn, item, Store(conn).lookup(scope, item))
+            if item.startswith("conflict"):
+                kind.touch(conn, scope)  # type: ignore[attr-defined]
             if item.startswith("fail"):
                 raise RuntimeError(f"{item} failed")
             return {"wrote": item}

@@ -10,10 +10,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from drivers_kinds import KINDS, Kind, exactly_once
+from drivers_kinds import KINDS, TOUCH, WRITES, Kind, exactly_once
 from drivers_support import DEADLINE, app_name, backends, until, writes
 
-from pg_idempotency import Contention, Store, StoreUnavailable, ToolFailed
+from pg_idempotency import Contention, OutcomeUnknown, Store, StoreUnavailable, ToolFailed
 
 pytestmark = pytest.mark.usefixtures("writes_table")
 
@@ -182,3 +182,69 @@ async def test_a_backend_terminated_while_the_function_runs_leaves_nothing(
         assert await kind.call(fn, h, "a") == {"wrote": "a"}
     assert runs == ["a", "a"]  # the first attempt, then the retry once
     assert writes(sql, scope) == ["a"]
+
+
+def sqlstate_of(e: BaseException | None) -> str | None:
+    """The SQLSTATE of a driver's error, through SQLAlchemy's wrapping."""
+    while e is not None and getattr(e, "sqlstate", None) is None:
+        e = getattr(e, "orig", None) or e.__cause__
+    return None if e is None else e.sqlstate  # type: ignore[attr-defined]
+
+
+async def test_a_serialization_failure_in_the_function_is_never_remembered(
+        kind: Kind, scope: str, sql: psycopg.Connection[Any], store: Store) -> None:
+    sql.execute(f"INSERT INTO {WRITES} (scope, value) VALUES (%s, 'row')", (scope,))
+
+    def another_session_updates_the_row(h: Any, item: str) -> None:
+        sql.execute(TOUCH.format("%s"), (scope,))  # after the call's snapshot, committed
+
+    fn, runs, _ = exactly_once(kind, scope, hook=another_session_updates_the_row,
+                               cache_failures=True)
+    async with kind.connect(app_name("a"), isolation="repeatable read") as h:
+        with pytest.raises(Exception) as failed:
+            await kind.call(fn, h, "conflict")
+        assert sqlstate_of(failed.value) == "40001"
+        # Not a remembered failure: the transaction's retry runs the call again.
+        with pytest.raises(Exception) as again:
+            await kind.call(fn, h, "conflict")
+        assert sqlstate_of(again.value) == "40001"
+    assert runs == ["conflict", "conflict"]
+    assert store.lookup(scope, "conflict") is None
+    assert writes(sql, scope) == ["row"]
+
+
+async def lapsed_claim(store: Store, sql: psycopg.Connection[Any], scope: str,
+                       item: str) -> None:
+    """A claim committed without its completion, whose lease has lapsed."""
+    store.begin(scope, item, ttl=600, lease=0.05)
+    await until(lambda: sql.execute(
+        "SELECT lease_until < pg_catalog.clock_timestamp() FROM idem_lookup(%s, %s)",
+        (scope, item)).fetchone() == (True,), "the claim's lease lapsed")
+
+
+async def test_a_lapsed_claim_is_taken_over_and_run_again(
+        kind: Kind, scope: str, sql: psycopg.Connection[Any], store: Store) -> None:
+    await lapsed_claim(store, sql, scope, "a")
+    fn, runs, _ = exactly_once(kind, scope)
+    async with kind.connect(app_name("a")) as h:
+        assert await kind.call(fn, h, "a") == {"wrote": "a"}
+    record = store.lookup(scope, "a")
+    assert record is not None and (record.state, record.attempt) == ("succeeded", 2)
+    assert runs == ["a"] and writes(sql, scope) == ["a"]
+
+
+async def test_a_refused_takeover_is_kept_and_replayed(
+        kind: Kind, scope: str, sql: psycopg.Connection[Any], store: Store) -> None:
+    await lapsed_claim(store, sql, scope, "a")
+    fn, runs, _ = exactly_once(kind, scope, on_unknown_outcome="refuse")
+    async with kind.connect(app_name("a")) as h:
+        with pytest.raises(OutcomeUnknown):
+            await kind.call(fn, h, "a")
+        marked = store.lookup(scope, "a")
+        assert marked is not None and marked.attempt == 2
+        assert "outcome_unknown" in marked.response["pg_idempotency"]
+        with pytest.raises(OutcomeUnknown):
+            await kind.call(fn, h, "a")  # replayed: no further takeover
+    record = store.lookup(scope, "a")
+    assert record is not None and record.attempt == 2
+    assert runs == [] and writes(sql, scope) == []
