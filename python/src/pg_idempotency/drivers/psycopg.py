@@ -3,6 +3,8 @@ pool of autocommit connections is opened (and closed by Store.close)."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +12,7 @@ import psycopg
 from psycopg import pq
 
 from .._sql import Statement
-from ..errors import IdempotencyError, from_sqlstate
+from ..errors import IdempotencyError, InvalidArgument, from_sqlstate
 
 
 def translate(e: psycopg.Error) -> IdempotencyError:
@@ -19,6 +21,31 @@ def translate(e: psycopg.Error) -> IdempotencyError:
                         diag.message_detail, diag.message_hint)
     err.__cause__ = e
     return err
+
+
+def _no_pool() -> InvalidArgument:
+    return InvalidArgument(
+        "a transaction needs one connection, not a pool",
+        hint="give exactly_once= the connection your writes use "
+        "(with pool.connection() as conn: ...)",
+    )
+
+
+def _rollback(conn: psycopg.Connection[Any]) -> None:
+    # The statement's own transaction failed: end it, or the connection stays aborted
+    # ("current transaction is aborted") for the caller's next statement. A connection
+    # lost meanwhile has nothing to roll back; the statement's error is the one to see.
+    try:
+        conn.rollback()
+    except psycopg.Error:
+        pass
+
+
+async def _arollback(conn: psycopg.AsyncConnection[Any]) -> None:
+    try:
+        await conn.rollback()
+    except psycopg.Error:
+        pass
 
 
 def _pool_kwargs(prepare: bool) -> dict[str, Any]:
@@ -39,6 +66,11 @@ POOL_DEFAULTS: dict[str, Any] = {"min_size": 1, "max_size": 20}
 class PsycopgExecutor:
     def __init__(self, source: Any, *, prepare: bool = True,
                  pool_options: dict[str, Any] | None = None) -> None:
+        if isinstance(source, psycopg.AsyncConnection) or type(source).__name__ == (
+                "AsyncConnectionPool"):
+            raise InvalidArgument(f"Store cannot use a psycopg {type(source).__name__}",
+                                  hint="give it to AsyncStore, or give Store a Connection "
+                                  "or a ConnectionPool")
         self._owned = isinstance(source, str)
         if self._owned:
             from psycopg_pool import ConnectionPool
@@ -49,6 +81,9 @@ class PsycopgExecutor:
         self._pooled = not isinstance(source, psycopg.Connection)
         self.identity: object = source
         self._texts: dict[str, str] = {}
+        # The heartbeat's thread and the caller's share the connection: a statement and
+        # the commit of its own transaction are not to be split by the other's.
+        self._lock = threading.Lock()
 
     def _text(self, stmt: Statement) -> str:
         text = self._texts.get(stmt.name)
@@ -59,26 +94,33 @@ class PsycopgExecutor:
     def fetch(self, stmt: Statement, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         text = self._text(stmt)
         try:
-            rows: list[tuple[Any, ...]]
             if self._pooled:
                 with self._source.connection() as conn:
-                    rows = conn.execute(text, params).fetchall()
-                return rows
+                    rows: list[tuple[Any, ...]] = conn.execute(text, params).fetchall()
+                    return rows
             conn = self._source
-            idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
-            rows = conn.execute(text, params).fetchall()
-            # An idle connection outside autocommit opened a transaction for the statement:
-            # commit it, or the claim stays invisible (and its row locked) until the caller
-            # commits. A connection inside the caller's transaction stays in it.
-            if idle and not conn.autocommit:
-                conn.commit()
-            return rows
+            with self._lock:
+                idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
+                own = idle and not conn.autocommit
+                try:
+                    rows = conn.execute(text, params).fetchall()
+                except psycopg.Error:
+                    if own:
+                        _rollback(conn)
+                    raise
+                # An idle connection outside autocommit opened a transaction for the
+                # statement: commit it, or the claim stays invisible (and its row locked)
+                # until the caller commits. A connection inside the caller's transaction
+                # stays in it.
+                if own:
+                    conn.commit()
+                return rows
         except psycopg.Error as e:
             raise translate(e) from e
 
     def transaction(self) -> Any:
         if self._pooled:
-            raise TypeError("a transaction needs one connection, not a pool")
+            raise _no_pool()
         return self._source.transaction()
 
     def close(self) -> None:
@@ -89,6 +131,10 @@ class PsycopgExecutor:
 class AsyncPsycopgExecutor:
     def __init__(self, source: Any, *, prepare: bool = True,
                  pool_options: dict[str, Any] | None = None) -> None:
+        if isinstance(source, psycopg.Connection) or type(source).__name__ == "ConnectionPool":
+            raise InvalidArgument(f"AsyncStore cannot use a psycopg {type(source).__name__}",
+                                  hint="give it to Store, or give AsyncStore an "
+                                  "AsyncConnection or an AsyncConnectionPool")
         self._owned = isinstance(source, str)
         if self._owned:
             from psycopg_pool import AsyncConnectionPool
@@ -101,6 +147,7 @@ class AsyncPsycopgExecutor:
         self._pooled = not isinstance(source, psycopg.AsyncConnection)
         self.identity: object = source
         self._texts: dict[str, str] = {}
+        self._lock = asyncio.Lock()
 
     async def fetch(self, stmt: Statement, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         text = self._texts.get(stmt.name)
@@ -110,25 +157,31 @@ class AsyncPsycopgExecutor:
             if not self._opened:
                 await self._source.open()
                 self._opened = True
-            rows: list[tuple[Any, ...]]
             if self._pooled:
                 async with self._source.connection() as conn:
                     cur = await conn.execute(text, params)
-                    rows = await cur.fetchall()
-                return rows
+                    rows: list[tuple[Any, ...]] = await cur.fetchall()
+                    return rows
             conn = self._source
-            idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
-            cur = await conn.execute(text, params)
-            rows = await cur.fetchall()
-            if idle and not conn.autocommit:
-                await conn.commit()
-            return rows
+            async with self._lock:
+                idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
+                own = idle and not conn.autocommit
+                try:
+                    cur = await conn.execute(text, params)
+                    rows = await cur.fetchall()
+                except psycopg.Error:
+                    if own:
+                        await _arollback(conn)
+                    raise
+                if own:
+                    await conn.commit()
+                return rows
         except psycopg.Error as e:
             raise translate(e) from e
 
     def transaction(self) -> Any:
         if self._pooled:
-            raise TypeError("a transaction needs one connection, not a pool")
+            raise _no_pool()
         return self._source.transaction()
 
     async def close(self) -> None:
