@@ -101,7 +101,8 @@ class Contention(IdempotencyError):
 
 
 class NotInstalled(IdempotencyError):
-    """The SQL API is not installed where the store looks (42883), or not ready (55000)."""
+    """The SQL API is not installed where the store looks (42883; 3F000: no such schema), or
+    not ready (55000)."""
 
 
 class StoreUnavailable(IdempotencyError):
@@ -161,6 +162,7 @@ BY_SQLSTATE: dict[str, type[IdempotencyError]] = {
     "40001": Contention,
     "40P01": Contention,
     "42883": NotInstalled,
+    "3F000": NotInstalled,
     "55000": NotInstalled,
 }
 
@@ -170,7 +172,7 @@ def from_sqlstate(
 ) -> IdempotencyError:
     """The error of the class that names `sqlstate` (StoreUnavailable for any other)."""
     cls = BY_SQLSTATE.get(sqlstate or "", StoreUnavailable)
-    if cls is NotInstalled and sqlstate == "42883" and not hint:
+    if cls is NotInstalled and sqlstate in ("42883", "3F000") and not hint:
         hint = (
             "Install the SQL API in this database: CREATE EXTENSION pg_idempotency (or the "
             "portable SQL, docs/installation.md), or name its schema: Store(..., schema=...)"

@@ -276,7 +276,7 @@ async def test_the_reference_answers_are_the_sql_apis(scope: str) -> None:
     assert lines["batch failure released"] is None
     for label in ("blank scope", "blank key", "lease over ttl", "unknown policy word"):
         assert lines[label]["sqlstate"] == "22023" and lines[label]["detail"], label
-    assert lines["no api in schema"]["error"] == "StoreUnavailable"
+    assert lines["no api in schema"]["error"] == "NotInstalled"  # 3F000: no such schema
     assert lines["not installed"]["error"] == "NotInstalled"
     assert lines["forget"] is True and lines["forget again"] is False
     assert lines["expired"] is True and lines["purge"] == "int >= 0"
