@@ -181,10 +181,10 @@ def _wrap_function(fn: Callable[..., Any], settings: Idempotent, store: Any) -> 
             return opened[0]
 
     def plan_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Plan, Any]:
-        bound = binder.bind(args, kwargs)
-        receiver = bound.arguments.get(binder.receiver) if binder.receiver else None
-        plan = Plan.of(settings, scope, binder.input(bound), receiver)
-        conn = bound.arguments[settings.exactly_once] if settings.exactly_once else None
+        arguments = binder.bind(args, kwargs)
+        receiver = arguments.get(binder.receiver) if binder.receiver else None
+        plan = Plan.of(settings, scope, binder.input(arguments), receiver)
+        conn = arguments[settings.exactly_once] if settings.exactly_once else None
         return plan, conn
 
     wrapper: Callable[..., Any]
