@@ -37,7 +37,7 @@ class Binder:
         self.var_kw = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
         # Parameters that are all plain (positional or keyword): a call's arguments are
         # matched to them here, without Signature.bind (the largest cost of a replay).
-        self._names: Optional[tuple[str, ...]] = None
+        self._names: tuple[str, ...] | None = None
         if all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params):
             self._names = tuple(p.name for p in params)
             self._name_set = frozenset(self._names)
@@ -48,7 +48,7 @@ class Binder:
         applied; a call that does not fit raises Signature.bind's TypeError."""
         names = self._names
         if names is not None and len(args) <= len(names):
-            given = dict(zip(names, args))
+            given = dict(zip(names, args, strict=False))
             for k, v in kwargs.items():
                 if k in given or k not in self._name_set:
                     break  # given twice, or no such parameter: Signature.bind says which
