@@ -363,6 +363,10 @@ fn hot(s: &mut String, r: &PeersReport) {
     let _ = writeln!(s, " answers | p50 ms, 0 ms |");
     let _ = writeln!(s, "|---|---|{}---|---|", "---|".repeat(settings.len()));
     for system in SYSTEMS {
+        // A row left out of the run (`--peers-row`) has no line, the in-memory one included.
+        if !r.runs.iter().any(|run| run.rows.iter().any(|(sys, _)| sys.id == system.id)) {
+            continue;
+        }
         for &(concurrency, _) in &r.plan.hot {
             let pick =
                 |c: &Case| matches!(c, Case::Hot { concurrency: n, .. } if *n == concurrency);
