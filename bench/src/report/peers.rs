@@ -472,7 +472,7 @@ fn guarantees(s: &mut String, r: &PeersReport) {
     let ours_fail = measured_failure(r, "py-ours");
     let tables: [(&str, &str, [Guarantee; 5]); 5] = [
         ("idemkit (Python), PostgreSQL backend", "py-idemkit", [
-            ("durability", "PostgreSQL's, as ours: its own table; the claim an autocommit `INSERT`, the completion a transaction with its `pg_notify` (*code*)".into(), "as ours".into()),
+            ("durability", "PostgreSQL's, as ours: its own table; the claim an autocommit `INSERT`, the completion a transaction with its `pg_notify` (*code*)".into(), "the same".into()),
             ("one execution on a hot key", format!("`INSERT ... ON CONFLICT DO NOTHING` claims once; a duplicate waits for the result (`LISTEN`/`NOTIFY` and a backed-off poll, 10 s at most) and replays it (*code*, *docs*); {}", measured_hot(r, "py-idemkit")), format!("one `claimed` per key; a duplicate is told `in_progress` unless the decorator has `wait=` (*docs*); {} (the `AsyncStore` row)", measured_hot(r, "py-pkg-asyncpg"))),
             ("fencing: a stale holder cannot complete", "yes: the completion's `UPDATE` names the claim's token, and a lapsed lease is reclaimed with a new one; a heartbeat renews the lease while the function runs (*code*)".into(), "yes: `idem_complete` with a stale fence raises *lease lost* (*docs*)".into()),
             ("lost-reply recovery", "yes: a retry replays the stored result (*code*, and the replay rows above)".into(), "yes (*docs*)".into()),
