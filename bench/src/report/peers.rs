@@ -364,7 +364,11 @@ fn hot(s: &mut String, r: &PeersReport) {
     let _ = writeln!(s, "|---|---|{}---|---|", "---|".repeat(settings.len()));
     for system in SYSTEMS {
         // A row left out of the run (`--peers-row`) has no line, the in-memory one included.
-        if !r.runs.iter().any(|run| run.rows.iter().any(|(sys, _)| sys.id == system.id)) {
+        if !r
+            .runs
+            .iter()
+            .any(|run| run.rows.iter().any(|(sys, _)| sys.id == system.id))
+        {
             continue;
         }
         for &(concurrency, _) in &r.plan.hot {
