@@ -50,6 +50,7 @@ class Ours(Row):
 
     async def open(self):
         import asyncpg
+
         from pg_idempotency import AsyncStore, InProgress, ToolFailed, idempotent
 
         self.pool = await asyncpg.create_pool(dsn(self.spec))
@@ -200,7 +201,7 @@ async def hot(row, concurrency, rounds):
     for _ in range(rounds):
         key, go = fresh("hot"), asyncio.Event()
 
-        async def one(caller):
+        async def one(caller, key, go):
             await go.wait()
             t = time.perf_counter_ns()
             try:
@@ -210,7 +211,7 @@ async def hot(row, concurrency, rounds):
             latencies.append(time.perf_counter_ns() - t)
             outcomes[o] = outcomes.get(o, 0) + 1
 
-        tasks = [asyncio.create_task(one(i)) for i in range(concurrency)]
+        tasks = [asyncio.create_task(one(i, key, go)) for i in range(concurrency)]
         await asyncio.sleep(0)  # every task is waiting on `go` now
         go.set()
         await asyncio.gather(*tasks)

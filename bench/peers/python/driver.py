@@ -41,7 +41,7 @@ import warnings
 # Powertools warns on every call that it runs outside a Lambda (no remaining time to read).
 warnings.simplefilter("ignore")
 
-from common import REPLAY_KEYS, Body, Failed, fresh  # noqa: E402
+from common import REPLAY_KEYS, Body, Failed, fresh
 
 
 def powertools_peer(spec, body):
@@ -128,8 +128,9 @@ def sql_peer(spec, body):
 def pkg_psycopg_peer(spec, body):
     import itertools
 
-    from pg_idempotency import InProgress, Store, ToolFailed, idempotent
     from psycopg_pool import ConnectionPool
+
+    from pg_idempotency import InProgress, Store, ToolFailed, idempotent
 
     # A pool as a service would open one: autocommit connections, grown on demand up to a
     # hot key's 64 duplicates (the `sql` row has one connection per thread).
