@@ -17,9 +17,13 @@
 #                               PL/Proxy proxy of 1, 2 and 4 partitions beside one partition
 #                               directly (PostgreSQL 15; the second with fsync off)
 #   scripts/bench.sh --only peers   pg_idempotency beside AWS Powertools (Python, Redis),
-#                               @node-idempotency (Redis), express-idempotency and the naive
-#                               pattern, at added round trips of 0, 0.2 and 1 ms (scripts/peers.sh
-#                               installs the peers; two Redis servers, one with appendfsync always)
+#                               idemkit (Python, PostgreSQL), @node-idempotency (Redis),
+#                               express-idempotency and the naive pattern, at added round trips
+#                               of 0, 0.2 and 1 ms (scripts/peers.sh installs the peers and the
+#                               Python package from python/; two Redis servers, one with
+#                               appendfsync always); `--peers-row ID` (repeated) runs only those
+#                               rows (ids in bench/src/workloads/peers/systems.rs): give `--out`
+#                               too, the report then holds those rows only
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"

@@ -2,12 +2,14 @@
 # Installs the peers the benchmark's `peers` workload measures pg_idempotency against, each
 # from its registry, pinned:
 #   - bench/peers/python/requirements.txt (exact versions: AWS Powertools for Lambda with its
-#     Redis extra, boto3 that it imports, psycopg 3 for our SQL API) into a venv at
-#     target/peers-venv;
+#     Redis extra, boto3 that it imports, idemkit with asyncpg, psycopg 3 for our SQL API)
+#     into a venv at target/peers-venv, and beside them the pg-idempotency package from this
+#     checkout (python/: a wheel built from it, --no-deps: its dependencies are pinned in
+#     the requirements);
 #   - bench/peers/node (@node-idempotency/core with its Redis adapter, express-idempotency,
 #     node-postgres) with `npm ci` from the committed package-lock.json.
-# Each is installed only when its requirements (or lock) changed since the last install: a
-# sha256 stamp is kept beside it. One install at a time (flock) when two runs start together.
+# Each is installed only when its requirements (or lock, or for pg-idempotency its sources)
+# changed since the last install: a sha256 stamp is kept beside it. One install at a time (flock) when two runs start together.
 #
 #   scripts/peers.sh          install what changed; prints nothing when all is up to date
 #   scripts/peers.sh paths    prints where the drivers and their interpreters are, NAME=value:
@@ -29,6 +31,8 @@ node_stamp="$node_dir/node_modules/.package-lock.sha256"
 requirements="$peers/python/requirements.txt"
 venv="$TARGET/peers-venv"
 py_stamp="$venv/.requirements.sha256"
+package="$ROOT/python"
+package_stamp="$venv/.pg-idempotency.sha256"
 python="${PYTHON:-python3}"
 
 have_node() { command -v node >/dev/null && command -v npm >/dev/null; }
@@ -39,6 +43,12 @@ have_python() {
 node_installed() { [ -f "$node_stamp" ] && [ "$(cat "$node_stamp")" = "$(sha256sum < "$node_lock")" ]; }
 py_fingerprint() { { cat "$requirements"; "$python" -V 2>&1; } | sha256sum; }
 py_installed() { [ -x "$venv/bin/python" ] && [ -f "$py_stamp" ] && [ "$(cat "$py_stamp")" = "$(py_fingerprint)" ]; }
+# The package's build: its pyproject and every file of its sources, by path and content.
+package_fingerprint() {
+    (cd "$package" && find pyproject.toml README.md src -type f ! -name '*.pyc' | LC_ALL=C sort |
+        xargs sha256sum) | sha256sum
+}
+package_installed() { [ -f "$package_stamp" ] && [ "$(cat "$package_stamp")" = "$(package_fingerprint)" ]; }
 
 if [ "${1:-}" = paths ]; then
     if [ -x "$venv/bin/python" ] && [ -f "$py_stamp" ]; then echo "PEERS_PYTHON=$venv/bin/python"; else echo "PEERS_PYTHON="; fi
@@ -71,5 +81,11 @@ mkdir -p "$TARGET"
         "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
             -r "$requirements"
         py_fingerprint > "$py_stamp"
+    fi
+    if have_python && ! package_installed; then
+        log "peers: pg-idempotency from $package"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+            --force-reinstall "$package"
+        package_fingerprint > "$package_stamp"
     fi
 ) 9> "$TARGET/.peers-setup.lock"

@@ -5,7 +5,9 @@
 The spec names the peer and where its store listens (the benchmark passes the delay
 forwarder's port, never the server's own), and the cases to run in order:
 
-    {"peer": "powertools" | "sql" | "naive", "host": "127.0.0.1", "port": 5432,
+    {"peer": "powertools" | "sql" | "naive" | "pkg-psycopg"           (threads, below)
+             | "pkg-asyncpg" | "sql-asyncpg" | "idemkit",          (asyncio: async_peers.py)
+     "host": "127.0.0.1", "port": 5432,
      "dbname": "...", "user": "...",                      (PostgreSQL peers)
      "cases": [{"case": "new" | "replay" | "hot" | "failure", ...}, ...]}
 
@@ -19,43 +21,27 @@ The peers:
   name;
 - sql: pg_idempotency's SQL API called directly with psycopg 3 (`idem_begin`, the body,
   `idem_complete`), as a Python service would use it;
+- pkg-psycopg: the pg-idempotency package's `@idempotent` on a `def`, its `Store` over a
+  psycopg `ConnectionPool` of autocommit connections, the key named (EXPLICIT) as the `sql`
+  row passes it; beside `sql`, the same driver by hand;
 - naive: the hand-written pattern (SELECT, then INSERT, then UPDATE) on a table of the
   records' shape (`bench_floor`, made by the benchmark), as bench/src/workloads/calls.rs
   does it in Rust.
+
+The asyncio rows over asyncpg (the package's `AsyncStore`, the SQL API by hand, idemkit)
+are in async_peers.py.
 """
 
 import json
 import sys
 import threading
 import time
-import uuid
 import warnings
 
 # Powertools warns on every call that it runs outside a Lambda (no remaining time to read).
 warnings.simplefilter("ignore")
 
-# A hot key releases every duplicate at once from one barrier; nothing here sleeps to order
-# calls.
-REPLAY_KEYS = 100
-
-
-class Failed(Exception):
-    """What the function body raises in the failure case."""
-
-
-class Body:
-    """The function under idempotency: a no-op that counts its executions."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.executions = 0
-
-    def run(self, key):
-        with self.lock:
-            self.executions += 1
-        if key.startswith("fail-"):
-            raise Failed(key)
-        return {"ok": True}
+from common import REPLAY_KEYS, Body, Failed, fresh
 
 
 def powertools_peer(spec, body):
@@ -139,6 +125,45 @@ def sql_peer(spec, body):
     return call, conn
 
 
+def pkg_psycopg_peer(spec, body):
+    import itertools
+
+    from psycopg_pool import ConnectionPool
+
+    from pg_idempotency import InProgress, Store, ToolFailed, idempotent
+
+    # A pool as a service would open one: autocommit connections, grown on demand up to a
+    # hot key's 64 duplicates (the `sql` row has one connection per thread).
+    pool = ConnectionPool(
+        f"host={spec['host']} port={spec['port']} dbname={spec['dbname']} user={spec['user']}",
+        kwargs={"autocommit": True}, min_size=1, max_size=64, open=True,
+    )
+    pool.wait()
+    store = Store(pool)
+    callers = itertools.count()
+
+    # The key names the call (EXPLICIT, as the `sql` row passes it); `caller` tells who ran
+    # the body and is left out of the input; a failure is remembered, as `sql` asks.
+    @idempotent(store=store, scope="bench_py_pkg", key_fields=["key"], exclude=["caller"],
+                cache_failures=True)
+    def work(key: str, caller: int) -> dict:
+        return {**body.run(key), "by": caller}
+
+    def call(key):
+        me = next(callers)
+        try:
+            result = work(key=key, caller=me)
+        except Failed:
+            return "failed"
+        except InProgress:
+            return "in_progress"
+        except ToolFailed:
+            return "failed"
+        return "ok" if result["by"] == me else "replay"
+
+    return call
+
+
 # The same statements as the Rust naive client (bench/src/workloads/calls.rs).
 NAIVE_SELECT = "SELECT state, response FROM bench_floor WHERE scope = %s AND key = %s"
 NAIVE_INSERT = (
@@ -171,10 +196,6 @@ def naive_peer(spec, body):
         return "ok"
 
     return call, conn
-
-
-def fresh(prefix):
-    return f"{prefix}-{uuid.uuid4().hex}"
 
 
 def timed_loop(call, keys, warmup_s, duration_s, calls, body):
@@ -245,6 +266,8 @@ def run_case(case, call, body, prepare):
     }
 
 
+# A hot key releases every duplicate at once from one barrier; nothing here sleeps to order
+# calls.
 def hot(call, concurrency, rounds, prepare):
     """`concurrency` threads call one new key at the same moment, `rounds` times."""
     start_line = threading.Barrier(concurrency + 1)
@@ -303,7 +326,8 @@ def failure(call, rounds, retries):
 def versions():
     from importlib.metadata import version
 
-    names = ["aws-lambda-powertools", "boto3", "redis", "psycopg", "psycopg-binary"]
+    names = ["aws-lambda-powertools", "boto3", "redis", "psycopg", "psycopg-binary",
+             "psycopg-pool", "asyncpg", "idemkit", "pg-idempotency"]
     out = {n: version(n) for n in names}
     out["python"] = sys.version.split()[0]
     return out
@@ -315,11 +339,20 @@ def main():
         print(json.dumps(versions()))
         return
     body = Body()
+    if spec["peer"] in ("pkg-asyncpg", "sql-asyncpg", "idemkit"):
+        import asyncio
+
+        from async_peers import run
+
+        print(json.dumps({"results": asyncio.run(run(spec, body))}))
+        return
     prepare = lambda: None  # noqa: E731
     if spec["peer"] == "powertools":
         call = powertools_peer(spec, body)
     elif spec["peer"] == "sql":
         call, prepare = sql_peer(spec, body)
+    elif spec["peer"] == "pkg-psycopg":
+        call = pkg_psycopg_peer(spec, body)
     elif spec["peer"] == "naive":
         call, prepare = naive_peer(spec, body)
     else:

@@ -58,8 +58,17 @@ fn outcomes(m: &Measured) -> String {
 /// in their installed packages); the table beside it gives what the forwarder counted.
 fn round_trips_by_reading(id: &str) -> &'static str {
     match id {
-        "py-ours" | "node-ours" | "rust-pgstore" | "rust-pgstore-portable" => {
+        "py-ours" | "py-sql-asyncpg" | "node-ours" | "rust-pgstore" | "rust-pgstore-portable" => {
             "new: `idem_begin`, `idem_complete` (2); replay: `idem_begin` (1)"
+        }
+        "py-pkg-psycopg" => {
+            "new: `idem_begin`, `idem_complete` (2); replay: `idem_begin` (1); the pool hands its connection over without a statement (psycopg prepares each statement at its fifth use: one more, once per connection)"
+        }
+        "py-pkg-asyncpg" => {
+            "new: `idem_begin`, `idem_complete` (2); replay: `idem_begin` (1); the store keeps the pool's connection between calls, so asyncpg's reset on release (`UNLISTEN *`, `RESET ALL`, ...) is sent only when it gives it back, 0.1 s after its last call"
+        }
+        "py-idemkit" => {
+            "new: `INSERT ... ON CONFLICT DO NOTHING RETURNING *`, then `BEGIN`, `UPDATE ... WHERE claim_token`, `SELECT pg_notify`, `COMMIT`, and asyncpg's reset after each of the two pool checkouts (7); replay: the `INSERT` that inserts nothing, the `UPDATE` that reclaims a lapsed lease, the `UPDATE` that renews an expired record, `SELECT *`, the reset (5)"
         }
         "rust-redisstore" | "rust-redisstore-durable" => {
             "new: the begin script, the completion script, each one `EVALSHA` (2); replay: the begin script (1)"
@@ -87,6 +96,12 @@ fn why_faster(ours: &System, peer: &System, replay: bool, hot_runs: &str) -> Str
         Store::Redis => "Redis without persistence answers from memory and writes nothing to disk: a restart loses every record, acknowledged ones included, and a running call can then run again; ours is answered only once PostgreSQL has flushed the claim's and the completion's WAL".into(),
         Store::RedisDurable => "both flush each write before answering (Redis `appendfsync always` fsyncs its append-only file per write); Redis's write is one key in memory and one appended line, ours a function call in a transaction that checks the key's state, writes a row and its index entry and flushes the WAL".into(),
         Store::Memory => "express-idempotency keeps its records in the Node.js process's memory: no network and nothing durable, and a second process (a restart, a second instance) knows none of them; ours goes to PostgreSQL over the network and commits the claim and the completion".into(),
+        _ if peer.id == "py-sql-asyncpg" || peer.id == "py-ours" => {
+            "the SQL API by hand: the same statements, without the package's work around them (the arguments bound to the function's parameters, the key taken from them, the answer's objects and the call's context, the pool), and its `idem_begin` asks for 3 columns where the package's asks for every one a call may need".into()
+        }
+        _ if peer.id == "py-idemkit" => {
+            "idemkit's claim is a plain `INSERT` into its own table, without a function call, a role or policy check, or an expiry decision".into()
+        }
         _ if peer.id.ends_with("naive") => {
             if replay {
                 "the naive replay is a plain `SELECT` by key; ours is a function call that also decides expiry, the role's ownership and the policy, and counts the outcome".into()
@@ -172,7 +187,7 @@ fn intro(s: &mut String, r: &PeersReport) {
         s,
         "- run on its own (`--only peers`), not in the same run as the sections above\n"
     );
-    let _ = writeln!(s, "Peers that could not be used as their users would like: `@node-idempotency` has storage adapters for Redis and memory only on npm (`@node-idempotency/storage-adapter-redis`, `-memory`; no PostgreSQL adapter exists under `@node-idempotency/`), so it runs on Redis; express-idempotency 1.0.6 ships an in-memory store and points to a third-party MongoDB adapter (no MongoDB here), so it is measured as it ships, in memory, behind an express route called over HTTP on 127.0.0.1, beside our SQL API in the same kind of route (its row runs once: it crosses no network, so the delay does not apply). Powertools runs outside Lambda, so it has no remaining time to set an in-progress expiry.\n");
+    let _ = writeln!(s, "Peers that could not be used as their users would like: `@node-idempotency` has storage adapters for Redis and memory only on npm (`@node-idempotency/storage-adapter-redis`, `-memory`; no PostgreSQL adapter exists under `@node-idempotency/`), so it runs on Redis; express-idempotency 1.0.6 ships an in-memory store and points to a third-party MongoDB adapter (no MongoDB here), so it is measured as it ships, in memory, behind an express route called over HTTP on 127.0.0.1, beside our SQL API in the same kind of route (its row runs once: it crosses no network, so the delay does not apply). Powertools runs outside Lambda, so it has no remaining time to set an in-progress expiry. idemkit's PostgreSQL backend keeps its records in a table of its own, which its `init_pg` (`idemkit init-pg`) makes in the same database; its decorator is asyncio only (`idempotent_sync` runs the same on a background event loop), over asyncpg, so beside it stands our `@idempotent` on an `async def` with an `AsyncStore` over an asyncpg pool, and the SQL API by hand from asyncpg. Every Python row of ours names its key as the SQL rows pass it (`key_fields=[\"key\"]`, EXPLICIT; idemkit the same) and remembers a failure (`cache_failures=True`; idemkit `cache_exceptions`); idemkit runs with its defaults otherwise (`use_local_cache` off: every call asks the database).\n");
 }
 
 fn rtts(s: &mut String, r: &PeersReport) {
@@ -339,7 +354,7 @@ fn language(s: &mut String, r: &PeersReport, lang: Lang) {
 
 fn hot(s: &mut String, r: &PeersReport) {
     let _ = writeln!(s, "\n### Hot key: how many times the body ran\n");
-    let _ = writeln!(s, "Each round a new key; its duplicates wait on one barrier (threads in Python, async tasks on one promise in Node.js, tokio tasks on one `Barrier` in Rust), each on its own connection where the client has one per caller (psycopg, node-postgres, `PgStore`'s pool, the naive rows; the Redis clients multiplex one connection, as they are used). One execution per key is the goal. The answers are the duplicates' as the client saw them, over every setting (`ok` for Powertools and the express routes counts replays too: they return the stored result as if the call ran). p50 is the duplicates' call time from the barrier, at 0 ms.\n");
+    let _ = writeln!(s, "Each round a new key; its duplicates wait on one barrier (threads in Python, asyncio tasks on one `Event` for the asyncio rows, async tasks on one promise in Node.js, tokio tasks on one `Barrier` in Rust), each on its own connection where the client has one per caller (psycopg, asyncpg by hand, node-postgres, `PgStore`'s pool, the naive rows; the Python package's rows and idemkit share their pool, and the Redis clients multiplex one connection, as they are used). One execution per key is the goal. The answers are the duplicates' as the client saw them, over every setting (`ok` for Powertools and the express routes counts replays too: they return the stored result as if the call ran). p50 is the duplicates' call time from the barrier, at 0 ms.\n");
     let settings: Vec<String> = r.runs.iter().map(|run| rtt_name(run.target)).collect();
     let _ = write!(s, "| row | duplicates |");
     for name in &settings {
@@ -348,6 +363,14 @@ fn hot(s: &mut String, r: &PeersReport) {
     let _ = writeln!(s, " answers | p50 ms, 0 ms |");
     let _ = writeln!(s, "|---|---|{}---|---|", "---|".repeat(settings.len()));
     for system in SYSTEMS {
+        // A row left out of the run (`--peers-row`) has no line, the in-memory one included.
+        if !r
+            .runs
+            .iter()
+            .any(|run| run.rows.iter().any(|(sys, _)| sys.id == system.id))
+        {
+            continue;
+        }
         for &(concurrency, _) in &r.plan.hot {
             let pick =
                 |c: &Case| matches!(c, Case::Hot { concurrency: n, .. } if *n == concurrency);
@@ -448,10 +471,17 @@ fn guarantees(s: &mut String, r: &PeersReport) {
         s,
         "\n### What each peer guarantees, beside pg_idempotency\n"
     );
-    let _ = writeln!(s, "Each cell says where it comes from: *code* (the peer's installed source, read for this table: Powertools' `idempotency/base.py` and `persistence/redis.py`, `@node-idempotency/core`'s `idempotency.js` with its Redis adapter, express-idempotency's `idempotencyService.js` and `inMemoryDataAdapter.js`; ours: docs/sql-api.md), *docs* (the peer's README or documentation) or *measured* (this run).\n");
+    let _ = writeln!(s, "Each cell says where it comes from: *code* (the peer's installed source, read for this table: Powertools' `idempotency/base.py` and `persistence/redis.py`, `@node-idempotency/core`'s `idempotency.js` with its Redis adapter, express-idempotency's `idempotencyService.js` and `inMemoryDataAdapter.js`, idemkit's `backends/postgres.py`, `core/runner.py` and `adapters/ai.py`; ours: docs/sql-api.md), *docs* (the peer's README or documentation) or *measured* (this run).\n");
     let ours_hot = measured_hot(r, "py-ours");
     let ours_fail = measured_failure(r, "py-ours");
-    let tables: [(&str, &str, [Guarantee; 5]); 4] = [
+    let tables: [(&str, &str, [Guarantee; 5]); 5] = [
+        ("idemkit (Python), PostgreSQL backend", "py-idemkit", [
+            ("durability", "PostgreSQL's, as ours: its own table; the claim an autocommit `INSERT`, the completion a transaction with its `pg_notify` (*code*)".into(), "the same".into()),
+            ("one execution on a hot key", format!("`INSERT ... ON CONFLICT DO NOTHING` claims once; a duplicate waits for the result (`LISTEN`/`NOTIFY` and a backed-off poll, 10 s at most) and replays it (*code*, *docs*); {}", measured_hot(r, "py-idemkit")), format!("one `claimed` per key; a duplicate is told `in_progress` unless the decorator has `wait=` (*docs*); {} (the `AsyncStore` row)", measured_hot(r, "py-pkg-asyncpg"))),
+            ("fencing: a stale holder cannot complete", "yes: the completion's `UPDATE` names the claim's token, and a lapsed lease is reclaimed with a new one; a heartbeat renews the lease while the function runs (*code*)".into(), "yes: `idem_complete` with a stale fence raises *lease lost* (*docs*)".into()),
+            ("lost-reply recovery", "yes: a retry replays the stored result (*code*, and the replay rows above)".into(), "yes (*docs*)".into()),
+            ("failure caching", format!("by choice: a raised exception releases the claim unless its type is in `cache_exceptions`, as here (*code*, *docs*); {}", measured_failure(r, "py-idemkit")), format!("by choice (`cache_failures`) (*docs*); {}", measured_failure(r, "py-pkg-asyncpg"))),
+        ]),
         ("AWS Powertools for Lambda (Python), Redis persistence layer", "py-powertools", [
             ("durability", "Redis's: none without persistence; with `appendfsync always` each SET is fsync'd before the answer (*code*: plain `SET`s)".into(), "a claim and a completion are acknowledged once committed with `synchronous_commit = on` (*docs*)".into()),
             ("one execution on a hot key", format!("`SET NX` claims once; duplicates get `IdempotencyAlreadyInProgressError` (*code*); {}, and {} on the durable Redis", measured_hot(r, "py-powertools"), measured_hot(r, "py-powertools-durable")), format!("one `claimed` per key (*docs*); {ours_hot} (Python row)")),

@@ -34,16 +34,23 @@ _BACKGROUND: set[asyncio.Task[Any]] = set()
 
 
 class Heartbeat:
+    """The sync Heartbeat's twin: a timer until the first extension is due, then a task
+    (a call that ends sooner, most, costs no task)."""
+
     def __init__(self, store: AsyncStore, claim: Begin, scope: str, lease_s: float,
                  lease: Lease, extend_by: float | None) -> None:
         self.store, self.claim, self.scope = store, claim, scope
         self.lease_s, self.lease, self.extend_by = lease_s, lease, extend_by
+        self.every = max(lease_s / 3, 0.01)
         self.lease_end = time.monotonic() + lease_s
+        self.task: asyncio.Task[None] | None = None
+        self._timer = asyncio.get_running_loop().call_later(self.every, self._begin)
+
+    def _begin(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(max(self.lease_s / 3, 0.01))
             try:
                 assert self.claim.fence is not None
                 await self.store.extend(self.scope, self.claim.key, self.claim.fence,
@@ -56,9 +63,12 @@ class Heartbeat:
             except IdempotencyError:
                 if time.monotonic() >= self.lease_end:
                     self.lease._set("unconfirmed")
+            await asyncio.sleep(self.every)
 
     def stop(self) -> None:
-        self.task.cancel()
+        self._timer.cancel()
+        if self.task is not None:
+            self.task.cancel()
 
 
 async def run(store: AsyncStore, plan: Plan, fn: Callable[..., Awaitable[Any]],
@@ -69,8 +79,7 @@ async def run(store: AsyncStore, plan: Plan, fn: Callable[..., Awaitable[Any]],
                         local_name(plan.scope, plan.key, plan.request_json))
         if held is not None:
             await _join(held, plan)
-    claim = await store._begin_json(plan.scope, plan.key, plan.request_json,
-                                    **plan.begin_kwargs())
+    claim = await store._claim(plan.scope, plan.key, plan.request_json, plan.sent)
     if claim.outcome != "claimed":
         return answer(claim, decode)
     return await _hold(store, plan, claim, fn, args, kwargs)

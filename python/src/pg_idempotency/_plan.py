@@ -15,6 +15,7 @@ from .errors import InProgress, OutcomeUnknown, ToolFailed, Unrecorded
 from .keys import explicit_key, request_of
 from .marks import mark_of
 from .settings import Idempotent, KeyStrategy, OnCacheHit, UnknownOutcome
+from .store import _Calls
 
 DEFAULT_LEASE = 60.0  # the server's pg_idempotency.default_lease, for the heartbeat's pace
 
@@ -27,9 +28,19 @@ class Plan:
     key: str | None
     request_json: str | None
     input: dict[str, Any]
+    sent: tuple[Any, ...] = ()
+    """What the call sends of its settings (Store._claim), made once per function."""
 
     @staticmethod
-    def of(settings: Idempotent, scope: str, input: dict[str, Any], receiver: Any) -> Plan:
+    def sent_of(settings: Idempotent) -> tuple[Any, ...]:
+        """Only what is set, so that the scope's policy governs the rest."""
+        s = settings
+        return _Calls.sent(s.ttl, s.lease, s.on_cache_hit, s.on_mismatch, s.wait,
+                           s.unresolved_ttl)
+
+    @staticmethod
+    def of(settings: Idempotent, scope: str, input: dict[str, Any], receiver: Any,
+           sent: tuple[Any, ...] | None = None) -> Plan:
         strategy = settings.strategy or KeyStrategy.HASH_INPUT
         key = (explicit_key(settings, input, receiver, scope)
                if strategy is KeyStrategy.EXPLICIT else None)
@@ -38,7 +49,8 @@ class Plan:
         request = request_of(settings, strategy, input) if strategy in (
             KeyStrategy.HASH_INPUT, KeyStrategy.EXPLICIT) else None
         request_json = None if request is None else _sql.dumps(request)
-        return Plan(settings, strategy, scope, key, request_json, input)
+        return Plan(settings, strategy, scope, key, request_json, input,
+                    Plan.sent_of(settings) if sent is None else sent)
 
     def begin_kwargs(self) -> dict[str, Any]:
         """What the call sends: only what is set, so that the scope's policy governs the rest."""

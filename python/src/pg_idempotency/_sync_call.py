@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _sql
+from ._beats import FIRST_BEATS
 from ._live import LIVE, Holding
 from ._plan import Plan, answer, failure_response, leaves_claim
 from .answers import Begin
@@ -34,20 +35,35 @@ from .store import Store
 TRANSIENT = (StoreUnavailable, Contention)
 
 
-class Heartbeat(threading.Thread):
+class Heartbeat:
     """Extends the lease every third of it until stopped; tells the Lease when the store
-    refuses (lost) or cannot be reached until the lease ends (unconfirmed)."""
+    refuses (lost) or cannot be reached until the lease ends (unconfirmed). Its thread
+    starts when the first extension is due (_beats.py): a call that ends sooner has none."""
 
     def __init__(self, store: Store, claim: Begin, scope: str, lease_s: float,
                  lease: Lease, extend_by: float | None) -> None:
-        super().__init__(name=f"pg_idempotency heartbeat {scope}", daemon=True)
         self.store, self.claim, self.scope = store, claim, scope
         self.lease_s, self.lease, self.extend_by = lease_s, lease, extend_by
-        self.stopped = threading.Event()
+        self.every = max(lease_s / 3, 0.01)
         self.lease_end = time.monotonic() + lease_s
+        self._stopped = False
+        self._wake: threading.Event | None = None  # made with the thread
 
-    def run(self) -> None:
-        while not self.stopped.wait(max(self.lease_s / 3, 0.01)):
+    def start(self) -> None:
+        FIRST_BEATS.add(self, self.every)
+
+    def begin(self) -> None:
+        # The Event first, then the flag: stop() reads them the other way round, so one of
+        # the two sees the other (and a stopped call starts no thread).
+        self._wake = threading.Event()
+        if self._stopped:
+            return
+        threading.Thread(target=self._run, name=f"pg_idempotency heartbeat {self.scope}",
+                         daemon=True).start()
+
+    def _run(self) -> None:
+        assert self._wake is not None
+        while not self._stopped:
             try:
                 assert self.claim.fence is not None
                 self.store.extend(self.scope, self.claim.key, self.claim.fence, self.extend_by)
@@ -59,9 +75,13 @@ class Heartbeat(threading.Thread):
             except IdempotencyError:
                 if time.monotonic() >= self.lease_end:
                     self.lease._set("unconfirmed")
+            if self._wake.wait(self.every):
+                return
 
     def stop(self) -> None:
-        self.stopped.set()
+        self._stopped = True
+        if self._wake is not None:
+            self._wake.set()
 
 
 def run(store: Store, plan: Plan, fn: Callable[..., Any], args: tuple[Any, ...],
@@ -72,7 +92,7 @@ def run(store: Store, plan: Plan, fn: Callable[..., Any], args: tuple[Any, ...],
                             local_name(plan.scope, plan.key, plan.request_json))
             if held is not None:
                 _join(held, plan)
-    claim = store._begin_json(plan.scope, plan.key, plan.request_json, **plan.begin_kwargs())
+    claim = store._claim(plan.scope, plan.key, plan.request_json, plan.sent)
     if claim.outcome != "claimed":
         return answer(claim, decode)
     return _hold(store, plan, claim, fn, args, kwargs)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from ._sql import loads
 from .errors import IdempotencyError
 
 Outcome = Literal["claimed", "replay", "in_progress"]
@@ -33,8 +34,6 @@ class Begin:
 
     @staticmethod
     def from_row(row: tuple[Any, ...]) -> Begin:
-        from ._sql import loads
-
         (outcome, fence, attempt, recovered, upstream_key, succeeded, response, lease_until,
          expires_at, retry_after, key, lease_left) = row
         return Begin(

@@ -159,6 +159,7 @@ def _wrap_function(fn: Callable[..., Any], settings: Idempotent, store: Any) -> 
     leave_out = settings.exclude + ((settings.exactly_once,) if settings.exactly_once else ())
     binder = Binder(fn, leave_out)
     scope = settings.scope or fn.__name__
+    sent = Plan.sent_of(settings)
     decode = _decoder(fn)
     schema = _schema(store)
     is_async = inspect.iscoroutinefunction(fn)
@@ -181,10 +182,10 @@ def _wrap_function(fn: Callable[..., Any], settings: Idempotent, store: Any) -> 
             return opened[0]
 
     def plan_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Plan, Any]:
-        bound = binder.bind(args, kwargs)
-        receiver = bound.arguments.get(binder.receiver) if binder.receiver else None
-        plan = Plan.of(settings, scope, binder.input(bound), receiver)
-        conn = bound.arguments[settings.exactly_once] if settings.exactly_once else None
+        arguments = binder.bind(args, kwargs)
+        receiver = arguments.get(binder.receiver) if binder.receiver else None
+        plan = Plan.of(settings, scope, binder.input(arguments), receiver, sent)
+        conn = arguments[settings.exactly_once] if settings.exactly_once else None
         return plan, conn
 
     wrapper: Callable[..., Any]

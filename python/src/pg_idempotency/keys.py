@@ -35,15 +35,36 @@ class Binder:
             )
         self.leave_out = set(leave_out)
         self.var_kw = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
+        # Parameters that are all plain (positional or keyword): a call's arguments are
+        # matched to them here, without Signature.bind (the largest cost of a replay).
+        self._names: tuple[str, ...] | None = None
+        if all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params):
+            self._names = tuple(p.name for p in params)
+            self._name_set = frozenset(self._names)
+            self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
 
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's arguments by parameter name, in the signature's order, defaults
+        applied; a call that does not fit raises Signature.bind's TypeError."""
+        names = self._names
+        if names is not None and len(args) <= len(names):
+            given = dict(zip(names, args, strict=False))
+            for k, v in kwargs.items():
+                if k in given or k not in self._name_set:
+                    break  # given twice, or no such parameter: Signature.bind says which
+                given[k] = v
+            else:
+                if len(given) == len(names):
+                    return {n: given[n] for n in names}
+                if all(n in given or n in self._defaults for n in names):
+                    return {n: given[n] if n in given else self._defaults[n] for n in names}
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        return bound
+        return dict(bound.arguments)
 
-    def input(self, bound: inspect.BoundArguments) -> dict[str, Any]:
+    def input(self, arguments: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name, value in bound.arguments.items():
+        for name, value in arguments.items():
             if name == self.receiver or name in self.leave_out:
                 continue
             if name == self.var_kw:

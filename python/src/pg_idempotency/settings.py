@@ -83,11 +83,11 @@ ReconcileRead = Callable[[Reconcile], Any]
 
 def as_seconds(value: Seconds | None, name: str) -> float | None:
     """A duration as seconds; a timedelta or a number of seconds."""
-    from .errors import InvalidArgument
-
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        from .errors import InvalidArgument
+
         raise InvalidArgument(
             f"{name} must be a number of seconds or a timedelta",
             detail=f"{name} is {value!r}.",

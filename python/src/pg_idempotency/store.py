@@ -44,6 +44,23 @@ class _Calls:
                 None if claim_token is None else str(claim_token),
                 as_seconds(unresolved_ttl, "unresolved_ttl"))
 
+    @staticmethod
+    def sent(ttl: Any, lease: Any, on_cache_hit: Any, on_mismatch: Any, wait: Any,
+             unresolved_ttl: Any) -> tuple[Any, ...]:
+        """The settings' part of idem_begin's parameters, for claim_params."""
+        return (as_seconds(ttl, "ttl"), as_seconds(lease, "lease"), _word(on_cache_hit),
+                _word(on_mismatch), as_seconds(wait, "wait"),
+                as_seconds(unresolved_ttl, "unresolved_ttl"))
+
+    @staticmethod
+    def claim_params(scope: str, key: str | None, request_json: str | None,
+                     sent: Sequence[Any]) -> Sequence[Any]:
+        _sql.check_text(scope, "scope")
+        _sql.check_text(key, "key")
+        ttl, lease, on_cache_hit, on_mismatch, wait, unresolved_ttl = sent
+        return (scope, key, request_json, ttl, lease, on_cache_hit, on_mismatch, wait, None,
+                unresolved_ttl)
+
     def complete_params(self, scope: str, key: str, fence: int, response: Any,
                         succeeded: bool, cache_failure: bool | None) -> Sequence[Any]:
         _sql.check_text(scope, "scope")
@@ -162,9 +179,18 @@ class Store:
         assert row is not None  # idem_begin answers one row or raises
         return Begin.from_row(row)
 
+    def _claim(self, scope: str, key: str | None, request_json: str | None,
+               sent: Sequence[Any]) -> Begin:
+        """The decorator's begin: `sent` is its settings' parameters, made once (Plan.sent);
+        the answer's lease_until and expires_at are not read (None)."""
+        row = self._one(self._calls.sql.begin_call, self._calls.claim_params(
+            scope, key, request_json, sent))
+        assert row is not None
+        return Begin.from_row(row)
+
     def _complete_json(self, scope: str, key: str, fence: int, response_json: str,
                        succeeded: bool = True, cache_failure: bool | None = None) -> str:
-        row = self._one(self._calls.sql.complete,
+        row = self._one(self._calls.sql.complete_call,
                         (scope, key, fence, response_json, succeeded, cache_failure))
         assert row is not None
         return str(row[0])
@@ -264,9 +290,16 @@ class AsyncStore:
         assert row is not None
         return Begin.from_row(row)
 
+    async def _claim(self, scope: str, key: str | None, request_json: str | None,
+                     sent: Sequence[Any]) -> Begin:
+        row = await self._one(self._calls.sql.begin_call, self._calls.claim_params(
+            scope, key, request_json, sent))
+        assert row is not None
+        return Begin.from_row(row)
+
     async def _complete_json(self, scope: str, key: str, fence: int, response_json: str,
                              succeeded: bool = True, cache_failure: bool | None = None) -> str:
-        row = await self._one(self._calls.sql.complete,
+        row = await self._one(self._calls.sql.complete_call,
                               (scope, key, fence, response_json, succeeded, cache_failure))
         assert row is not None
         return str(row[0])

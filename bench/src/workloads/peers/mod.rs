@@ -185,7 +185,7 @@ impl Proxies {
             user: s.pg_user.clone(),
         };
         match store {
-            Store::PgExtension => Some(local(self.pg.port(), &s.pg_db)),
+            Store::PgExtension | Store::PgTable => Some(local(self.pg.port(), &s.pg_db)),
             Store::PgPortable => Some(local(self.pg.port(), s.portable_db.as_deref()?)),
             Store::Redis => Some(local(self.redis.as_ref()?.port(), "")),
             Store::RedisDurable => Some(local(self.redis_durable.as_ref()?.port(), "")),
@@ -196,7 +196,7 @@ impl Proxies {
     /// The server a store's forwarder forwards to.
     fn upstream(&self, store: Store) -> Option<SocketAddr> {
         match store {
-            Store::PgExtension | Store::PgPortable => Some(self.pg_upstream),
+            Store::PgExtension | Store::PgPortable | Store::PgTable => Some(self.pg_upstream),
             Store::Redis => self.redis_upstream,
             Store::RedisDurable => self.redis_durable_upstream,
             Store::Memory => None,

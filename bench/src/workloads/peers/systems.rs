@@ -28,6 +28,8 @@ pub enum Store {
     PgExtension,
     /// PostgreSQL with the portable SQL variant, same server.
     PgPortable,
+    /// A peer's own table in the extension's database (idemkit's, made by its `init_pg`).
+    PgTable,
     /// Redis without persistence, as scripts/redis.sh runs it.
     Redis,
     /// Redis with `appendonly yes`, `appendfsync always` (scripts/redis-durable.sh).
@@ -41,6 +43,7 @@ impl Store {
         match self {
             Store::PgExtension => "PostgreSQL, extension",
             Store::PgPortable => "PostgreSQL, portable SQL",
+            Store::PgTable => "PostgreSQL, its own table",
             Store::Redis => "Redis, no persistence",
             Store::RedisDurable => "Redis, `appendfsync always`",
             Store::Memory => "in-process memory",
@@ -93,6 +96,30 @@ pub const SYSTEMS: &[System] = &[
         failure_case: true,
     },
     System {
+        id: "py-pkg-psycopg",
+        name: "ours: `@idempotent` on a `def`, `Store` over a psycopg `ConnectionPool`",
+        lang: Lang::Python,
+        store: Store::PgExtension,
+        runner: Runner::Python("pkg-psycopg"),
+        failure_case: true,
+    },
+    System {
+        id: "py-pkg-asyncpg",
+        name: "ours: `@idempotent` on an `async def`, `AsyncStore` over an asyncpg pool",
+        lang: Lang::Python,
+        store: Store::PgExtension,
+        runner: Runner::Python("pkg-asyncpg"),
+        failure_case: true,
+    },
+    System {
+        id: "py-sql-asyncpg",
+        name: "ours: SQL API from asyncpg",
+        lang: Lang::Python,
+        store: Store::PgExtension,
+        runner: Runner::Python("sql-asyncpg"),
+        failure_case: true,
+    },
+    System {
         id: "py-powertools",
         name: "AWS Powertools `@idempotent_function`",
         lang: Lang::Python,
@@ -115,6 +142,14 @@ pub const SYSTEMS: &[System] = &[
         store: Store::PgExtension,
         runner: Runner::Python("naive"),
         failure_case: false,
+    },
+    System {
+        id: "py-idemkit",
+        name: "idemkit `@idempotent` on an `async def` (asyncpg)",
+        lang: Lang::Python,
+        store: Store::PgTable,
+        runner: Runner::Python("idemkit"),
+        failure_case: true,
     },
     System {
         id: "node-ours",
@@ -208,11 +243,18 @@ pub const SYSTEMS: &[System] = &[
 
 /// Each peer beside the row of ours it is compared with: same language, and for the
 /// express middleware the same HTTP route shape. Every Rust row of ours is compared with
-/// the naive pattern.
+/// the naive pattern. The Python package's rows stand beside the peer of their kind
+/// (asyncio over asyncpg: idemkit; blocking: Powertools) and beside the SQL API by hand
+/// from the same driver, whose calls they make.
 pub const PAIRS: &[(&str, &str)] = &[
     ("py-ours", "py-powertools"),
     ("py-ours", "py-powertools-durable"),
     ("py-ours", "py-naive"),
+    ("py-pkg-asyncpg", "py-idemkit"),
+    ("py-pkg-asyncpg", "py-sql-asyncpg"),
+    ("py-pkg-psycopg", "py-powertools"),
+    ("py-pkg-psycopg", "py-powertools-durable"),
+    ("py-pkg-psycopg", "py-ours"),
     ("node-ours", "node-idempotency"),
     ("node-ours", "node-idempotency-durable"),
     ("node-ours-express", "node-express-idempotency"),

@@ -1,7 +1,8 @@
-"""asyncpg: a Pool (each call on a connection of its own, its own transaction) or a
-Connection (a call inside the caller's transaction stays in it; asyncpg has no implicit
-transactions, so a call on an idle connection is committed by itself). The statements are
-sent as written: asyncpg's placeholders are $1..$n too."""
+"""asyncpg: a Pool (each call on a connection of its own, its own transaction; the store
+keeps the connection it used while calls follow one another: KEEP_IDLE_S) or a Connection
+(a call inside the caller's transaction stays in it; asyncpg has no implicit transactions,
+so a call on an idle connection is committed by itself). The statements are sent as
+written: asyncpg's placeholders are $1..$n too."""
 
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def translate(e: BaseException) -> IdempotencyError:
     return err
 
 
+# How long a pool's connection stays with the store after its last statement. asyncpg
+# resets a connection on release (UNLISTEN *, RESET ALL, ...: a round trip and server work,
+# which doubled a replay's cost); the store's statements leave no session state, so a
+# connection it keeps between calls that follow one another needs none. Kept only while the
+# pool has connections to spare, and given back this long after the last use, so that the
+# caller's own acquire, or Pool.close() (which waits for every connection), waits at most
+# this long.
+KEEP_IDLE_S = 0.1
+
+
 class AsyncpgExecutor:
     def __init__(self, source: Any) -> None:
         if not isinstance(source, (asyncpg.Pool, asyncpg.Connection, PoolConnectionProxy)):
@@ -52,18 +63,79 @@ class AsyncpgExecutor:
         # One statement at a time on a connection (the heartbeat's and the completion's
         # would otherwise meet asyncpg's "another operation is in progress").
         self._lock = asyncio.Lock()
+        self._kept: list[Any] = []  # the pool's connections this store holds, idle
+        self._last_use = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        # Releases under way: referenced until done (asyncio keeps weak references only).
+        self._releasing: set[asyncio.Task[None]] = set()
 
     async def fetch(self, stmt: Statement, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         try:
             if self._pooled:
-                async with self._source.acquire() as conn:
+                conn = await self._take()
+                try:
                     rows = await conn.fetch(stmt.text, *params)
+                except BaseException:
+                    # Whatever the connection's state now, the pool's reset (or its closing
+                    # of a broken connection) deals with it; the statement's error is the
+                    # one to see.
+                    try:
+                        await self._source.release(conn)
+                    except (asyncpg.PostgresError, *LOST):
+                        pass
+                    raise
+                self._keep(conn)
             else:
                 async with self._lock:
                     rows = await self._source.fetch(stmt.text, *params)
         except (asyncpg.PostgresError, *LOST) as e:
             raise translate(e) from e
         return [tuple(r) for r in rows]
+
+    async def _take(self) -> Any:
+        while self._kept:
+            conn = self._kept.pop()
+            if not conn.is_closed():
+                return conn
+            self._release_later(conn)
+        return await self._source.acquire()
+
+    def _keep(self, conn: Any) -> None:
+        # One connection is kept unasked (calls one after another need no more) unless the
+        # pool has no other; more only while the pool has idle ones left for others.
+        if (self._source.get_max_size() < 2 if not self._kept
+                else self._source.get_idle_size() == 0):
+            self._release_later(conn)
+            return
+        self._kept.append(conn)
+        loop = asyncio.get_running_loop()
+        self._last_use = loop.time()
+        if self._timer is None:
+            self._timer = loop.call_at(self._last_use + KEEP_IDLE_S, self._idle_check)
+
+    def _idle_check(self) -> None:
+        self._timer = None
+        if not self._kept:
+            return
+        loop = asyncio.get_running_loop()
+        due = self._last_use + KEEP_IDLE_S
+        if loop.time() < due:
+            self._timer = loop.call_at(due, self._idle_check)
+            return
+        while self._kept:
+            self._release_later(self._kept.pop())
+
+    def _release_later(self, conn: Any) -> None:
+        task = asyncio.get_running_loop().create_task(self._source.release(conn))
+        self._releasing.add(task)
+        task.add_done_callback(self._released)
+
+    def _released(self, task: asyncio.Task[None]) -> None:
+        self._releasing.discard(task)
+        # A reset that failed terminated the connection (the pool opens another): no caller
+        # to tell, its statement had its answer.
+        if not task.cancelled():
+            task.exception()
 
     def transaction(self) -> Block:
         if self._pooled:
@@ -75,7 +147,14 @@ class AsyncpgExecutor:
         return Block(self._source)
 
     async def close(self) -> None:
-        pass  # the pool or connection is the caller's
+        # The pool or connection is the caller's: the store gives back what it holds.
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._kept:
+            self._release_later(self._kept.pop())
+        if self._releasing:
+            await asyncio.gather(*self._releasing, return_exceptions=True)
 
 
 _SAVEPOINTS = itertools.count(1)
