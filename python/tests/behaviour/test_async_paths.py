@@ -102,3 +102,34 @@ async def test_concurrent_tasks_run_once(astore: AsyncStore, scope: str) -> None
     release.set()
     results = await asyncio.gather(*tasks, return_exceptions=True)
     assert results == [{"email_id": 1}] * 5 and sent.count == 1
+
+
+LOOPS_SCRIPT = """
+import asyncio, sys, uuid
+import pg_idempotency
+from pg_idempotency import idempotent
+
+pg_idempotency.configure(sys.argv[1])
+scope = "py-loops-" + uuid.uuid4().hex
+
+@idempotent(scope=scope)
+async def g(x: int) -> int:
+    return x
+
+# A loop per call, as asyncio.run in a script or a test's own loop: each gets connections
+# of its own, and each ends without the store being closed.
+for i in range(10):
+    assert asyncio.run(g(i % 3)) == i % 3
+print("ok")
+"""
+
+
+def test_configure_serves_one_event_loop_after_another(dsn: str, tmp_path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "loops.py"
+    script.write_text(LOOPS_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), dsn], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

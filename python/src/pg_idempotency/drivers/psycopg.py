@@ -152,12 +152,11 @@ class AsyncPsycopgExecutor:
                                   "AsyncConnection or an AsyncConnectionPool")
         self._owned = isinstance(source, str)
         if self._owned:
-            from psycopg_pool import AsyncConnectionPool
+            from .loop_pool import LoopPool
 
-            # Opened at the first call: a pool opens inside a running event loop.
-            source = AsyncConnectionPool(source, kwargs=_pool_kwargs(prepare), open=False,
-                                         **{**POOL_DEFAULTS, **(pool_options or {})})
-        self._opened = not self._owned
+            options = {**POOL_DEFAULTS, "timeout": 30.0, **(pool_options or {})}
+            source = LoopPool(source, _pool_kwargs(prepare), int(options["max_size"]),
+                              float(options["timeout"]))
         self._source = source
         self._pooled = not isinstance(source, psycopg.AsyncConnection)
         self.identity: object = source
@@ -169,9 +168,6 @@ class AsyncPsycopgExecutor:
         if text is None:
             text = self._texts[stmt.name] = stmt.with_percent_s()
         try:
-            if not self._opened:
-                await self._source.open()
-                self._opened = True
             if self._pooled:
                 conn = await self._source.getconn()
                 try:
@@ -209,5 +205,5 @@ class AsyncPsycopgExecutor:
         return self._source.transaction()
 
     async def close(self) -> None:
-        if self._owned and self._opened:
+        if self._owned:
             await self._source.close()
