@@ -35,6 +35,7 @@ pub const SCRIPTS: &[(&str, &[(&str, &str)])] = &[
                 "serve the example HTTP API behind the idempotency layer",
             ),
             ("mcp-demo.sh", "the MCP proxy's demo"),
+            ("python-demo.sh", "the Python package's demo"),
             (
                 "portable-migration.sh",
                 "the portable variant as one plain-SQL migration, for other schemas",
@@ -110,6 +111,10 @@ pub const SCRIPTS: &[(&str, &[(&str, &str)])] = &[
             (
                 "test-examples.sh VERSION BACKEND",
                 "the Python and Node.js examples",
+            ),
+            (
+                "test-python.sh checks | VERSION BACKEND",
+                "the Python package: lint, types, wheel and sdist; its tests on a backend",
             ),
             (
                 "test-package.sh",
