@@ -8,10 +8,12 @@
 #       with the tests' pinned requirements (python/requirements/*.txt but tools.txt), and
 #       the sdist into another (target/python/sdist-venv). Fresh once per test command
 #       (PGIDEM_RUN_ID, set by scripts/test.sh), or when the sources changed.
-#   scripts/test-python.sh <pg18|pg15> <extension|portable>
+#   scripts/test-python.sh <pg18|pg15> <extension|portable> [--ends]
 #       the package's pytest suite (python/tests/), run by the installed wheel against a
-#       fresh database with that backend on the running private cluster; on 18's extension
-#       pass, the sdist's own tests too (its lifecycle file) from its unpacked copy.
+#       fresh database with that backend on the running private cluster. With --ends, also
+#       the sdist's own tests (its lifecycle file) from its unpacked copy, and the behaviour
+#       tests on the oldest and newest Python the package supports (scripts/test.sh asks
+#       for them on one pass, in the lane that has room).
 #
 # PGIDEM_RESULTS=<file>  append one line per test (scripts/results.py, from JUnit XML)
 # PGIDEM_PYTHON_THROUGH_POOLER=1
@@ -143,7 +145,7 @@ EOF
 }
 
 suite() {
-    local version="$1" backend="$2" db="pgidem_python" dsn through="" status=0
+    local version="$1" backend="$2" ends="${3:-}" db="pgidem_python" dsn through="" status=0
     local pooled="${PGIDEM_PYTHON_THROUGH_POOLER:-}"
     [ -n "$pooled" ] && through=" through PgBouncer"
     local layer="$version ($backend): Python package$through"
@@ -166,13 +168,13 @@ suite() {
     (cd "$py" && env "${env_vars[@]}" PGIDEM_DSN="$dsn" "$venv/bin/python" -m pytest -q \
         -p no:cacheprovider --junitxml="$xml" -o junit_suite_name="$layer" tests) || status=1
     record "$xml" "$layer"
-    if [ "$version $backend" = "pg18 extension" ] && [ -z "$pooled" ]; then
+    if [ "$ends" = --ends ] && [ -z "$pooled" ]; then
         local sxml="$out/sdist.xml" slayer="$version ($backend): Python package from its sdist"
         log "$slayer"
         (cd "$out/sdist" && env "${env_vars[@]}" PGIDEM_DSN="$dsn" "$sdist_venv/bin/python" -m pytest -q \
             -p no:cacheprovider --junitxml="$sxml" tests/behaviour/test_lifecycle.py) || status=1
         record "$sxml" "$slayer"
-        other_pythons "$dsn" || status=1
+        other_pythons "$version ($backend)" "$dsn" || status=1
     fi
     return $status
 }
@@ -189,10 +191,10 @@ interpreter_of() { # <major.minor>: its python, or nothing
     [ -n "$found" ] && echo "$found"
 }
 
-other_pythons() { # <dsn>
-    local dsn="$1" status=0 v interp env_dir xml layer
+other_pythons() { # <layer prefix> <dsn>
+    local prefix="$1" dsn="$2" status=0 v interp env_dir xml layer
     for v in "${SUPPORTED_ENDS[@]}"; do
-        layer="pg18 (extension): Python package on Python $v"
+        layer="$prefix: Python package on Python $v"
         interp=$(interpreter_of "$v") || true
         if [ -z "$interp" ]; then
             log "$layer: skipped: no python$v here"
@@ -215,7 +217,7 @@ other_pythons() { # <dsn>
         fi
         xml="$out/python-$v.xml"
         log "$layer"
-        (cd "$py" && PGIDEM_BACKEND=extension PYTHONDONTWRITEBYTECODE=1 PGIDEM_DSN="$dsn" \
+        (cd "$py" && env "${env_vars[@]}" PGIDEM_DSN="$dsn" \
             "$env_dir/bin/python" -m pytest -q -p no:cacheprovider --junitxml="$xml" tests/behaviour) || status=1
         record "$xml" "$layer"
     done
@@ -224,6 +226,6 @@ other_pythons() { # <dsn>
 
 case "$mode" in
     checks) checks ;;
-    pg18|pg15) suite "$mode" "${2:?$usage}" ;;
+    pg18|pg15) suite "$mode" "${2:?$usage}" "${3:-}" ;;
     *) die "$usage" ;;
 esac
