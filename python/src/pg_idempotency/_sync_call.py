@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _sql
-from ._beats import FIRST_BEATS
 from ._live import LIVE, Holding
 from ._plan import Plan, answer, failure_response, leaves_claim
 from .answers import Begin
@@ -38,7 +37,7 @@ TRANSIENT = (StoreUnavailable, Contention)
 class Heartbeat:
     """Extends the lease every third of it until stopped; tells the Lease when the store
     refuses (lost) or cannot be reached until the lease ends (unconfirmed). Its thread
-    starts when the first extension is due (_beats.py): a call that ends sooner has none."""
+    waits for the first extension, a third of the lease after the claim."""
 
     def __init__(self, store: Store, claim: Begin, scope: str, lease_s: float,
                  lease: Lease, extend_by: float | None) -> None:
@@ -50,16 +49,18 @@ class Heartbeat:
         self._wake: threading.Event | None = None  # made with the thread
 
     def start(self) -> None:
-        FIRST_BEATS.add(self, self.every)
-
-    def begin(self) -> None:
-        # The Event first, then the flag: stop() reads them the other way round, so one of
-        # the two sees the other (and a stopped call starts no thread).
+        # A thread of its own per call. (One thread of the process that started each call's
+        # heartbeat when its first extension was due stopped starting them after the web
+        # actions' takeover tests had run: a lease lapsed under a running call.)
         self._wake = threading.Event()
-        if self._stopped:
+        threading.Thread(target=self._first_then_run, daemon=True,
+                         name=f"pg_idempotency heartbeat {self.scope}").start()
+
+    def _first_then_run(self) -> None:
+        assert self._wake is not None
+        if self._wake.wait(self.every) or self._stopped:
             return
-        threading.Thread(target=self._run, name=f"pg_idempotency heartbeat {self.scope}",
-                         daemon=True).start()
+        self._run()
 
     def _run(self) -> None:
         assert self._wake is not None

@@ -57,7 +57,8 @@ async def test_a_store_out_of_reach_after_the_run_records_once_back(dsn: str, sc
 
 async def test_the_heartbeat_task_keeps_the_lease(astore: AsyncStore, store: Store,
                                                   scope: str, sql) -> None:
-    @idempotent(store=astore, scope=scope, key=lambda i: i["id"], lease=1)
+    # A lease of 3 s, renewed every second: a beat late by up to 2 s still keeps it.
+    @idempotent(store=astore, scope=scope, key=lambda i: i["id"], lease=3)
     async def slow(id: str) -> str:
         rec = record_of(sql, scope, id)
         assert rec is not None
