@@ -13,13 +13,15 @@ a hot key's duplicates are tasks released together by one asyncio.Event.
 """
 
 import asyncio
+import json
 import itertools
 import time
 
 from common import REPLAY_KEYS, Failed, fresh
 
 SCOPE = "bench_py_async"
-BEGIN = "SELECT outcome, fence, succeeded FROM idem_begin($1, $2)"
+# A replay reads the stored result and returns it, as a caller must (driver.py's BEGIN).
+BEGIN = "SELECT outcome, fence, succeeded, response::text FROM idem_begin($1, $2)"
 COMPLETE = "SELECT state FROM idem_complete($1, $2, $3, $4::jsonb, $5, $6)"
 
 
@@ -101,13 +103,13 @@ class Sql(Row):
             self.conns.append(await asyncpg.connect(dsn(self.spec)))
 
     async def call(self, key, caller=0):
-        import json
 
         c = self.conns[caller]
-        outcome, fence, succeeded = await c.fetchrow(BEGIN, SCOPE, key)
+        outcome, fence, succeeded, response = await c.fetchrow(BEGIN, SCOPE, key)
         if outcome == "in_progress":
             return "in_progress"
         if outcome == "replay":
+            json.loads(response)  # the result a caller gets back
             return "replay" if succeeded else "failed"
         try:
             result = self.body.run(key)

@@ -94,7 +94,9 @@ def connect_pg(spec):
     )
 
 
-BEGIN = "SELECT outcome, fence, succeeded FROM idem_begin(%s, %s)"
+# A replay reads the stored result and returns it, as a caller must (the package's rows,
+# Powertools and idemkit return it too).
+BEGIN = "SELECT outcome, fence, succeeded, response::text FROM idem_begin(%s, %s)"
 COMPLETE = "SELECT state FROM idem_complete(%s, %s, %s, %s::jsonb, %s, %s)"
 
 
@@ -108,10 +110,11 @@ def sql_peer(spec, body):
 
     def call(key):
         c = conn()
-        outcome, fence, succeeded = c.execute(BEGIN, ("bench_py", key)).fetchone()
+        outcome, fence, succeeded, response = c.execute(BEGIN, ("bench_py", key)).fetchone()
         if outcome == "in_progress":
             return "in_progress"
         if outcome == "replay":
+            json.loads(response)  # the result a caller gets back
             return "replay" if succeeded else "failed"
         try:
             result = body.run(key)

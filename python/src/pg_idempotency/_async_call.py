@@ -10,7 +10,7 @@ from typing import Any
 
 from . import _sql
 from ._live import LIVE, Holding
-from ._plan import Plan, answer, failure_response, leaves_claim
+from ._plan import NOT_A_REPLAY, Plan, answer, failure_response, leaves_claim, replayed
 from ._sync_call import TRANSIENT
 from .answers import Begin
 from .context import _CURRENT, CallContext, Lease
@@ -79,7 +79,11 @@ async def run(store: AsyncStore, plan: Plan, fn: Callable[..., Awaitable[Any]],
                         local_name(plan.scope, plan.key, plan.request_json))
         if held is not None:
             await _join(held, plan)
-    claim = await store._claim(plan.scope, plan.key, plan.request_json, plan.sent)
+    row = await store._claim(plan.scope, plan.key, plan.request_json, plan.sent)
+    value = replayed(row, decode)
+    if value is not NOT_A_REPLAY:
+        return value
+    claim = Begin.from_row(row)
     if claim.outcome != "claimed":
         return answer(claim, decode)
     return await _hold(store, plan, claim, fn, args, kwargs)
@@ -124,13 +128,13 @@ async def _hold(store: AsyncStore, plan: Plan, claim: Begin, fn: Callable[..., A
         finally:
             _CURRENT.reset(token)
         holding.result = result
-        holding.ran.set()
+        holding.set_ran()
         return await _record(store, plan, claim, ctx, result, beat, holding, names)
     finally:
-        holding.ran.set()
+        holding.set_ran()
         if not holding.background:
             beat.stop()
-            holding.done.set()
+            holding.set_done()
             LIVE.remove(store.identity, plan.scope, names, holding)
 
 
@@ -219,7 +223,7 @@ async def _record(store: AsyncStore, plan: Plan, claim: Begin, ctx: CallContext,
             holding.recorded = await _complete(store, plan, claim, response, until, result)
         finally:
             beat.stop()
-            holding.done.set()
+            holding.set_done()
             LIVE.remove(store.identity, plan.scope, names, holding)
 
     holding.background = True

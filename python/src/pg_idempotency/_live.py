@@ -7,28 +7,71 @@ result (docs/client.md, "A retry in the holder's process")."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 _NOT_YET = object()
 
 
-@dataclass
 class Holding:
     """One held call. `result` is the function's (set once it returned); `done` is set when
-    the result is recorded, or the holder gave the call up (`recorded` says which)."""
+    the result is recorded, or the holder gave the call up (`recorded` says which).
 
-    ran: threading.Event = field(default_factory=threading.Event)
-    done: threading.Event = field(default_factory=threading.Event)
-    result: Any = _NOT_YET
-    failed: bool = False
-    recorded: bool = False
-    background: bool = False
-    """The recording went on in the background after the caller was answered."""
+    `ran` and `done` are Events made only when a retry in this process asks for them (most
+    calls have no such retry; three Events per call were a measurable part of a new key's
+    cost). The holder marks them with `set_ran()` / `set_done()`."""
+
+    __slots__ = ("_done", "_events", "_ran", "background", "failed", "recorded", "result")
+
+    def __init__(self) -> None:
+        self.result: Any = _NOT_YET
+        self.failed = False
+        self.recorded = False
+        self.background = False
+        """The recording went on in the background after the caller was answered."""
+        self._ran = self._done = False
+        self._events: tuple[threading.Event, threading.Event] | None = None
 
     @property
     def has_result(self) -> bool:
         return self.result is not _NOT_YET
+
+    @property
+    def ran(self) -> threading.Event:
+        return self._made()[0]
+
+    @property
+    def done(self) -> threading.Event:
+        return self._made()[1]
+
+    def _made(self) -> tuple[threading.Event, threading.Event]:
+        # Under the guard: an Event made now starts set if its mark came first, and a mark
+        # that comes later sees the Event.
+        with _GUARD:
+            if self._events is None:
+                ran, done = threading.Event(), threading.Event()
+                if self._ran:
+                    ran.set()
+                if self._done:
+                    done.set()
+                self._events = (ran, done)
+            return self._events
+
+    def set_ran(self) -> None:
+        with _GUARD:
+            self._ran = True
+            events = self._events
+        if events is not None:
+            events[0].set()
+
+    def set_done(self) -> None:
+        with _GUARD:
+            self._done = True
+            events = self._events
+        if events is not None:
+            events[1].set()
+
+
+_GUARD = threading.Lock()
 
 
 class LiveHolders:

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _sql
+from ._beats import FIRST_BEATS
 from ._live import LIVE, Holding
-from ._plan import Plan, answer, failure_response, leaves_claim
+from ._plan import NOT_A_REPLAY, Plan, answer, failure_response, leaves_claim, replayed
 from .answers import Begin
 from .context import _CURRENT, CallContext, Lease
 from .errors import (
@@ -49,18 +50,16 @@ class Heartbeat:
         self._wake: threading.Event | None = None  # made with the thread
 
     def start(self) -> None:
-        # A thread of its own per call. (One thread of the process that started each call's
-        # heartbeat when its first extension was due stopped starting them after the web
-        # actions' takeover tests had run: a lease lapsed under a running call.)
-        self._wake = threading.Event()
-        threading.Thread(target=self._first_then_run, daemon=True,
-                         name=f"pg_idempotency heartbeat {self.scope}").start()
+        FIRST_BEATS.add(self, self.every)
 
-    def _first_then_run(self) -> None:
-        assert self._wake is not None
-        if self._wake.wait(self.every) or self._stopped:
+    def begin(self) -> None:
+        # The Event first, then the flag: stop() reads them the other way round, so one of
+        # the two sees the other (and a stopped call starts no thread).
+        self._wake = threading.Event()
+        if self._stopped:
             return
-        self._run()
+        threading.Thread(target=self._run, name=f"pg_idempotency heartbeat {self.scope}",
+                         daemon=True).start()
 
     def _run(self) -> None:
         assert self._wake is not None
@@ -93,7 +92,11 @@ def run(store: Store, plan: Plan, fn: Callable[..., Any], args: tuple[Any, ...],
                             local_name(plan.scope, plan.key, plan.request_json))
             if held is not None:
                 _join(held, plan)
-    claim = store._claim(plan.scope, plan.key, plan.request_json, plan.sent)
+    row = store._claim(plan.scope, plan.key, plan.request_json, plan.sent)
+    value = replayed(row, decode)
+    if value is not NOT_A_REPLAY:
+        return value
+    claim = Begin.from_row(row)
     if claim.outcome != "claimed":
         return answer(claim, decode)
     return _hold(store, plan, claim, fn, args, kwargs)
@@ -139,13 +142,13 @@ def _hold(store: Store, plan: Plan, claim: Begin, fn: Callable[..., Any],
         finally:
             _CURRENT.reset(token)
         holding.result = result
-        holding.ran.set()
+        holding.set_ran()
         return _record(store, plan, claim, ctx, result, beat, holding, names)
     finally:
-        holding.ran.set()
+        holding.set_ran()
         if not holding.background:
             beat.stop()
-            holding.done.set()
+            holding.set_done()
             LIVE.remove(store.identity, plan.scope, names, holding)
 
 
@@ -243,7 +246,7 @@ def _record(store: Store, plan: Plan, claim: Begin, ctx: CallContext, result: An
             holding.recorded = _complete(store, plan, claim, response, until, result)
         finally:
             beat.stop()
-            holding.done.set()
+            holding.set_done()
             LIVE.remove(store.identity, plan.scope, names, holding)
 
     holding.background = True

@@ -48,6 +48,9 @@ _PROVIDERS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("a Pydantic AI tool-call id", re.compile(r"pyd_ai_([A-Za-z0-9_]+)"), False),
 )
 _SEPARATORS = re.compile(r"[:/|#@,;=.\s]+")
+# What every id above holds: a key without any of these is not split and matched (most
+# keys; the check runs on every call).
+_PREFIXES = re.compile("call_|fc_|toolu|pyd_ai_")
 
 
 def _random_looking(s: str) -> bool:
@@ -57,6 +60,8 @@ def _random_looking(s: str) -> bool:
 def tool_call_id_in(key: str) -> tuple[str, str] | None:
     """(the part, what it looks like) when a part of the key looks like a per-turn
     tool-call id; None otherwise."""
+    if _PREFIXES.search(key) is None:
+        return None
     for part in _SEPARATORS.split(key):
         for what, pattern, must_look_random in _PROVIDERS:
             m = pattern.fullmatch(part)

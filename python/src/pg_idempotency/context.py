@@ -4,7 +4,6 @@ function (a contextvar, so threads and asyncio tasks each see their own call).""
 from __future__ import annotations
 
 import contextvars
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +16,10 @@ class Lease:
     heartbeat could not reach the store until the lease ended (another attempt may take the
     call over now). A heartbeat that fails while the lease still runs is neither."""
 
+    __slots__ = ("_state",)
+
     def __init__(self) -> None:
         self._state = "held"
-        self._changed = threading.Event()
 
     @property
     def state(self) -> str:
@@ -33,12 +33,10 @@ class Lease:
     def _set(self, state: str) -> None:
         if self._state == "held":
             self._state = state
-            self._changed.set()
 
     def _held_again(self) -> None:
         if self._state == "unconfirmed":
             self._state = "held"
-            self._changed.clear()
 
     def ensure(self) -> None:
         """Raise LeaseLost unless the lease is held: call it before an irreversible step.

@@ -70,6 +70,9 @@ def _sync_store(given: Any) -> Store:
         return given
     if given is not None:
         return Store(given)
+    opened = _DEFAULT.sync  # read without the lock: set once, by the first call
+    if opened is not None:
+        return opened
     with _DEFAULT.lock:
         if _DEFAULT.sync is None:
             if _DEFAULT.source is None or isinstance(_DEFAULT.source, AsyncStore):
@@ -84,6 +87,9 @@ def _async_store(given: Any) -> AsyncStore:
         return given
     if given is not None:
         return AsyncStore(given)
+    opened = _DEFAULT.async_  # read without the lock: set once, by the first call
+    if opened is not None:
+        return opened
     with _DEFAULT.lock:
         if _DEFAULT.async_ is None:
             if _DEFAULT.source is None or isinstance(_DEFAULT.source, Store):

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _sql
-from .agent_keys import warn_if_tool_call_id
+from .agent_keys import tool_call_id_in, warn_if_tool_call_id
 from .errors import InvalidArgument
 from .settings import Idempotent, KeyStrategy
 
@@ -76,6 +76,8 @@ class Binder:
 
 def field_of(input: dict[str, Any], path: str) -> Any:
     """A dotted path into the input: dict members, attributes, list indexes."""
+    if path in input:
+        return input[path]  # a parameter's name (most key fields): nothing to walk
     value: Any = input
     for part in path.split("."):
         if isinstance(value, dict):
@@ -108,14 +110,16 @@ def explicit_key(settings: Idempotent, input: dict[str, Any], receiver: Any,
     looks like a per-turn tool-call id is warned about (agent_keys.py)."""
     if settings.key is not None:
         key: Any = settings.key(input)
-        source = "the key function"
     elif settings.key_fields:
-        values = [field_of(input, f) for f in settings.key_fields]
-        key = "/".join(v if isinstance(v, str) else _sql.dumps(v) for v in values)
-        source = f"the key fields {list(settings.key_fields)}"
+        fields = settings.key_fields
+        if len(fields) == 1:
+            key = field_of(input, fields[0])
+            key = key if isinstance(key, str) else _sql.dumps(key)
+        else:
+            key = "/".join(v if isinstance(v, str) else _sql.dumps(v)
+                           for v in (field_of(input, f) for f in fields))
     elif receiver is not None and callable(getattr(receiver, "idempotency_key_for", None)):
         key = receiver.idempotency_key_for(input)
-        source = f"{type(receiver).__name__}.idempotency_key_for"
     else:
         raise InvalidArgument(
             "EXPLICIT needs a key",
@@ -126,11 +130,21 @@ def explicit_key(settings: Idempotent, input: dict[str, Any], receiver: Any,
     if not isinstance(key, str) or not key.strip():
         raise InvalidArgument(
             "the EXPLICIT key is blank",
-            detail=f"{source} returned {key!r}.",
+            detail=f"{_key_source(settings, receiver)} returned {key!r}.",
             hint="return a non-blank string that names the call",
         )
-    warn_if_tool_call_id(scope, key, source)
+    if tool_call_id_in(key) is not None:
+        warn_if_tool_call_id(scope, key, _key_source(settings, receiver))
     return key
+
+
+def _key_source(settings: Idempotent, receiver: Any) -> str:
+    """Where the EXPLICIT key came from, for a message (made only when one is shown)."""
+    if settings.key is not None:
+        return "the key function"
+    if settings.key_fields:
+        return f"the key fields {list(settings.key_fields)}"
+    return f"{type(receiver).__name__}.idempotency_key_for"
 
 
 def request_of(settings: Idempotent, strategy: KeyStrategy,

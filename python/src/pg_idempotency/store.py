@@ -180,13 +180,14 @@ class Store:
         return Begin.from_row(row)
 
     def _claim(self, scope: str, key: str | None, request_json: str | None,
-               sent: Sequence[Any]) -> Begin:
+               sent: Sequence[Any]) -> tuple[Any, ...]:
         """The decorator's begin: `sent` is its settings' parameters, made once (Plan.sent);
-        the answer's lease_until and expires_at are not read (None)."""
+        the answer is Begin's row (its lease_until and expires_at None), for _plan.replayed
+        to read a replay from without building a Begin."""
         row = self._one(self._calls.sql.begin_call, self._calls.claim_params(
             scope, key, request_json, sent))
         assert row is not None
-        return Begin.from_row(row)
+        return row
 
     def _complete_json(self, scope: str, key: str, fence: int, response_json: str,
                        succeeded: bool = True, cache_failure: bool | None = None) -> str:
@@ -291,11 +292,11 @@ class AsyncStore:
         return Begin.from_row(row)
 
     async def _claim(self, scope: str, key: str | None, request_json: str | None,
-                     sent: Sequence[Any]) -> Begin:
+                     sent: Sequence[Any]) -> tuple[Any, ...]:
         row = await self._one(self._calls.sql.begin_call, self._calls.claim_params(
             scope, key, request_json, sent))
         assert row is not None
-        return Begin.from_row(row)
+        return row
 
     async def _complete_json(self, scope: str, key: str, fence: int, response_json: str,
                              succeeded: bool = True, cache_failure: bool | None = None) -> str:

@@ -44,6 +44,26 @@ def test_named_fields_are_dotted_paths(store: Store, scope: str) -> None:
             Order("o-2", []), "EUR")
 
 
+def test_one_key_field_names_the_call_by_its_value_as_json_unless_text(
+        store: Store, scope: str) -> None:
+    keys: list[str] = []
+
+    @idempotent(store=store, scope=scope, key_fields=["order_id"])
+    def charge(order_id: int, note: str = "") -> int:
+        keys.append(pi.current_call().key)
+        return len(keys)
+
+    @idempotent(store=store, scope=scope + "_text", key_fields=["order_id"])
+    def refund(order_id: str) -> int:
+        keys.append(pi.current_call().key)
+        return len(keys)
+
+    assert charge(7) == charge(7, "again") == charge(order_id=7) == 1
+    assert charge(8) == 2
+    assert refund("7") == 3 and refund(order_id="7") == 3
+    assert keys == ["7", "8", "7"]
+
+
 @pytest.mark.parametrize("key", ["", "   ", None, 42])
 def test_a_blank_key_is_an_error_and_runs_nothing(store: Store, scope: str, key) -> None:
     ran = Effects()
