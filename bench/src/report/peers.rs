@@ -97,7 +97,7 @@ fn why_faster(ours: &System, peer: &System, replay: bool, hot_runs: &str) -> Str
         Store::RedisDurable => "both flush each write before answering (Redis `appendfsync always` fsyncs its append-only file per write); Redis's write is one key in memory and one appended line, ours a function call in a transaction that checks the key's state, writes a row and its index entry and flushes the WAL".into(),
         Store::Memory => "express-idempotency keeps its records in the Node.js process's memory: no network and nothing durable, and a second process (a restart, a second instance) knows none of them; ours goes to PostgreSQL over the network and commits the claim and the completion".into(),
         _ if peer.id == "py-sql-asyncpg" || peer.id == "py-ours" => {
-            "the SQL API by hand: the same statements, without the package's work around them (the arguments bound to the function's parameters, the key taken from them, the answer's objects and the call's context, the pool), and its `idem_begin` asks for 3 columns where the package's asks for every one a call may need".into()
+            "the SQL API by hand: the same statements, without the package's work around them (the arguments bound to the function's parameters, the key taken from them, the call's context and bookkeeping, the pool), and its `idem_begin` asks for the 4 columns it reads where the package's asks for every one a call may need".into()
         }
         _ if peer.id == "py-idemkit" => {
             "idemkit's claim is a plain `INSERT` into its own table, without a function call, a role or policy check, or an expiry decision".into()
