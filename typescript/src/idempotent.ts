@@ -33,7 +33,12 @@ export type AsyncFunction = (...args: any[]) => Promise<unknown>;
  * it takes none.
  */
 export type InputOf<F> = F extends (...args: infer P) => unknown
-  ? P extends readonly []
+  ? // Arguments typed any (a function of any, or the constraint itself, which TypeScript
+    // puts in F while it types a key function given beside a function expression): any.
+    0 extends 1 & P[number]
+    ? // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the function's own any
+      any
+    : P extends readonly []
     ? Record<string, never>
     : P extends readonly [infer A]
       ? A

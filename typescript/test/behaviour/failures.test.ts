@@ -16,10 +16,10 @@ class Declined extends Error {}
 type Order = { order: string };
 
 function failing(scope: string, runs: Effects, members: IdempotentOptions<Order> = {}) {
-  // An arrow function: TypeScript infers a named function expression's type too late for
-  // the key's parameter when the options hold a spread.
+  // A function expression, and options holding a spread: the key's parameter is typed any
+  // while TypeScript infers the function's type (InputOf), and the result's type is kept.
   return idempotent(
-    async (input: Order) => {
+    async function placeOrder(input: Order) {
       if (runs.add(input.order) === 1) throw new Declined("card declined");
       return Promise.resolve({ placed: input.order });
     },

@@ -25,7 +25,7 @@ type Charge = { id: string };
 
 function tool(scope: string, runs: Effects, members: IdempotentOptions<Charge> = {}) {
   return idempotent(
-    async (input: Charge) => {
+    async function charge(input: Charge) {
       const c = currentCall();
       runs.add([c.attempt, c.recovered, c.upstreamKey]);
       return Promise.resolve({ charged: input.id });
