@@ -7,7 +7,8 @@
 #       the build (dist/); npm pack; the packed tarball installed into a fresh project
 #       (target/typescript/consumer) with node-postgres and TypeScript, imported there from
 #       an ES module and from a CommonJS script (require), and its types checked by tsc
-#       there (without @types/pg: the package's types must not need it).
+#       there, from an ES module and a CommonJS one (without @types/pg: the package's types
+#       must not need it).
 #   scripts/test-typescript.sh <pg18|pg15> <extension|portable>
 #       the package's tests (typescript/test/, node --test) against a fresh database with
 #       that backend on the running private cluster.
@@ -154,6 +155,16 @@ async function replay(): Promise<Begin> {
 }
 export { bad, Mailer, replay, result, ToolFailed };
 EOF
+    # CommonJS TypeScript: require() of the ES module, typed (TypeScript 5.8 and later).
+    cat > "$consumer/types-cjs.cts" <<'EOF'
+import pgi = require("pg-idempotency");
+
+const sendEmail = pgi.idempotent(async function sendEmail(input: { to: string }) {
+  return { to: input.to };
+}, { key: (input) => input.to, ttl: 60_000 });
+export const result: Promise<{ to: string }> = sendEmail({ to: "ann" });
+export const error: pgi.IdempotencyError = new pgi.InvalidArgument("x");
+EOF
     cat > "$consumer/tsconfig.json" <<'EOF'
 {
   "compilerOptions": {
@@ -167,7 +178,7 @@ EOF
     "noEmit": true,
     "types": ["node"]
   },
-  "files": ["types.ts"]
+  "files": ["types.ts", "types-cjs.cts"]
 }
 EOF
 }
