@@ -4,21 +4,17 @@
  * docs/canonical-json.md), so that a key built here names the call the server would name,
  * and the call a Python service names with `pg_idempotency.input_hash`.
  *
- * The value is read as `JSON.stringify` reads it, since that text is what the server
- * receives: `toJSON` is called (a `Date` is its ISO string), boxed primitives are unboxed,
- * a member whose value is `undefined`, a function or a symbol is left out, and such an
- * array item is `null`. Where `JSON.stringify` would write something the caller cannot
- * have meant, or nothing at all, the value is refused instead (`InvalidArgument`, before
- * anything is sent, as the Python package refuses what it cannot send):
- * - NaN and ±Infinity (`JSON.stringify` writes `null`),
- * - a `bigint` (`JSON.stringify` throws; pass a string, or a number if it is exact),
- * - a `Map` or a `Set` (`JSON.stringify` writes `{}` for every one of them, so that every
- *   map would share one key),
- * - `undefined`, a function or a symbol as the whole value (`JSON.stringify` returns
- *   `undefined`: there is no JSON to send),
- * - a cycle, and U+0000 in a string or a member name (jsonb cannot hold it).
+ * The value is read as the request is sent: as `JSON.stringify` reads it, except where it
+ * would change a value silently. As `JSON.stringify`: `toJSON` is called (a `Date` is its
+ * ISO string), boxed primitives are unboxed, a member whose value is `undefined` is left
+ * out and such an array item is `null`. Unlike it:
+ * - a `Set` is the array of its items (as Python's sets; `JSON.stringify` writes `{}`),
+ * - `undefined` as the whole value is `null` (a call without arguments; Python's None),
+ * - refused with `InvalidArgument` (`JSON.stringify` would drop them, write `null` or `{}`,
+ *   or throw): a function or a symbol, NaN and ±Infinity, a `bigint`, a `Map`, a cycle,
+ *   and U+0000 in a string or a member name (jsonb cannot hold it).
  * A lone UTF-16 surrogate or nesting deeper than 128 levels has no canonical form
- * (`Uncanonicalizable`, the server's IK005).
+ * (`Uncanonicalizable`, the server's IK005), as in the Python package.
  *
  * A JavaScript number is a double, and the lossless rule writes a double as ECMAScript's
  * `Number::toString` does (RFC 8785's own rule), so `String(x)` is its canonical form.
@@ -31,17 +27,10 @@ import { InvalidArgument, Uncanonicalizable } from "./errors.js";
 /** The server's limit on nesting (IK005 beyond it). */
 export const MAX_DEPTH = 128;
 
-/** The canonical text of a JSON value: `SELECT idem_canonical($1::jsonb)` of the JSON
- * `JSON.stringify(value)` writes. */
+/** The canonical text of a JSON value: `SELECT idem_canonical($1::jsonb)` of the request
+ * `value` is sent as. */
 export function canonicalJson(value: unknown): string {
-  const text = new Walk().write(value, "", 0);
-  if (text === undefined) {
-    throw new InvalidArgument("the value cannot be stored as JSON", {
-      detail: "JSON.stringify writes nothing for it: undefined, a function or a symbol.",
-      hint: JSON_VALUES,
-    });
-  }
-  return text;
+  return new Walk().write(value, "", 0) ?? "null";
 }
 
 /** The lowercase hex SHA-256 of the canonical text's UTF-8 bytes: the HASH_INPUT key of
@@ -49,10 +38,6 @@ export function canonicalJson(value: unknown): string {
 export function inputHash(value: unknown): string {
   return createHash("sha256").update(canonicalJson(value), "utf8").digest("hex");
 }
-
-const JSON_VALUES =
-  "pass JSON values: plain objects, arrays, strings, finite numbers, booleans, null " +
-  "(or objects with a toJSON method, such as Date)";
 
 // A lone surrogate (the u flag pairs the others into one code point) or U+0000.
 const NOT_IN_JSONB = /[\0\uD800-\uDFFF]/u;
@@ -67,43 +52,29 @@ class Walk {
   /** The canonical text of `holder[key]` (`value`), or undefined where JSON.stringify
    * leaves a member out. */
   write(value: unknown, key: string, depth: number): string | undefined {
+    // A bigint's toJSON too (some programs give BigInt.prototype one), as JSON.stringify.
     if ((typeof value === "object" && value !== null) || typeof value === "bigint") {
-      const toJSON: unknown = (value as { toJSON?: unknown }).toJSON;
+      const toJSON: unknown = (Object(value) as { toJSON?: unknown }).toJSON;
       if (typeof toJSON === "function") value = (toJSON as (key: string) => unknown).call(value, key);
     }
-    switch (typeof value) {
-      case "string":
-        return this.string(value);
-      case "number":
-        return number(value);
-      case "boolean":
-        return value ? "true" : "false";
-      case "bigint":
-        throw refused("a bigint", "pass it as a string, or as a number if it is exact");
-      case "undefined":
-      case "function":
-      case "symbol":
-        return undefined;
-    }
+    if (typeof value === "string") return this.string(value);
+    if (typeof value === "number") return number(value);
+    if (typeof value === "boolean") return value ? "true" : "false";
+    if (value === undefined) return undefined;
     if (value === null) return "null";
+    if (typeof value !== "object") {
+      // A bigint, a function or a symbol.
+      const at = key ? ` (at ${JSON.stringify(key)})` : "";
+      throw refused(`a ${typeof value}${at}`, HINTS[typeof value]);
+    }
     // Boxed primitives are their values, as in JSON.stringify.
     if (value instanceof Number) return number(Number(value));
     if (value instanceof String) return this.string(String(value));
     if (value instanceof Boolean) return value.valueOf() ? "true" : "false";
-    if (value instanceof BigInt) {
-      throw refused("a bigint", "pass it as a string, or as a number if it is exact");
-    }
-    if (value instanceof Map || value instanceof Set) {
-      throw refused(
-        `a ${value instanceof Map ? "Map" : "Set"}, which JSON.stringify writes as {}`,
-        "pass Object.fromEntries(map) or [...set]",
-      );
-    }
+    if (value instanceof BigInt) throw refused("a bigint", HINTS.bigint);
+    if (value instanceof Map) throw refused("a Map", "pass Object.fromEntries(map)");
     if (this.open.has(value)) {
-      throw new InvalidArgument("the value cannot be stored as JSON", {
-        detail: "It holds a cycle: an object inside itself.",
-        hint: JSON_VALUES,
-      });
+      throw refused("a cycle: an object inside itself", "pass a tree of JSON values");
     }
     if (depth >= MAX_DEPTH) {
       throw new Uncanonicalizable("the request has no canonical form", {
@@ -113,7 +84,9 @@ class Walk {
     }
     this.open.add(value);
     try {
-      return Array.isArray(value) ? this.array(value, depth) : this.object(value, depth);
+      if (Array.isArray(value)) return this.array(value, depth);
+      if (value instanceof Set) return this.array([...(value as Set<unknown>)], depth);
+      return this.object(value, depth);
     } finally {
       this.open.delete(value);
     }
@@ -161,6 +134,12 @@ class Walk {
   }
 }
 
+const HINTS: Record<string, string> = {
+  bigint: "pass it as a string, or as a number if it is exact",
+  function: "pass the data, not code: JSON values only",
+  symbol: "pass a string instead",
+};
+
 function number(x: number): string {
   if (!Number.isFinite(x)) {
     throw refused(`the number ${String(x)}, which JSON cannot hold`, "pass finite numbers");
@@ -169,7 +148,7 @@ function number(x: number): string {
   return String(x);
 }
 
-function refused(what: string, hint: string): InvalidArgument {
+function refused(what: string, hint: string | undefined): InvalidArgument {
   return new InvalidArgument("the value cannot be stored as JSON", {
     detail: `It holds ${what}.`,
     hint,

@@ -85,9 +85,10 @@ test("a key that looks like a tool-call id is warned about, once per scope", asy
   });
   assert.equal(first.length, 1);
   const [warning] = first;
-  assert.equal(warning?.name, "KeyWarning");
+  assert.ok(warning);
+  assert.equal(warning.name, "KeyWarning");
   assert.equal(
-    warning?.message,
+    warning.message,
     `the key "call_Ab12Cd34Ef56Gh78Ij90Kl12" of scope ${JSON.stringify(scope)} (the key ` +
       'function) holds "call_Ab12Cd34Ef56Gh78Ij90Kl12", which looks like an OpenAI tool-call ' +
       "id. A retried turn, a re-planned step or a resumed run gets a new tool-call id, so " +
@@ -105,7 +106,10 @@ test("a key that looks like a tool-call id is warned about, once per scope", asy
     warnIfToolCallId(`${scope}-other`, "order-1/toolu_01A09q90qw90lq917835lq9", "the key fields");
   });
   assert.equal(other.length, 1);
-  assert.match(other[0]?.message ?? "", /holds "toolu_01A09q90qw90lq917835lq9", which looks like an Anthropic tool-use id/);
+  assert.match(
+    other[0]?.message ?? "",
+    /holds "toolu_01A09q90qw90lq917835lq9", which looks like an Anthropic tool-use id/,
+  );
 });
 
 test("without a scope, the warning is once per source", async () => {
@@ -139,7 +143,8 @@ test("an agent key is the run, the tool and the arguments' HASH_INPUT key", () =
   assert.equal(key, `run-1:send_email:${inputHash(args)}`);
   assert.match(key, /^run-1:send_email:[0-9a-f]{64}$/);
   // Member order does not matter; the run, the tool and every argument do.
-  assert.equal(key, agentKey("run-1", "send_email", { amount: 100.0, subject: "Hi", to: "ann@example.com" }));
+  const reordered = { amount: 100.0, subject: "Hi", to: "ann@example.com" };
+  assert.equal(key, agentKey("run-1", "send_email", reordered));
   assert.notEqual(key, agentKey("run-2", "send_email", args));
   assert.notEqual(key, agentKey("run-1", "send_sms", args));
   assert.notEqual(key, agentKey("run-1", "send_email", { ...args, amount: 101 }));

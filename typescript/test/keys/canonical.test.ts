@@ -84,24 +84,46 @@ test("a value is read as JSON.stringify reads it", () => {
     const text = JSON.stringify(value);
     assert.equal(canonicalJson(value), canonicalJson(JSON.parse(text)), text);
   }
-  assert.equal(canonicalJson({ kept: 1, gone: undefined, fn: () => 1 }), '{"kept":1}');
-  assert.equal(canonicalJson([undefined, () => 1, Symbol("s")]), "[null,null,null]");
+  assert.equal(canonicalJson({ kept: 1, gone: undefined }), '{"kept":1}');
+  assert.equal(canonicalJson([undefined, 1]), "[null,1]");
   assert.equal(canonicalJson({ when: new Date(Date.UTC(2026, 0, 2)) }),
     '{"when":"2026-01-02T00:00:00.000Z"}');
   assert.equal(canonicalJson({ m: { toJSON: (key: string) => key } }), '{"m":"m"}');
+  // A program that gives bigints a toJSON has them written by it, as JSON.stringify does.
+  const bigints = BigInt.prototype as { toJSON?: (this: bigint) => string };
+  bigints.toJSON = function () {
+    return this.toString();
+  };
+  try {
+    assert.equal(canonicalJson({ id: 12n }), JSON.stringify({ id: 12n }));
+    assert.equal(canonicalJson({ id: 12n }), '{"id":"12"}');
+  } finally {
+    delete bigints.toJSON;
+  }
 });
 
-test("what JSON.stringify writes as null, {} or nothing is refused", () => {
+test("a Set is its items, and undefined as the whole value is null", () => {
+  // JSON.stringify writes {} for every Set, and nothing at all for undefined.
+  assert.equal(canonicalJson({ tags: new Set(["b", "a"]) }), '{"tags":["b","a"]}');
+  assert.equal(canonicalJson(new Set()), "[]");
+  assert.equal(canonicalJson(undefined), "null");
+  assert.equal(canonicalJson({ toJSON: () => undefined }), "null");
+  assert.equal(inputHash(undefined), inputHash(null));
+});
+
+test("what JSON.stringify would drop, write as null or {}, or throw on is refused", () => {
   const refused: [unknown, RegExp][] = [
     [{ a: Number.NaN }, /the number NaN/],
     [[Number.POSITIVE_INFINITY], /the number Infinity/],
     [-Infinity, /the number -Infinity/],
-    [{ id: 12n }, /a bigint/],
+    [new Number(Number.NaN), /the number NaN/],
+    [{ id: 12n }, /a bigint \(at "id"\)/],
+    [Object(12n), /a bigint/],
     [new Map([["a", 1]]), /a Map/],
-    [{ tags: new Set(["a"]) }, /a Set/],
-    [undefined, /writes nothing for it/],
-    [() => 1, /writes nothing for it/],
-    [{ toJSON: () => undefined }, /writes nothing for it/],
+    [() => 1, /a function/],
+    [{ send: () => 1 }, /a function \(at "send"\)/],
+    [[Symbol("s")], /a symbol \(at "0"\)/],
+    [{ toJSON: () => Symbol("s") }, /a symbol/],
   ];
   for (const [value, detail] of refused) {
     assert.throws(() => inputHash(value), (e: unknown) => {

@@ -48,7 +48,8 @@ describe(`inputHash is the server's idem_hash (${backend || "backend not named"}
     }
   }
 
-  test("the database is the backend PGIDEM_BACKEND names", { skip: backend === "" && "PGIDEM_BACKEND is not set" }, async () => {
+  const unnamed = backend === "" && "PGIDEM_BACKEND is not set";
+  test("the database is the backend PGIDEM_BACKEND names", { skip: unnamed }, async () => {
     const { rows } = await client.query<{ extension: boolean }>(
       "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_idempotency') AS extension",
     );

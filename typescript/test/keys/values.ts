@@ -35,7 +35,8 @@ export const HANDPICKED: readonly unknown[] = [
   { to: "\u00e9l\u00e8ve@example.com", subject: "\u00bfQu\u00e9 tal? \u{1f600}", cc: ["b@x", "a@x"] },
 ];
 
-/** Values that only JavaScript has, read as JSON.stringify reads them. */
+/** Values that only JavaScript has, read as JSON.stringify reads them. (A Set, and
+ * undefined as the whole value, are not: canonical.test.ts.) */
 export function javascriptOnly(): unknown[] {
   class Point {
     constructor(
@@ -48,8 +49,8 @@ export function javascriptOnly(): unknown[] {
   }
   return [
     { when: new Date(Date.UTC(2026, 11, 5, 19, 40, 0, 123)), id: 1 },
-    { kept: 1, gone: undefined, fn: () => 1, sym: Symbol("s") },
-    [undefined, () => 1, Symbol("s"), 2],
+    { kept: 1, gone: undefined },
+    [undefined, 2],
     new Point(3, 4),
     { n: new Number(1.5), s: new String("boxed"), b: new Boolean(false) },
     { money: { toJSON: (key: string) => `${key}:EUR 12.50` } },
