@@ -20,7 +20,10 @@
 # On PostgreSQL 15 the Debian package (scripts/package.sh) is built, installed with dpkg,
 # smoke-tested on a cluster of its own and purged (scripts/test-package.sh).
 # The Python package (python/) is linted, type-checked, built and installed into fresh
-# environments, and its tests run on both backends and versions (scripts/test-python.sh).
+# environments, and its tests run on both backends and versions (scripts/test-python.sh);
+# the TypeScript package (typescript/) alike: ESLint, tsc --strict, npm pack and the tarball
+# installed into a fresh project, then its tests on both backends and versions
+# (scripts/test-typescript.sh).
 # The Python and Node.js examples (examples/) run against both backends too; real migration
 # tools apply the portable variant's plain-SQL migrations (PostgreSQL 18); the canon,
 # protocol, client-macros and xtask crates' own tests and a smoke run of the benchmark harness
@@ -279,6 +282,8 @@ crates_alone() {
     step libtest "typed tools' attribute (client-macros: what it builds, what the compiler refuses)" cargo test -p pg_idempotency_client_macros
     step self "Python package: ruff, mypy --strict, the wheel and the sdist into fresh environments" \
         "$ROOT/scripts/test-python.sh" checks
+    step self "TypeScript package: ESLint, tsc --strict, the build, npm pack, the tarball installed and imported (ESM, CommonJS, types)" \
+        "$ROOT/scripts/test-typescript.sh" checks
 }
 
 # locked <name> <command...>: the command (a function too) holding target/test-results/.<name>.lock.
@@ -320,6 +325,7 @@ run_version() {
         if [ "$b" = extension ] && [ "$v" = "$python_ends_version" ]; then ends=(--ends); fi
         step self "$v ($b): Python package (pytest, by the installed wheel${ends:+; its sdist; Python 3.10 and 3.13})" \
             "$ROOT/scripts/test-python.sh" "$v" "$b" "${ends[@]}"
+        step self "$v ($b): TypeScript package (node --test)" "$ROOT/scripts/test-typescript.sh" "$v" "$b"
         if [ "$v" = pg15 ]; then
             step libtest "$v ($b): client, HTTP layer and MCP proxy through a PL/Proxy proxy (4 partitions)" through_proxy "$v" "$b"
         fi

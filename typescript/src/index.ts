@@ -26,6 +26,8 @@ export type {
   Outcome,
   RecordState,
 } from "./answers.js";
+export { agentKey, KEY_WARNING, MAX_KEY_BYTES, toolCallIdIn } from "./agent-keys.js";
+export { canonicalJson, inputHash } from "./canonical.js";
 export { currentCall, Lease, maybeCurrentCall } from "./context.js";
 export type { CallContext, LeaseState } from "./context.js";
 export type { PgQueryable, PgQueryConfig, PoolOptions, StoreSource } from "./drivers/index.js";

@@ -10,6 +10,7 @@
  * object after a tool's input) are not part of the input.
  */
 
+import { toolCallIdIn, warnIfToolCallId } from "./agent-keys.js";
 import { InvalidArgument } from "./errors.js";
 import type { KeyStrategy, Settings } from "./options.js";
 import { dumps, toJson } from "./sql.js";
@@ -91,7 +92,7 @@ function describe(value: unknown): string {
  * it is, anything else as JSON; several: joined with "/"), or the receiver's
  * `idempotencyKeyFor(input)`.
  */
-export function explicitKey(settings: Settings, input: unknown, receiver: unknown): string {
+export function explicitKey(settings: Settings, input: unknown, receiver: unknown, scope?: string): string {
   let key: unknown;
   if (settings.key !== null) {
     key = settings.key(input);
@@ -114,6 +115,9 @@ export function explicitKey(settings: Settings, input: unknown, receiver: unknow
       hint: "return a non-blank string that names the call",
     });
   }
+  // A key that looks like a per-turn tool-call id deduplicates nothing in an agent loop:
+  // warned once per scope (agent-keys.ts). The source is named only then.
+  if (toolCallIdIn(key) !== undefined) warnIfToolCallId(scope, key, keySource(settings, receiver));
   return key;
 }
 

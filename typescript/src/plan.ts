@@ -47,7 +47,7 @@ export function sentOf(s: Settings): Sent {
 export function planOf(settings: Settings, scope: string, input: unknown, receiver: unknown, sent: Sent): Plan {
   const strategy = settings.strategy;
   let key: string | null = null;
-  if (strategy === "explicit") key = explicitKey(settings, input, receiver);
+  if (strategy === "explicit") key = explicitKey(settings, input, receiver, scope);
   else if (strategy === "uuid") key = randomUUID();
   let requestJson: string | null = null;
   if (strategy === "hashInput" || strategy === "explicit") {

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { currentCall, idempotent, InvalidArgument, Mismatch } from "../../src/index.js";
+import { currentCall, idempotent, InvalidArgument, KEY_WARNING, Mismatch } from "../../src/index.js";
 import type { IdempotentOptions } from "../../src/index.js";
 import { dbTest, Effects, recordOf, scopeFor, fileStore } from "../support/db.js";
 
@@ -161,4 +161,28 @@ test("members that cannot work are refused where the function is wrapped", () =>
       JSON.stringify(options),
     );
   }
+});
+
+dbTest("an explicit key that looks like a per-turn tool-call id is warned about, once per scope", async () => {
+  const scope = scopeFor("tool-call-id");
+  const seen: Error[] = [];
+  const listener = (w: Error): void => {
+    if (w.name === KEY_WARNING) seen.push(w);
+  };
+  process.on("warning", listener);
+  try {
+    const send = idempotent(async (input: { callId: string }) => Promise.resolve(input.callId), {
+      store,
+      scope,
+      keyFields: ["callId"],
+    });
+    await send({ callId: "call_Ab12Cd34Ef56Gh78Ij90Kl12" });
+    await send({ callId: "call_Zz98Yy76Xx54Ww32Vv10Uu98" });
+    await send({ callId: "order-42" });
+    await new Promise((resolve) => setImmediate(resolve));
+  } finally {
+    process.off("warning", listener);
+  }
+  assert.equal(seen.length, 1);
+  assert.match(seen[0]?.message ?? "", /call_Ab12Cd34Ef56Gh78Ij90Kl12.*the key fields \["callId"\].*agentKey/s);
 });
