@@ -117,6 +117,10 @@ pub const SCRIPTS: &[(&str, &[(&str, &str)])] = &[
                 "the Python package: lint, types, wheel and sdist; its tests on a backend",
             ),
             (
+                "test-typescript.sh checks | VERSION BACKEND",
+                "the TypeScript package: ESLint, tsc, npm pack into a fresh project; its tests on a backend",
+            ),
+            (
                 "test-package.sh",
                 "the Debian package: build, dpkg -i, smoke test, purge",
             ),
