@@ -159,8 +159,9 @@ async function hold(store: Store, plan: Plan, claim: Begin, body: Body): Promise
   }
 }
 
-/** A takeover (`recovered`): rerun, refuse, or ask the reconcile read. NOT_FOUND: run. */
-async function unknownOutcome(store: Store, plan: Plan, claim: Begin, fence: number): Promise<unknown> {
+/** A takeover (`recovered`): rerun, refuse, or ask the reconcile read. NOT_FOUND: run.
+ * (exactly-once.ts asks it too, inside its transaction.) */
+export async function unknownOutcome(store: Store, plan: Plan, claim: Begin, fence: number): Promise<unknown> {
   const choice = unknownOutcomeOf(plan);
   if (choice === "rerun") return NOT_FOUND;
   let why =

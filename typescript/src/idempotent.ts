@@ -16,7 +16,8 @@ import { run } from "./call.js";
 import { CURRENT } from "./context.js";
 import type { StoreSource } from "./drivers/index.js";
 import { InvalidArgument } from "./errors.js";
-import { inputOf } from "./keys.js";
+import { runExactlyOnce, transactionStore } from "./exactly-once.js";
+import { inputOf, inputWithout } from "./keys.js";
 import { settingsOf } from "./options.js";
 import type { IdempotentOptions, Settings } from "./options.js";
 import { planOf, sentOf, uuidContextOf } from "./plan.js";
@@ -133,9 +134,24 @@ function wrap<F extends AsyncFunction>(fn: F, settings: Settings, name: string |
     return own;
   };
 
+  // Exactly once: the schema and prepare setting of the store the function would use
+  // otherwise (configure()'s, or its own), without opening it.
+  const likeOf = (): { schema: string; prepare: boolean } => {
+    const like = source instanceof Store ? source : source === null ? DEFAULT.opened : null;
+    if (like !== null) return like;
+    const options = source === null ? DEFAULT.options : {};
+    return { schema: options.schema ?? "public", prepare: options.prepare ?? true };
+  };
+  const pick = settings.transaction;
+
   const wrapper = async function (this: unknown, ...args: unknown[]): Promise<unknown> {
-    const plan = planOf(settings, scope, inputOf(fn, args), this, sent);
     const body = (): unknown => fn.apply(this, args);
+    if (pick !== null) {
+      const client = pick.apply(this, args);
+      const store = transactionStore(client, likeOf());
+      return runExactlyOnce(store, planOf(settings, scope, inputWithout(fn, args, client), this, sent), body);
+    }
+    const plan = planOf(settings, scope, inputOf(fn, args), this, sent);
     if (plan.strategy === "uuid") return CURRENT.run(uuidContextOf(plan), body);
     return run(storeOf(), plan, body);
   };
@@ -170,7 +186,7 @@ export interface Idempotent {
    * running it. See IdempotentOptions for the members; an unset member is not sent, so the
    * scope's policy in the database governs it.
    */
-  <F extends AsyncFunction>(fn: F, options?: NoInfer<IdempotentOptions<InputOf<F>>>): F;
+  <F extends AsyncFunction>(fn: F, options?: NoInfer<IdempotentOptions<InputOf<F>, Parameters<F>>>): F;
 
   /**
    * `@idempotent.method(options)` on a method: its calls are deduplicated as a function's
@@ -188,7 +204,7 @@ export interface Idempotent {
   class(options?: IdempotentOptions<Record<string, unknown>>): ClassDecorator;
 }
 
-function idempotentFn<F extends AsyncFunction>(fn: F, options?: NoInfer<IdempotentOptions<InputOf<F>>>): F {
+function idempotentFn<F extends AsyncFunction>(fn: F, options?: NoInfer<IdempotentOptions<InputOf<F>, Parameters<F>>>): F {
   return wrap(fn, settingsOf(options), undefined);
 }
 

@@ -30,7 +30,7 @@ export { agentKey, KEY_WARNING, MAX_KEY_BYTES, toolCallIdIn } from "./agent-keys
 export { canonicalJson, inputHash } from "./canonical.js";
 export { currentCall, Lease, maybeCurrentCall } from "./context.js";
 export type { CallContext, LeaseState } from "./context.js";
-export type { PgQueryable, PgQueryConfig, PoolOptions, StoreSource } from "./drivers/index.js";
+export type { PgQueryable, PgQueryConfig, PoolOptions, PostgresSql, StoreSource } from "./drivers/index.js";
 export {
   Contention,
   fromSqlstate,
@@ -72,6 +72,7 @@ export type {
   OnMismatch,
   Reconcile,
   ReconcileRead,
+  TransactionClient,
   UnknownOutcome,
 } from "./options.js";
 export { MAX_BATCH_ITEMS, Store } from "./store.js";

@@ -20,6 +20,21 @@ export function inputOf(fn: { length: number }, args: readonly unknown[]): unkno
   return args.length === 0 ? {} : args[0];
 }
 
+/**
+ * The input of a call whose `client` (exactly once: the transaction's) is among its
+ * arguments: the input of the others, as if the function did not take it. The client in a
+ * member of a one-object argument (`{ tx, orderId }`) is left out of that object too: it is
+ * not JSON, and not what the call is about.
+ */
+export function inputWithout(fn: { length: number }, args: readonly unknown[], client: unknown): unknown {
+  const rest = args.filter((a) => a !== client);
+  const input = inputOf({ length: Math.max(0, fn.length - (args.length - rest.length)) }, rest);
+  if (typeof input !== "object" || input === null || Array.isArray(input)) return input;
+  const entries = Object.entries(input);
+  if (!entries.some(([, v]) => v === client)) return input;
+  return Object.fromEntries(entries.filter(([, v]) => v !== client));
+}
+
 function missing(path: string, part: string): InvalidArgument {
   return new InvalidArgument(`the call has no field ${JSON.stringify(path)}`, {
     detail: `${JSON.stringify(part)} is missing from the input.`,

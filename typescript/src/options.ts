@@ -8,7 +8,7 @@
  */
 
 import { InvalidArgument } from "./errors.js";
-import type { StoreSource } from "./drivers/index.js";
+import type { PgQueryable, PostgresSql, StoreSource } from "./drivers/index.js";
 import type { Store } from "./store.js";
 
 /** How the key is derived from the call. */
@@ -55,8 +55,14 @@ export type ReconcileRead<I = unknown> = (
 
 export type UnknownOutcome<I = unknown> = "rerun" | "refuse" | ReconcileRead<I>;
 
-/** The members of `idempotent(fn, options)`; `I` is the call's input (see `idempotent`). */
-export interface IdempotentOptions<I = unknown> {
+/** What `transaction` picks: a node-postgres `Client` or `PoolClient`, or the `sql` of a
+ * postgres.js transaction (`sql.begin(async (tx) => ...)`). */
+export type TransactionClient = PgQueryable | PostgresSql;
+
+/** The members of `idempotent(fn, options)`; `I` is the call's input (see `idempotent`), `A`
+ * its arguments. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- any arguments unless the function's are known
+export interface IdempotentOptions<I = unknown, A extends readonly unknown[] = any[]> {
   /** hashInput (default), explicit (with key or keyFields), uuid, none. */
   strategy?: KeyStrategy;
   /** How long the result is remembered, in milliseconds (the policy's, else 1 hour). */
@@ -90,6 +96,14 @@ export interface IdempotentOptions<I = unknown> {
   /** A Store, a connection string, or a pg Pool (a Store is made for it once) (default:
    * configure()'s). */
   store?: Store | StoreSource;
+  /**
+   * Exactly once with the function's own writes: picks, from the call's arguments, the
+   * client the function writes with (a pg `Client` or `PoolClient`, or a postgres.js
+   * transaction's `sql`). The claim, the function's writes and the completion are then one
+   * transaction: a savepoint inside the caller's, or a transaction of its own on an idle pg
+   * client. The client is not part of the call's input.
+   */
+  transaction?: (...args: A) => TransactionClient;
 }
 
 /** The members, checked and normalised once per wrapped function. */
@@ -109,6 +123,7 @@ export interface Settings {
   readonly fingerprint: "input" | readonly string[] | null;
   readonly scope: string | null;
   readonly store: Store | StoreSource | null;
+  readonly transaction: ((...args: unknown[]) => unknown) | null;
 }
 
 const MEMBERS = new Set([
@@ -126,6 +141,7 @@ const MEMBERS = new Set([
   "fingerprint",
   "scope",
   "store",
+  "transaction",
 ]);
 
 /** The server's words for the TypeScript ones. */
@@ -184,7 +200,7 @@ function names(value: unknown, name: string): readonly string[] {
 
 /** The settings of one function (or, on a class, of its methods), checked at once: a
  * mistake is an error where the function is wrapped, not at its first call. */
-export function settingsOf(options: IdempotentOptions<never> | undefined): Settings {
+export function settingsOf(options: IdempotentOptions<never, never> | undefined): Settings {
   const given = (options ?? {}) as Readonly<Record<string, unknown>>;
   const unknown = Object.keys(given).filter((k) => !MEMBERS.has(k));
   if (unknown.length > 0) {
@@ -249,6 +265,18 @@ export function settingsOf(options: IdempotentOptions<never> | undefined): Setti
     });
   }
   const store = given["store"];
+  const transaction = given["transaction"];
+  if (transaction !== undefined && typeof transaction !== "function") {
+    throw new InvalidArgument("transaction must be a function that picks the transaction's client from the call's arguments", {
+      detail: `transaction is ${describe(transaction)}.`,
+      hint: "transaction: (client, order) => client",
+    });
+  }
+  if (transaction !== undefined && (strategy === "uuid" || strategy === "none")) {
+    throw new InvalidArgument(`transaction applies to calls that are claimed, not to strategy "${strategy}"`, {
+      hint: "drop transaction, or the strategy",
+    });
+  }
   return {
     strategy,
     ttlS: seconds(given["ttl"] as number | undefined, "ttl"),
@@ -264,5 +292,6 @@ export function settingsOf(options: IdempotentOptions<never> | undefined): Setti
     fingerprint,
     scope: scope ?? null,
     store: (store as Store | StoreSource | undefined) ?? null,
+    transaction: (transaction as ((...args: unknown[]) => unknown) | undefined) ?? null,
   };
 }

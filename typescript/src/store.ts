@@ -33,7 +33,8 @@ export interface StoreOptions {
   /** Where the API's functions are (`public` after CREATE EXTENSION). */
   schema?: string;
   /** Prepare the statements (default true); false behind a pooler in transaction mode
-   * (PgBouncer), whose next server connection does not have them. */
+   * (PgBouncer), whose next server connection does not have them. With postgres.js, the
+   * instance's own `prepare: false` turns them off too. */
   prepare?: boolean;
   /** For a connection string: the node-postgres Pool's options (`max` 20 and
    * `connectionTimeoutMillis` 30 000 unless given). */
@@ -102,20 +103,24 @@ const optionalJson = (value: unknown): string | null =>
   value === null || value === undefined ? null : dumps(value);
 
 /**
- * The SQL API over a node-postgres `Pool` (each call on a pool connection, committed by
- * itself), a `Client` or `PoolClient` (a call inside the caller's open transaction stays in
- * it), or a connection string (a Pool is opened, and closed by `close()`).
+ * The SQL API over a node-postgres `Pool` or a postgres.js root `sql` (each call on a pool
+ * connection, committed by itself), a node-postgres `Client` or `PoolClient` or the `sql` of
+ * a postgres.js transaction (a call inside the caller's open transaction stays in it), or a
+ * connection string (a node-postgres Pool is opened, and closed by `close()`).
  */
 export class Store {
   readonly schema: string;
+  /** @internal Whether statements are prepared (an exactly-once call's store takes it). */
+  readonly prepare: boolean;
   private readonly driver: Driver;
   private readonly sql: Statements;
 
   constructor(source: StoreSource, options: StoreOptions = {}) {
     this.schema = options.schema ?? "public";
     this.sql = statementsIn(this.schema);
+    this.prepare = options.prepare ?? true;
     this.driver = driverFor(source, {
-      prepare: options.prepare ?? true,
+      prepare: this.prepare,
       poolOptions: options.poolOptions,
     });
   }
@@ -123,6 +128,18 @@ export class Store {
   /** @internal What names "the same process" for a held call (live.ts). */
   get identity(): object {
     return this.driver.identity;
+  }
+
+  /**
+   * @internal Run `block` in one transaction on this store's connection (a savepoint inside
+   * the caller's), with a store whose statements go through it: the exactly-once block. The
+   * store given to `block` is this one over the transaction's driver (postgres.js hands a
+   * savepoint its own sql; node-postgres runs it on the same client).
+   */
+  async transaction<T>(block: (inside: Store) => Promise<T>): Promise<T> {
+    return this.driver.transaction((driver) =>
+      block(driver === this.driver ? this : (Object.create(this, { driver: { value: driver } }) as Store)),
+    );
   }
 
   private async one(statement: Statement, params: readonly unknown[]): Promise<Row | undefined> {

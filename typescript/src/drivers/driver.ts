@@ -1,7 +1,7 @@
 /**
  * What the store needs of a database library: run one statement, answer its rows. Each
- * library has a module here (pg.ts: node-postgres); store.ts knows only this interface, so
- * that another library is one more module and one more branch in index.ts.
+ * library has a module here (pg.ts: node-postgres, postgres.ts: postgres.js); store.ts knows
+ * only this interface.
  */
 
 import type { Statement } from "../sql.js";
@@ -20,6 +20,15 @@ export interface Driver {
    * connection as StoreUnavailable. The driver's own error is the `cause`.
    */
   query(statement: Statement, params: readonly unknown[]): Promise<unknown[][]>;
+
+  /**
+   * Run `block` in a transaction on the one connection this driver has, with the driver its
+   * statements go through: BEGIN ... COMMIT on an idle connection, a savepoint inside the
+   * caller's transaction (so that undoing the block leaves the caller's transaction usable).
+   * Undone when `block` throws, whose error is then thrown as it is. A pool or a connection
+   * string is refused with InvalidArgument: a transaction needs one connection.
+   */
+  transaction<T>(block: (inside: Driver) => Promise<T>): Promise<T>;
 
   /** Close what the driver opened itself (a pool for a connection string); nothing else. */
   close(): Promise<void>;

@@ -6,15 +6,27 @@
  * written: node-postgres's placeholders are $1..$n too.
  */
 
-import { fromSqlstate, InvalidArgument, StoreUnavailable } from "../errors.js";
-import type { IdempotencyError } from "../errors.js";
+import { InvalidArgument, StoreUnavailable } from "../errors.js";
 import type { Statement } from "../sql.js";
 import type { Driver } from "./driver.js";
+import { translate } from "./translate.js";
 
 /** What the driver calls on a node-postgres Pool, Client or PoolClient. */
 export interface PgQueryable {
   query(config: PgQueryConfig): Promise<{ rows: unknown[] }>;
 }
+
+/** A Client or PoolClient (node-postgres 8.23 tells its transaction status); a Pool has no
+ * such method. */
+interface PgConnection extends PgQueryable {
+  getTransactionStatus(): string | null;
+}
+
+const isConnection = (source: PgQueryable | undefined): source is PgConnection =>
+  typeof (source as Partial<PgConnection> | undefined)?.getTransactionStatus === "function";
+
+/** Savepoint names, unique in the process: a block nested in another gets its own. */
+let savepoints = 0;
 
 export interface PgQueryConfig {
   text: string;
@@ -45,36 +57,6 @@ export function isPgQueryable(source: unknown): source is PgQueryable {
     source !== null &&
     typeof (source as { query?: unknown }).query === "function"
   );
-}
-
-/** A server error by its SQLSTATE (with its detail and hint); anything else (a lost
- * connection, a pool that could not connect in time) is StoreUnavailable. */
-export function translate(e: unknown): IdempotencyError {
-  const err = (typeof e === "object" && e !== null ? e : {}) as {
-    code?: unknown;
-    severity?: unknown;
-    message?: unknown;
-    detail?: unknown;
-    hint?: unknown;
-  };
-  if (
-    typeof err.code === "string" &&
-    /^[0-9A-Z]{5}$/.test(err.code) &&
-    typeof err.severity === "string"
-  ) {
-    return fromSqlstate(
-      err.code,
-      typeof err.message === "string" ? err.message : String(e),
-      typeof err.detail === "string" ? err.detail : undefined,
-      typeof err.hint === "string" ? err.hint : undefined,
-      e,
-    );
-  }
-  const why = e instanceof Error ? e.message || e.name : String(e);
-  return new StoreUnavailable(`the database could not be reached: ${why}`, {
-    hint: "check that PostgreSQL is up and the pool or connection is open; the call can be retried",
-    cause: e,
-  });
 }
 
 /** A short, stable digest of a statement's text: its prepared statement's name, so that two
@@ -152,6 +134,39 @@ export class PgDriver implements Driver {
     } catch (e) {
       throw translate(e);
     }
+  }
+
+  async transaction<T>(block: (inside: Driver) => Promise<T>): Promise<T> {
+    const conn = this.given;
+    if (!isConnection(conn)) {
+      throw new InvalidArgument("a transaction needs one connection, not a pool", {
+        hint: "give the Client or PoolClient your writes use (const client = await pool.connect())",
+      });
+    }
+    const run = async (text: string): Promise<void> => {
+      try {
+        await conn.query({ text, values: [], rowMode: "array" });
+      } catch (e) {
+        throw translate(e);
+      }
+    };
+    // 'I': idle (our own transaction); 'T': inside the caller's (a savepoint of ours); 'E':
+    // the caller's transaction failed: the SAVEPOINT is refused (25P02), as any statement.
+    const savepoint = conn.getTransactionStatus() === "I" ? null : `pg_idempotency_${++savepoints}`;
+    await run(savepoint === null ? "BEGIN" : `SAVEPOINT ${savepoint}`);
+    let result: T;
+    try {
+      result = await block(this);
+    } catch (e) {
+      // Undo the block. A connection lost meanwhile has nothing to roll back (the server
+      // ended the transaction); the block's own error is the one to see.
+      await run(savepoint === null ? "ROLLBACK" : `ROLLBACK TO SAVEPOINT ${savepoint}; RELEASE SAVEPOINT ${savepoint}`).catch(
+        () => undefined,
+      );
+      throw e;
+    }
+    await run(savepoint === null ? "COMMIT" : `RELEASE SAVEPOINT ${savepoint}`);
+    return result;
   }
 
   async close(): Promise<void> {
