@@ -40,7 +40,7 @@ function theTransactions(e: unknown): boolean {
 /** The store over the client `transaction` picked, with the function's store's schema and
  * prepare setting. */
 export function transactionStore(client: unknown, like: { schema: string; prepare: boolean }): Store {
-  if (typeof client !== "object" && typeof client !== "function") {
+  if (client === null || (typeof client !== "object" && typeof client !== "function")) {
     throw new InvalidArgument("transaction must answer the client the function writes with", {
       detail: `It answered ${client === null ? "null" : typeof client}.`,
       hint: "a pg Client or PoolClient, or the tx of postgres.js's sql.begin(async (tx) => ...)",

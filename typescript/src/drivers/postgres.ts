@@ -34,12 +34,15 @@ export function isPostgresSql(source: unknown): source is PostgresSql {
 const isTransaction = (sql: PostgresSql): sql is PostgresTransactionSql =>
   typeof (sql as { savepoint?: unknown }).savepoint === "function";
 
+/** What the statements' arrays hold (sql.ts). */
+type Item = string | number | boolean | null | undefined;
+
 /**
  * A one-dimensional array as PostgreSQL's array literal: postgres.js serializes an array
  * parameter by the array types it fetched at connect, and an instance made with
  * `fetch_types: false` (common behind poolers) has none; text it sends as it is.
  */
-function arrayLiteral(items: readonly unknown[]): string {
+function arrayLiteral(items: readonly Item[]): string {
   const parts = items.map((x) => {
     if (x === null || x === undefined) return "NULL";
     const text = typeof x === "boolean" ? (x ? "t" : "f") : String(x);
@@ -59,7 +62,7 @@ export class PostgresDriver implements Driver {
   }
 
   async query(statement: Statement, params: readonly unknown[]): Promise<unknown[][]> {
-    const values = params.map((p) => (Array.isArray(p) ? arrayLiteral(p) : p));
+    const values = params.map((p) => (Array.isArray(p) ? arrayLiteral(p as Item[]) : p));
     try {
       return (await this.sql.unsafe(statement.text, values, { prepare: this.prepare }).values()) as unknown[][];
     } catch (e) {
