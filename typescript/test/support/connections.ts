@@ -113,7 +113,7 @@ export const STORE_KINDS: readonly Kind[] = [
     inTransaction: true,
     open: async () => {
       const held = await heldBegin(postgresJs());
-      return { store: new Store(held.tx), close: held.end };
+      return { store: new Store(held.tx), close: () => held.end() };
     },
   },
   {
@@ -137,7 +137,7 @@ export async function exec(client: TransactionClient, text: string, params: unkn
   if (typeof client === "function") {
     return [...(await (client as postgres.Sql).unsafe(text, params as postgres.ParameterOrJSON<never>[]))];
   }
-  return (await (client as pg.ClientBase).query(text, params)).rows;
+  return (await (client as pg.ClientBase).query(text, params)).rows as unknown[];
 }
 
 /**
@@ -151,7 +151,8 @@ export interface TxKind {
   within<T>(body: (client: TransactionClient) => Promise<T>, options?: { commit?: boolean; isolation?: string }): Promise<T>;
 }
 
-const ROLLBACK = Symbol("rollback");
+/** Thrown to make sql.begin roll back. */
+class Rollback extends Error {}
 
 export const TX_KINDS: readonly TxKind[] = [
   {
@@ -219,10 +220,10 @@ export const TX_KINDS: readonly TxKind[] = [
       try {
         await sql.begin(`isolation level ${isolation.toLowerCase()}`, async (tx) => {
           result = await body(tx);
-          if (!commit) throw ROLLBACK;
+          if (!commit) throw new Rollback();
         });
       } catch (e) {
-        if (e !== ROLLBACK) throw e;
+        if (!(e instanceof Rollback)) throw e;
       } finally {
         await sql.end();
       }
