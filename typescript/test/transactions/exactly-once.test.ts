@@ -152,12 +152,12 @@ for (const driver of ["pg", "postgres"] as const) {
     const scope = scopeFor(`killed-${driver}`);
     const id = orderId(scope);
     const child = fork(CHILD, [driver, DSN, scope, id], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-    const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
+    const exited = new Promise<void>((resolve) => child.on("exit", () => { resolve(); }));
     const pid = await new Promise<number>((resolve, reject) => {
       child.on("message", (m: { written?: number }) => {
         if (typeof m.written === "number") resolve(m.written);
       });
-      child.on("exit", (code) => reject(new Error(`the child exited (${String(code)}) before its write`)));
+      child.on("exit", (code) => { reject(new Error(`the child exited (${String(code)}) before its write`)); });
     });
     const state = await one<{ state: string }>("SELECT state FROM pg_stat_activity WHERE pid = $1", [pid]);
     assert.equal(state?.state, "idle in transaction", "the write and the claim are uncommitted");
