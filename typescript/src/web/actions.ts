@@ -61,6 +61,9 @@ export class Actions {
 
   private async send(call: WebCall, ctx: CallContext | undefined): Promise<Response> {
     const init = call.request(ctx);
+    // A signal aborted already (a timeout that ran out during the claim): fetch would
+    // refuse at once, having sent nothing; the claim is released, not left to lapse.
+    if (init.signal?.aborted === true) throw init.signal.reason;
     try {
       return await this.fetch(call.url, init);
     } catch (e) {

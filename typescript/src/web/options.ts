@@ -116,7 +116,8 @@ export function split(options: CallOptions): Split {
   };
 }
 
-/** An Actions' settings (the members a write is deduplicated by), apart from the rest. */
+/** An Actions' settings (the members a write is deduplicated by, and upstreamKey), apart
+ * from the rest (store, fetch, headers, baseUrl). */
 export function defaultsOf(options: ActionsOptions): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(options)) {
@@ -126,7 +127,7 @@ export function defaultsOf(options: ActionsOptions): Record<string, unknown> {
         hint: 'give it to the call: api.post(url, { key: "order-42" })',
       });
     }
-    if (MEMBERS.has(name)) out[name] = value;
+    if (MEMBERS.has(name) || name === "upstreamKey") out[name] = value;
   }
   upstreamOf(options.upstreamKey);
   return out;
