@@ -6,8 +6,8 @@
 
 import assert from "node:assert/strict";
 
-import { Actions, callInfo, OutcomeUnknown, StatusError } from "../../src/index.js";
-import { dbTest, fileStore, Gate } from "../support/db.js";
+import { Actions, callInfo, InProgress, OutcomeUnknown, StatusError } from "../../src/index.js";
+import { dbTest, fileStore, Gate, one, until } from "../support/db.js";
 import { readTimeout, Upstream } from "../support/upstream.js";
 import { inputKey, newPath, untilLapsed, webRecord } from "../support/web.js";
 
@@ -107,4 +107,38 @@ dbTest("a signal aborted before the request left releases the claim", async () =
   });
   assert.equal(await webRecord(`POST ${upstream.host}${path}`, "k"), undefined);
   assert.equal(upstream.seen(path).length, 0);
+});
+
+dbTest("the heartbeat keeps the lease while the request runs", async () => {
+  const path = newPath("heartbeat");
+  const release = new Gate();
+  const arrived = new Gate();
+  upstream.script(path, { hold: release, arrived });
+  // A lease of 3 s, renewed every second: a heartbeat late by up to 2 s on a loaded machine
+  // still keeps it.
+  const api = new Actions({ store, baseUrl: upstream.url, lease: 3_000 });
+  const first = api.post(path, { json: { n: 1 } });
+  const scope = `POST ${upstream.host}${path}`;
+  const key = await inputKey("POST", upstream.url + path, { n: 1 });
+  try {
+    await arrived.promise;
+    // Past the first lease's end (as the server's clock says), the call is still held.
+    let held: { state: string; live: boolean } | undefined;
+    await until(async () => {
+      held = await one<{ state: string; live: boolean }>(
+        "SELECT state, lease_until > clock_timestamp() AS live FROM idem_lookup($1, $2) " +
+          "WHERE clock_timestamp() > created_at + interval '4 s'",
+        [scope, key],
+      );
+      return held !== undefined;
+    }, "the server's clock passing the first lease");
+    assert.deepEqual(held, { state: "in_progress", live: true });
+    await assert.rejects(api.post(path, { json: { n: 1 } }), InProgress);
+  } finally {
+    release.open();
+  }
+  assert.equal((await first).status, 201);
+  const rec = await webRecord(scope, key);
+  assert.deepEqual([rec?.["state"], rec?.["attempt"]], ["succeeded", 1]);
+  assert.equal(upstream.seen(path).length, 1);
 });
