@@ -69,7 +69,8 @@ export function configure(store: Store | StoreSource, options: StoreOptions = {}
   DEFAULT.opened = store instanceof Store ? store : null;
 }
 
-function defaultStore(): Store {
+/** @internal The store configure() set, opened at its first use (web actions use it too). */
+export function defaultStore(): Store {
   if (DEFAULT.opened !== null) return DEFAULT.opened;
   if (DEFAULT.source === null) {
     throw new InvalidArgument("no store for idempotent()", {

@@ -83,4 +83,17 @@ export type {
   StoreOptions,
 } from "./store.js";
 
+export { Actions, callInfo, StatusError } from "./web/index.js";
+export type {
+  ActionsOptions,
+  CallInfo,
+  CallOptions,
+  HeaderValues,
+  RecordedResponse,
+  StatusErrorOptions,
+  UpstreamKey,
+  WebInput,
+  WebSettings,
+} from "./web/index.js";
+
 export const VERSION = "0.9.0";
