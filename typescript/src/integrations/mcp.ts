@@ -50,7 +50,7 @@ export interface ToolErrorResult {
 /** The key the request's `_meta` names, if any. */
 export function metaKey(extra: unknown): string | undefined {
   const meta = (extra as HandlerExtra | undefined)?._meta;
-  if (typeof meta !== "object") return undefined;
+  if (typeof meta !== "object" || (meta as unknown) === null) return undefined;
   for (const name of KEY_META) {
     const value = meta[name];
     if (typeof value === "string" && value.trim() !== "") return value;
