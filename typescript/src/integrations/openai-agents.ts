@@ -37,8 +37,22 @@ export interface FunctionToolOptions {
   execute: (input: any, runContext?: any, details?: any) => unknown;
 }
 
-/** The RunContext type `O`'s execute receives. */
-export type RunContextOf<O extends FunctionToolOptions> = Exclude<Parameters<O["execute"]>[1], undefined>;
+/** What tool() hands execute for `parameters` of type P: a Standard Schema's output (Zod's
+ * schemas are Standard Schemas), else unknown (a JSON schema's arguments). */
+export type ArgumentsOf<P> = P extends { readonly "~standard": { readonly types?: infer T } }
+  ? NonNullable<T> extends { readonly output: infer A }
+    ? A
+    : unknown
+  : unknown;
+
+/** The RunContext type `O`'s execute declares (RunContextLike when it declares none). */
+export type RunContextOf<O> = O extends { execute: (input: never, runContext?: infer R) => unknown }
+  ? unknown extends R
+    ? RunContextLike
+    : [Exclude<R, undefined>] extends [never]
+      ? RunContextLike
+      : Exclude<R, undefined>
+  : RunContextLike;
 
 export interface AgentToolOptions<R = RunContextLike> extends ToolOptions {
   /** Where the run id is: a function of the RunContext (default: its context's `runId`). */
@@ -60,11 +74,17 @@ export function contextRunId(runContext: unknown): unknown {
  * (`name`, else execute's, as tool() names it) and the arguments. `options` are
  * idempotent()'s (ttl, store, scope (default: the tool's name), wait, ...), plus `runId`.
  */
-export function idempotentTool<O extends FunctionToolOptions>(toolOptions: O, options: AgentToolOptions<RunContextOf<O>> = {}): O {
+export function idempotentTool<P, O extends object>(
+  // The intersection types execute's input from parameters, as tool() itself does: the
+  // options are typed here, before tool() sees them.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the SDK's RunContext and details, whatever their types
+  toolOptions: O & { parameters: P; execute: (input: ArgumentsOf<P>, runContext?: any, details?: any) => unknown },
+  options: AgentToolOptions<RunContextOf<O>> = {},
+): O {
   const { runId, ...members } = options;
   checkMembers(members, "idempotentTool");
-  const execute = toolOptions.execute;
-  const name = checkToolName(toolOptions.name ?? execute.name, "idempotentTool", 'give the tool a name: { name: "send_email", ... }');
+  const execute = toolOptions.execute as FunctionToolOptions["execute"];
+  const name = checkToolName((toolOptions as { name?: string }).name ?? execute.name, "idempotentTool", 'give the tool a name: { name: "send_email", ... }');
   const call = runKeyed(name, members, HINT);
   const read = (runId ?? contextRunId) as (runContext: unknown) => unknown;
   const wrapped = async (input: unknown, runContext?: unknown, details?: unknown): Promise<unknown> =>
