@@ -20,8 +20,10 @@
  * arguments are the fingerprint either way: the same key with other arguments is refused
  * (Mismatch). A refusal (Mismatch, InProgress, OutcomeUnknown, a remembered failure, ...)
  * reaches the client as the tool's error result with its detail and hint, which the model
- * can act on; the operator's problems (the store unreachable, not installed, not
- * permitted) are thrown, and the SDK reports them as it reports any failing tool.
+ * can act on. The handler's own error result (`isError: true`) is its failure: not
+ * remembered, so a retry runs it again (unless `cacheFailures`). The operator's problems
+ * (the store unreachable, not installed, not permitted) are thrown, and the SDK reports
+ * them as it reports any failing tool.
  */
 
 import { inputHash } from "../canonical.js";
@@ -80,16 +82,44 @@ export function idempotentHandler<H extends (args: any, extra: any) => unknown>(
   const adapted = async (args: unknown, extra: unknown): Promise<unknown> => {
     const call: Call = {
       idempotencyKeyFor: (input) => metaKey(extra) ?? inputHash(input),
-      body: async () => Promise.resolve(handler(args, extra)),
+      body: async () => {
+        const result: unknown = await handler(args, extra);
+        // A tool's error result is its failure (a Python tool raises ToolError): completed
+        // as one, so a retry runs again unless cacheFailures keeps it.
+        if (isErrorResult(result)) throw new ErrorResult(result);
+        return result;
+      },
     };
     try {
       return await wrapped.call(call, (args ?? {}) as Record<string, unknown>);
     } catch (e) {
+      if (e instanceof ErrorResult) return e.result;
       if (!(e instanceof IdempotencyError) || SERVER_SIDE.some((c) => e instanceof c)) throw e;
       return told(e);
     }
   };
   return adapted as H;
+}
+
+/** The handler's own error result, carried through idempotent() as its failure. */
+class ErrorResult extends Error {
+  constructor(readonly result: { isError: true }) {
+    super(errorText(result));
+    this.name = "ToolError";
+  }
+}
+
+function isErrorResult(value: unknown): value is { isError: true } {
+  return typeof value === "object" && value !== null && (value as { isError?: unknown }).isError === true;
+}
+
+/** What a remembered failure replays (ToolFailed's response.error): the result's text. */
+function errorText(result: object): string {
+  const content = (result as { content?: unknown }).content;
+  const texts = Array.isArray(content)
+    ? content.flatMap((c: unknown) => (typeof c === "object" && c !== null && typeof (c as { text?: unknown }).text === "string" ? [(c as { text: string }).text] : []))
+    : [];
+  return texts.join("\n") || "the tool returned an error result";
 }
 
 function told(e: IdempotencyError): ToolErrorResult {

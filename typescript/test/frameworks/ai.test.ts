@@ -17,7 +17,7 @@ import { z } from "zod";
 
 import { idempotentTool } from "../../src/integrations/ai.js";
 import { InvalidArgument } from "../../src/index.js";
-import { dbTest, Effects, fileStore, scopeFor } from "../support/db.js";
+import { dbTest, Effects, fileStore, Gate, scopeFor } from "../support/db.js";
 
 const store = fileStore();
 const ARGS = { to: "ann@example.com", subject: "Your order été #42" };
@@ -99,6 +99,45 @@ dbTest("generateText: a retried turn sends one email; another run sends its own"
   const fresh = await generateText({ model: other, tools: { send_email: emailTool(outbox, scope, randomUUID()) }, prompt: "Email Ann", stopWhen: isStepCount(5) });
   assert.equal(outbox.count, 2);
   assert.deepEqual(outputs(fresh), [{ messageId: "m-2", to: ARGS.to }]);
+});
+
+dbTest("the same call twice in one step (run at once) with wait sends one email", async () => {
+  const outbox = new Effects();
+  const scope = scopeFor("ai-parallel");
+  // The first call's execute holds until the SDK has started the second call: they overlap.
+  let started = 0;
+  const secondStarted = new Gate();
+  const send = idempotentTool(
+    tool({
+      description: "Send an email.",
+      inputSchema: z.object({ to: z.string(), subject: z.string() }),
+      execute: async ({ to, subject }) => {
+        await secondStarted.promise;
+        return { messageId: `m-${outbox.add([to, subject])}`, to };
+      },
+    }),
+    { name: "send_email", runId: randomUUID(), store, scope, wait: 30_000 },
+  );
+  const both = {
+    content: [toolCall("call_Ab12Cd34Ef56Gh78Ij90Kl12"), toolCall("call_Zz98Yy76Xx54Ww32Vv10Uu98", REORDERED)],
+    finishReason: { unified: "tool-calls", raw: "tool-calls" } as const,
+    usage: USAGE,
+    warnings: [],
+  };
+  const model = new MockLanguageModelV4({ doGenerate: [both, step(text("Sent."))] });
+  const result = await generateText({
+    model,
+    tools: { send_email: send },
+    prompt: "Email Ann",
+    stopWhen: isStepCount(5),
+    onToolExecutionStart: () => {
+      started += 1;
+      if (started === 2) secondStarted.open();
+    },
+  });
+  const first = { messageId: "m-1", to: ARGS.to };
+  assert.deepEqual(outputs(result), [first, first]);
+  assert.equal(outbox.count, 1);
 });
 
 function streamed(part: ReturnType<typeof toolCall> | { type: "text"; text: string }) {

@@ -102,6 +102,38 @@ dbTest("a key reused with other arguments is refused, and the client is told why
   assert.equal(outbox.count, 1);
 });
 
+dbTest("a tool's error result is not remembered: the retry runs again; cacheFailures keeps it", async () => {
+  for (const cacheFailures of [false, true]) {
+    const tries = new Effects();
+    const server = new McpServer({ name: "mail", version: "1.0.0" });
+    server.registerTool(
+      "send_email",
+      { inputSchema: { to: z.string() } },
+      idempotentHandler(
+        "send_email",
+        async ({ to }) =>
+          tries.add(to) === 1
+            ? { content: [{ type: "text" as const, text: "the mail provider is down" }], isError: true }
+            : { content: [{ type: "text" as const, text: "sent" }] },
+        { store, scope: scopeFor(`mcp-error-${cacheFailures}`), cacheFailures },
+      ),
+    );
+    const client = await connected(server);
+    const first = await client.callTool({ name: "send_email", arguments: { to: ARGS.to } });
+    const again = await client.callTool({ name: "send_email", arguments: { to: ARGS.to } });
+    await client.close();
+    assert.deepEqual(first, { content: [{ type: "text", text: "the mail provider is down" }], isError: true });
+    if (cacheFailures) {
+      assert.equal(tries.count, 1);
+      assert.equal(again.isError, true);
+      assert.match(JSON.stringify(again.content), /ToolFailed: .*the mail provider is down/);
+    } else {
+      assert.equal(tries.count, 2);
+      assert.deepEqual(again.content, [{ type: "text", text: "sent" }]);
+    }
+  }
+});
+
 dbTest("a stdio server restarted between the calls sends one email", async () => {
   // The server is its own process (the SDK's stdio transport) writing to an outbox table;
   // the first process ends after the call, a new one answers the retry.
