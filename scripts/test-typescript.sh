@@ -8,7 +8,9 @@
 #       (target/typescript/consumer) with node-postgres and TypeScript, imported there from
 #       an ES module and from a CommonJS script (require), and its types checked by tsc
 #       there, from an ES module and a CommonJS one (without @types/pg: the package's types
-#       must not need it).
+#       must not need it); the agent frameworks' adapters (pg-idempotency/ai,
+#       /openai-agents, /mcp) imported and type-checked there without any framework
+#       installed.
 #   scripts/test-typescript.sh <pg18|pg15> <extension|portable>
 #       the package's tests (typescript/test/, node --test) against a fresh database with
 #       that backend on the running private cluster.
@@ -106,6 +108,15 @@ assert.equal(send.name, "sendEmail");
 assert.throws(() => idempotent(async () => 1), InvalidArgument);
 assert.throws(() => new Store(42), InvalidArgument);
 configure("postgresql://nobody@127.0.0.1:1/none");
+// The adapters' subpaths load without their frameworks installed (none is, here).
+const ai = await import("pg-idempotency/ai");
+const agents = await import("pg-idempotency/openai-agents");
+const mcp = await import("pg-idempotency/mcp");
+const tool = ai.idempotentTool({ description: "d", execute: async (input) => input }, { name: "send_email", runId: "r" });
+assert.equal(typeof tool.execute, "function");
+assert.equal(agents.idempotentTool({ execute: async function sendEmail() { return 1; } }).name, "sendEmail");
+assert.deepEqual(mcp.KEY_META, ["pg-idempotency/key", "idempotencyKey"]);
+assert.throws(() => mcp.idempotentHandler("a:b", async () => ({ content: [] })), InvalidArgument);
 console.log("esm: ok");
 EOF
     cat > "$consumer/cjs.cjs" <<'EOF'
@@ -116,6 +127,7 @@ assert.ok(new InvalidArgument("x") instanceof IdempotencyError);
 assert.equal(new InvalidArgument("x").sqlstate, "22023");
 assert.equal(typeof idempotent.method, "function");
 assert.ok(new Store("postgresql://nobody@127.0.0.1:1/none"));
+assert.equal(typeof require("pg-idempotency/mcp").idempotentHandler, "function");
 console.log("cjs: ok");
 EOF
     cat > "$consumer/types.ts" <<'EOF'
@@ -154,6 +166,18 @@ async function replay(): Promise<Begin> {
   return store.begin("send_email", "k", { to: "ann" }, { ttl: 60_000, onCacheHit: "returnCachedIfSuccess" });
 }
 export { bad, Mailer, replay, result, ToolFailed };
+
+// The adapters' declarations need none of the frameworks' (none is installed here).
+import { idempotentTool as aiTool } from "pg-idempotency/ai";
+import { idempotentTool as agentTool } from "pg-idempotency/openai-agents";
+import { idempotentHandler } from "pg-idempotency/mcp";
+
+export const mailTool = aiTool(
+  { execute: async (input: { to: string }, _options: { toolCallId: string; context: { runId: string } }) => input.to },
+  { name: "send_email", runId: ({ context }) => context.runId, ttl: 86_400_000 },
+);
+export const agentOptions = agentTool({ name: "send_email", parameters: {}, execute: async (_input: unknown) => "sent" }, { store });
+export const handler = idempotentHandler("send_email", async (args: { to: string }) => ({ content: [{ type: "text", text: args.to }] }));
 EOF
     # CommonJS TypeScript: require() of the ES module, typed (TypeScript 5.8 and later).
     cat > "$consumer/types-cjs.cts" <<'EOF'
