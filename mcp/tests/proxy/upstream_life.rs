@@ -45,6 +45,23 @@ fn alive(pid: i64) -> bool {
     }
 }
 
+/// Whether any thread of the process has not finished exiting. After SIGKILL the main
+/// thread can show as a zombie while the others still exit (the group leader waits for
+/// them), and the parent-death signal reaches a child only when the thread that forked it
+/// has exited: a process is done when every task left is a zombie, or none is left.
+fn any_thread_alive(pid: i64) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .is_some_and(|state| state != "Z" && state != "X")
+        })
+    })
+}
+
 /// The pid in a marker the counting server wrote.
 fn pid_in(marker: &Path) -> i64 {
     let text = std::fs::read_to_string(marker).expect("the server's marker");
@@ -121,11 +138,14 @@ impl Killed {
                     .unwrap();
                 assert!(killed.success());
                 // `kill` returns before the process has gone: its threads exit after, and
-                // the parent-death signal reaches its child only then. A zombie (or no
-                // process) has no thread left, so its child has been signalled.
-                until("the SIGKILLed proxy to be gone", PATIENCE, || {
-                    !alive(i64::from(pid))
-                })
+                // the parent-death signal reaches its child only then. The main thread's
+                // zombie is not enough (seen under load: the forking thread still exiting,
+                // the orphan acted once the gate opened): every thread must be done.
+                until(
+                    "every thread of the SIGKILLed proxy to be gone",
+                    PATIENCE,
+                    || !any_thread_alive(i64::from(pid)),
+                )
                 .await;
             }
         }
